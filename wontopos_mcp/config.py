@@ -1,0 +1,109 @@
+"""Settings, read once by the entry points: flags > ``WONTOPOS_*`` environment > defaults.
+
+Only the CLI and ``Memory()`` (for the arguments it was not given) build a ``Settings``;
+nothing else in the package reads the environment. The API key is read from the
+environment only, never from a flag, so it never shows in ``ps``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+DEFAULT_MODEL = "multilingual-e5-small-q4"
+TRANSPORTS = ("stdio", "http", "sse")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+_MiB = 1024 * 1024
+
+
+class ConfigError(ValueError):
+    """A bad setting: the CLI prints it as one line on stderr and exits non-zero."""
+
+
+def default_db_dir() -> str:
+    from platformdirs import user_data_dir
+
+    return user_data_dir("wontopos-mcp", appauthor=False)
+
+
+def default_model_cache() -> str:
+    from platformdirs import user_cache_dir
+
+    return os.path.join(user_cache_dir("wontopos-mcp", appauthor=False), "models")
+
+
+@dataclass(frozen=True)
+class Settings:
+    db: str = ""
+    transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    api_key: str | None = field(default=None, repr=False)
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = 4 * _MiB
+    speaker_limit: int = 50
+    embed_model: str = DEFAULT_MODEL
+    model_cache: str = ""
+    log_level: str = "warning"
+
+    @classmethod
+    def load(
+        cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    ) -> "Settings":
+        """Merge defaults, the environment and explicit overrides (``None`` = not given)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get(f"WONTOPOS_{f.name.upper()}")
+            if raw is not None and raw.strip() != "":
+                values[f.name] = _parse(f.name, raw.strip(), source=f"WONTOPOS_{f.name.upper()}")
+        for name, value in (overrides or {}).items():
+            if name == "api_key":
+                raise ConfigError("the API key is read from WONTOPOS_API_KEY only")
+            if value is not None:
+                values[name] = _parse(name, value, source=f"--{name.replace('_', '-')}")
+        settings = replace(cls(), **values)
+        return settings._with_defaults()._checked()
+
+    def _with_defaults(self) -> "Settings":
+        return replace(
+            self,
+            db=self.db or default_db_dir(),
+            model_cache=self.model_cache or default_model_cache(),
+        )
+
+    def _checked(self) -> "Settings":
+        if self.transport not in TRANSPORTS:
+            raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port must be 1-65535, not {self.port}")
+        if self.speaker_limit < 1:
+            raise ConfigError(f"speaker limit must be at least 1, not {self.speaker_limit}")
+        if self.max_body_bytes < 1024:
+            raise ConfigError(f"max body bytes must be at least 1024, not {self.max_body_bytes}")
+        if self.log_level not in LOG_LEVELS:
+            raise ConfigError(f"log level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        if not self.embed_model.strip():
+            raise ConfigError("embed model must not be empty")
+        return self
+
+
+_INTS = {"port", "speaker_limit", "max_body_bytes"}
+
+
+def _parse(name: str, value: Any, *, source: str) -> Any:
+    if name in _INTS:
+        if isinstance(value, bool):
+            raise ConfigError(f"{source} must be an integer, not {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{source} must be an integer, not {value!r}") from None
+    if name == "allowed_hosts":
+        items = value.split(",") if isinstance(value, str) else list(value)
+        return tuple(h.strip() for h in items if h.strip())
+    if name in ("transport", "log_level"):
+        return str(value).strip().lower()
+    return str(value)

@@ -1,0 +1,130 @@
+"""The one exception tree of wontopos-mcp.
+
+Every refusal the engine makes is one of these; each face (MCP tools, REST, the
+``Memory`` library) translates them in exactly one place, so an agent sees the same
+``{"type": "error", "status", "error": {"type", "message", ...fields}}`` body
+everywhere (SPEC "Errors")::
+
+    WontoposError                 (status, type, message, details)
+    ├── InvalidRequestError       400 invalid_request_error   (BadRequestError)
+    ├── AuthenticationError       401 authentication_error
+    ├── PermissionDeniedError     403 permission_error
+    ├── NotFoundError             404 not_found_error
+    ├── ConflictError             409 conflict_error
+    ├── APIError                  500 api_error
+    ├── NotImplementedAPIError    501 not_implemented_error
+    └── UnavailableError          503 unavailable_error
+
+``InvalidRequestError`` also carries 413/421/422 on the HTTP face: the type names the
+kind of fault, the status the HTTP meaning. ``WosError`` and ``BadRequestError`` are the
+official SDK's names, kept as aliases so code written for the hosted client ports by
+changing one import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WontoposError(Exception):
+    """Base of every error the engine raises on purpose.
+
+    ``details`` holds the machine-readable fields of SPEC (``field``, ``speaker``,
+    ``speaker_limit``, ...) that agents branch on; the message is for humans.
+    """
+
+    status: int = 500
+    type: str = "api_error"
+
+    def __init__(self, message: str, *, status: int | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+        self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
+
+    @property
+    def field(self) -> str | None:
+        return self.details.get("field")
+
+    def envelope(self) -> dict[str, Any]:
+        """The SPEC error body, as every face sends it."""
+        return {
+            "type": "error",
+            "status": self.status,
+            "error": {"type": self.type, "message": self.message, **self.details},
+        }
+
+    def renamed_field(self, names: dict[str, str]) -> "WontoposError":
+        """Return this error with ``field`` mapped back to the caller's own name."""
+        field = self.field
+        if field is not None and field in names:
+            self.details["field"] = names[field]
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(status={self.status}, message={self.message!r}, details={self.details!r})"
+
+
+class InvalidRequestError(WontoposError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class AuthenticationError(WontoposError):
+    status = 401
+    type = "authentication_error"
+
+
+class PermissionDeniedError(WontoposError):
+    status = 403
+    type = "permission_error"
+
+
+class NotFoundError(WontoposError):
+    status = 404
+    type = "not_found_error"
+
+
+class ConflictError(WontoposError):
+    status = 409
+    type = "conflict_error"
+
+
+class APIError(WontoposError):
+    """A bug on our side. The message never carries internals."""
+
+    status = 500
+    type = "api_error"
+
+
+class NotImplementedAPIError(WontoposError):
+    status = 501
+    type = "not_implemented_error"
+
+
+class UnavailableError(WontoposError):
+    """The embedding model is still loading, or failed to load."""
+
+    status = 503
+    type = "unavailable_error"
+
+
+WosError = WontoposError
+BadRequestError = InvalidRequestError
+
+ALL_ERRORS: tuple[type[WontoposError], ...] = (
+    InvalidRequestError,
+    AuthenticationError,
+    PermissionDeniedError,
+    NotFoundError,
+    ConflictError,
+    APIError,
+    NotImplementedAPIError,
+    UnavailableError,
+)
+
+
+def internal_error() -> APIError:
+    """The one 500 every face sends for an unexpected exception: no internals leak."""
+    return APIError("internal error: the operation was not applied; see the server log")

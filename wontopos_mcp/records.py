@@ -1,0 +1,30 @@
+"""A memory as every read returns it (SPEC "Memories"): optional fields are omitted
+when they have no value, never ``null``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dates import format_us
+
+
+def memory_record(row: dict[str, Any], *, similarity: float | None = None) -> dict[str, Any]:
+    """Build the public record from a stored chunk row (any chunk of the memory)."""
+    record: dict[str, Any] = {"id": row["memory_id"], "content": row["content"]}
+    if row.get("speaker") is not None:
+        record["speaker"] = row["speaker"]
+    record["category"] = row["category"]
+    record["importance"] = round(float(row["importance"]), 4)
+    if similarity is not None:
+        record["similarity"] = round(min(max(similarity, 0.0), 1.0), 6)
+    record["time_bucket"] = row["time_bucket"]
+    record["created_at"] = format_us(row["created_us"])
+    if row.get("event_date") is not None:
+        record["event_date"] = row["event_date"]
+    if row.get("conversation_id") is not None:
+        record["conversation_id"] = row["conversation_id"]
+    record["is_superseded"] = bool(row["superseded"])
+    if row.get("superseded_by") is not None:
+        record["superseded_by"] = row["superseded_by"]
+    return record

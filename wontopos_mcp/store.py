@@ -1,0 +1,294 @@
+"""LanceDB: the only module that imports ``lancedb`` and ``pyarrow``.
+
+Two tables in one database:
+
+* ``registry`` — one row per store, per registered speaker, and one ``meta`` row that
+  records the embedding model and vector size the database was built with.
+* ``chunks`` — one row per sentence chunk, with every field of its memory copied onto
+  it, so each operation on memories is a single atomic LanceDB commit (add = one
+  ``add``, supersede = one ``merge_insert``, forget = one ``delete``...).
+
+Writes are serialised by a per-database lock (a thread lock plus a file lock for a
+local directory, so several processes can share one database); handles read with
+``read_consistency_interval=0`` so they always see other processes' commits. Every
+string that reaches a ``where`` clause goes through :func:`sql_str`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import lancedb
+import pyarrow as pa
+from lancedb.query import ColumnOrdering
+
+log = logging.getLogger(__name__)
+
+REGISTRY = "registry"
+CHUNKS = "chunks"
+MEMORY_FIELDS = (
+    "memory_id", "user_id", "speaker", "content", "n_chunks", "created_us", "seq",
+    "event_date", "event_us", "when_us", "time_bucket", "category", "importance",
+    "superseded", "superseded_by", "conversation_id", "role", "dup_key",
+)  # fmt: skip
+_OPTIMIZE_EVERY = 50
+
+
+def sql_str(value: str) -> str:
+    """The one way a string enters a filter: a quoted SQL literal, quotes doubled."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def sql_in(values: Sequence[str]) -> str:
+    return "(" + ", ".join(sql_str(v) for v in values) + ")"
+
+
+def is_remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
+
+
+_REGISTRY_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("user_id", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("created_us", pa.int64(), nullable=False),
+        pa.field("value", pa.string()),
+    ]
+)
+
+
+def chunk_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("memory_id", pa.string(), nullable=False),
+            pa.field("chunk_idx", pa.int32(), nullable=False),
+            pa.field("n_chunks", pa.int32(), nullable=False),
+            pa.field("user_id", pa.string(), nullable=False),
+            pa.field("speaker", pa.string()),
+            pa.field("content", pa.string(), nullable=False),
+            pa.field("text", pa.string(), nullable=False),
+            pa.field("dup_key", pa.string(), nullable=False),
+            pa.field("created_us", pa.int64(), nullable=False),
+            pa.field("seq", pa.int64(), nullable=False),
+            pa.field("event_date", pa.string()),
+            pa.field("event_us", pa.int64()),
+            pa.field("when_us", pa.int64(), nullable=False),
+            pa.field("time_bucket", pa.string(), nullable=False),
+            pa.field("category", pa.string(), nullable=False),
+            pa.field("importance", pa.float32(), nullable=False),
+            pa.field("superseded", pa.bool_(), nullable=False),
+            pa.field("superseded_by", pa.string()),
+            pa.field("conversation_id", pa.string()),
+            pa.field("role", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
+        ]
+    )
+
+
+class ModelMismatch(RuntimeError):
+    """The database was built with another embedding model (a start-up error)."""
+
+
+class Store:
+    """Storage primitives. Knows LanceDB; knows none of SPEC's rules."""
+
+    def __init__(self, uri: str, *, flat_search_max: int = 20_000) -> None:
+        os.environ.setdefault("LANCEDB_LOG", "error")
+        self.uri = uri
+        self.flat_search_max = flat_search_max
+        self._remote = is_remote(uri)
+        if not self._remote:
+            os.makedirs(uri, exist_ok=True)
+        self._db = lancedb.connect(uri, read_consistency_interval=timedelta(0))
+        self._thread_lock = threading.RLock()
+        self._file_lock = None
+        if not self._remote:
+            from filelock import FileLock
+
+            self._file_lock = FileLock(os.path.join(uri, ".wontopos.lock"), thread_local=False)
+        self._chunks: Any = None
+        self._writes = 0
+        with self.write_lock():
+            self.registry = self._open_or_create(REGISTRY, _REGISTRY_SCHEMA, "key")
+
+    # -- locking -----------------------------------------------------------------
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Serialise writers of this database across threads and processes."""
+        with self._thread_lock:
+            if self._file_lock is None:
+                yield
+                return
+            with self._file_lock:
+                yield
+
+    def _open_or_create(self, name: str, schema: pa.Schema, key: str) -> Any:
+        if name in self._table_names():
+            return self._db.open_table(name)
+        table = self._db.create_table(name, schema=schema)
+        table.set_unenforced_primary_key(key)
+        return table
+
+    def _table_names(self) -> list[str]:
+        result = self._db.list_tables()
+        return list(getattr(result, "tables", result))
+
+    # -- registry ------------------------------------------------------------------
+
+    def registry_rows(self, where: str) -> list[dict[str, Any]]:
+        return self.registry.search().where(where).to_list()
+
+    def registry_count(self, where: str) -> int:
+        return self.registry.count_rows(where)
+
+    def registry_add(self, rows: list[dict[str, Any]]) -> None:
+        self.registry.add(pa.Table.from_pylist(rows, schema=_REGISTRY_SCHEMA))
+
+    def registry_delete(self, where: str) -> None:
+        self.registry.delete(where)
+
+    # -- model record ----------------------------------------------------------------
+
+    def check_model(self, model_id: str) -> None:
+        """Stop when the database was built with another model (vectors not comparable)."""
+        rows = self.registry_rows("kind = 'meta'")
+        if rows and rows[0]["name"] != model_id:
+            raise ModelMismatch(
+                f"the database at {self.uri} was built with embedding model "
+                f"{rows[0]['name']!r} ({rows[0]['value']} dimensions), not {model_id!r}; "
+                f"start with --embed-model {rows[0]['name']} or reindex"
+            )
+
+    def chunks(self, model_id: str, dim: int) -> Any:
+        """The chunks table, created (and the model recorded) on first use."""
+        if self._chunks is not None:
+            return self._chunks
+        if CHUNKS not in self._table_names():
+            with self.write_lock():
+                self._create_chunks(model_id, dim)
+        self._chunks = self._db.open_table(CHUNKS)
+        return self._chunks
+
+    def _create_chunks(self, model_id: str, dim: int) -> None:
+        if CHUNKS in self._table_names():
+            return
+        self.check_model(model_id)
+        if not self.registry_count("kind = 'meta'"):
+            self.registry_add(
+                [{"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}]
+            )
+        self._open_or_create(CHUNKS, chunk_schema(dim), "chunk_id")
+
+    def existing_chunks(self) -> Any | None:
+        """The chunks table if it exists yet (reads that need no model use this)."""
+        if self._chunks is None and CHUNKS in self._table_names():
+            self._chunks = self._db.open_table(CHUNKS)
+        return self._chunks
+
+    # -- chunk reads ---------------------------------------------------------------------
+
+    def count(self, where: str) -> int:
+        table = self.existing_chunks()
+        return 0 if table is None else table.count_rows(where)
+
+    def rows(
+        self,
+        where: str,
+        *,
+        columns: Sequence[str] = MEMORY_FIELDS,
+        order: Sequence[tuple[str, bool]] = (),
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        table = self.existing_chunks()
+        if table is None:
+            return []
+        query = table.search().where(where).select(list(columns))
+        if order:
+            query = query.order_by([ColumnOrdering(column_name=c, ascending=asc) for c, asc in order])
+        query = query.limit(limit) if limit is not None else query.limit(None)
+        return query.to_arrow().to_pylist()
+
+    def column(self, where: str, column: str) -> list[Any]:
+        table = self.existing_chunks()
+        if table is None:
+            return []
+        return table.search().where(where).select([column]).limit(None).to_arrow().column(column).to_pylist()
+
+    def vector_search(self, vector: Any, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """Exact (flat) cosine search inside ``where``; returns rows with ``_distance``."""
+        table = self.existing_chunks()
+        if table is None:
+            return []
+        query = (
+            table.search(vector, vector_column_name="vector")
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .bypass_vector_index()
+            .select([*columns, "_distance"])
+            .limit(k)
+        )
+        return query.to_arrow().to_pylist()
+
+    # -- chunk writes (call inside write_lock) ----------------------------------------------
+
+    def add_chunks(self, table: Any, rows: list[dict[str, Any]]) -> None:
+        table.add(pa.Table.from_pylist(rows, schema=table.schema))
+        self._after_write(table)
+
+    def upsert_chunks(self, table: Any, rows: list[dict[str, Any]], delete_where: str | None = None) -> None:
+        """Update/insert ``rows`` by chunk id and delete ``delete_where`` in ONE commit."""
+        merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
+        if delete_where:
+            merge = merge.when_not_matched_by_source_delete(delete_where)
+        merge.execute(pa.Table.from_pylist(rows, schema=table.schema))
+        self._after_write(table)
+
+    def update_chunks(self, where: str, values_sql: dict[str, str]) -> int:
+        table = self.existing_chunks()
+        if table is None:
+            return 0
+        result = table.update(where=where, values_sql=values_sql)
+        self._after_write(table)
+        return int(getattr(result, "rows_updated", 0) or 0)
+
+    def delete_chunks(self, where: str) -> int:
+        table = self.existing_chunks()
+        if table is None:
+            return 0
+        before = table.count_rows(where)
+        if before:
+            table.delete(where)
+            self._after_write(table)
+        return before
+
+    def max_seq(self, user_key: str) -> int:
+        rows = self.rows(
+            f"user_id = {sql_str(user_key)} AND chunk_idx = 0",
+            columns=("seq",),
+            order=(("seq", False),),
+            limit=1,
+        )
+        return int(rows[0]["seq"]) if rows else 0
+
+    def _after_write(self, table: Any) -> None:
+        """Compact now and then (inside the write lock; old versions kept an hour)."""
+        self._writes += 1
+        if self._writes % _OPTIMIZE_EVERY:
+            return
+        try:
+            table.optimize(cleanup_older_than=timedelta(hours=1))
+        except Exception:  # compaction is housekeeping: a lost race is retried later
+            log.warning("optimize() skipped", exc_info=True)
+
+    def close(self) -> None:
+        self._chunks = None

@@ -1,0 +1,71 @@
+"""Argument checks every entry point shares: types and ranges, refused as a 400 naming
+the field. The core runs them itself because the library face passes raw values; the
+MCP schemas only document them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InvalidRequestError
+
+MAX_CONTENT_CHARS = 32_000
+MAX_QUERY_CHARS = 4_000
+MAX_LABEL_CHARS = 128
+MAX_SKIP_IDS = 1_000
+
+
+def integer(value: Any, *, field: str, low: int, high: int | None = None) -> int:
+    """An int in [low, high]; bools and floats are refused rather than coerced."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequestError(f"{field} must be an integer", field=field)
+    if value < low or (high is not None and value > high):
+        span = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise InvalidRequestError(f"{field} must be {span}, got {value}", field=field)
+    return value
+
+
+def boolean(value: Any, *, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequestError(f"{field} must be true or false", field=field)
+    return value
+
+
+def text(value: Any, *, field: str, max_chars: int) -> str:
+    """Non-empty text (after trimming) of at most ``max_chars``; returned as given."""
+    if not isinstance(value, str):
+        raise InvalidRequestError(f"{field} must be a string", field=field)
+    if not value.strip():
+        raise InvalidRequestError(f"{field} must not be empty", field=field)
+    if len(value) > max_chars:
+        raise InvalidRequestError(
+            f"{field} is {len(value)} characters; at most {max_chars} are allowed",
+            field=field,
+            max_chars=max_chars,
+        )
+    return value
+
+
+def label(value: Any, *, field: str) -> str:
+    """A short identifier-like string (category, conversation id, memory id): trimmed."""
+    return text(value, field=field, max_chars=MAX_LABEL_CHARS).strip()
+
+
+def optional_label(value: Any, *, field: str) -> str | None:
+    return None if value is None else label(value, field=field)
+
+
+def string_list(value: Any, *, field: str, max_items: int) -> list[str]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise InvalidRequestError(f"{field} must be a list of strings", field=field)
+    if len(value) > max_items:
+        raise InvalidRequestError(f"{field} has more than {max_items} items", field=field)
+    return list(value)
+
+
+def number(value: Any, *, field: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise InvalidRequestError(f"{field} must be a number", field=field)
+    if not low <= value <= high:
+        raise InvalidRequestError(f"{field} must be between {low} and {high}", field=field)
+    return float(value)
