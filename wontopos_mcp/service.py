@@ -13,6 +13,8 @@ stored state are repeated inside the write lock, where they decide.
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from .embeddings import Embedder, ModelLoader
     from .store import Store
 
+log = logging.getLogger(__name__)
+
 DEFAULT_CATEGORY = "general"
 FILTER_KEYS = ("categories", "event_from", "event_to", "time_from", "time_to", "min_importance")
 
@@ -62,7 +66,7 @@ class MemoryService:
         self.speaker_limit = speaker_limit
         self.clock = clock
         self.model_wait = model_wait
-        self._ensure_default_store()
+        store.on_open(self._ensure_default_store)
 
     @classmethod
     def open(cls, settings: "Settings", *, models: "ModelLoader | None" = None, **kwargs: Any) -> "MemoryService":
@@ -73,14 +77,23 @@ class MemoryService:
         from .store import Store
 
         store = Store(settings.db)
-        store.check_model(settings.embed_model if models is None else _model_id(models, settings))
         if models is None:
             models = ModelLoader(partial(load_embedder, settings.embed_model, settings.model_cache))
         return cls(store, models, speaker_limit=settings.speaker_limit, **kwargs)
 
     def start(self) -> None:
-        """Begin loading the model in the background; returns at once."""
+        """Begin loading the model and opening the database in the background.
+
+        Returns at once: a server answers ``initialize`` and ``tools/list`` meanwhile.
+        """
         self.models.start()
+        threading.Thread(target=self._warm_up, name="wontopos-open-db", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            self.store.connect()
+        except Exception:  # the first call that needs the database reports it properly
+            log.warning("opening the database in the background failed", exc_info=True)
 
     def close(self) -> None:
         self.store.close()
@@ -515,10 +528,6 @@ def _in(values: list[str]) -> str:
     from .store import sql_in
 
     return sql_in(values)
-
-
-def _model_id(models: "ModelLoader", settings: "Settings") -> str:
-    return getattr(models, "model_id", None) or settings.embed_model
 
 
 def _in_store(key: str) -> str:

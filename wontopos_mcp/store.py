@@ -16,17 +16,14 @@ string that reaches a ``where`` clause goes through :func:`sql_str`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
-
-import lancedb
-import pyarrow as pa
-from lancedb.query import ColumnOrdering
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +35,7 @@ MEMORY_FIELDS = (
     "superseded", "superseded_by", "conversation_id", "role", "dup_key",
 )  # fmt: skip
 _OPTIMIZE_EVERY = 50
+META_FILE = "wontopos.json"
 
 
 def sql_str(value: str) -> str:
@@ -53,7 +51,10 @@ def is_remote(uri: str) -> bool:
     return "://" in uri and not uri.startswith("file://")
 
 
-_REGISTRY_SCHEMA = pa.schema(
+def registry_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
     [
         pa.field("key", pa.string(), nullable=False),
         pa.field("kind", pa.string(), nullable=False),
@@ -62,10 +63,12 @@ _REGISTRY_SCHEMA = pa.schema(
         pa.field("created_us", pa.int64(), nullable=False),
         pa.field("value", pa.string()),
     ]
-)
+    )
 
 
-def chunk_schema(dim: int) -> pa.Schema:
+def chunk_schema(dim: int) -> Any:
+    import pyarrow as pa
+
     return pa.schema(
         [
             pa.field("chunk_id", pa.string(), nullable=False),
@@ -98,27 +101,60 @@ class ModelMismatch(RuntimeError):
     """The database was built with another embedding model (a start-up error)."""
 
 
+def _arrow(rows: list[dict[str, Any]], schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
 class Store:
-    """Storage primitives. Knows LanceDB; knows none of SPEC's rules."""
+    """Storage primitives. Knows LanceDB; knows none of SPEC's rules.
 
-    def __init__(self, uri: str, *, flat_search_max: int = 20_000) -> None:
-        os.environ.setdefault("LANCEDB_LOG", "error")
+    Construction is cheap: LanceDB (about a second to import) is imported and the
+    database opened on first use, so a server can answer ``tools/list`` first.
+    """
+
+    def __init__(self, uri: str) -> None:
         self.uri = uri
-        self.flat_search_max = flat_search_max
         self._remote = is_remote(uri)
-        if not self._remote:
-            os.makedirs(uri, exist_ok=True)
-        self._db = lancedb.connect(uri, read_consistency_interval=timedelta(0))
         self._thread_lock = threading.RLock()
-        self._file_lock = None
-        if not self._remote:
-            from filelock import FileLock
-
-            self._file_lock = FileLock(os.path.join(uri, ".wontopos.lock"), thread_local=False)
+        self._file_lock: Any = None
+        self._db: Any = None
+        self._registry: Any = None
         self._chunks: Any = None
+        self._on_open: list[Callable[[], None]] = []
         self._writes = 0
-        with self.write_lock():
-            self.registry = self._open_or_create(REGISTRY, _REGISTRY_SCHEMA, "key")
+
+    def on_open(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once, right after the database is first opened."""
+        self._on_open.append(hook)
+
+    def connect(self) -> None:
+        """Open the database now (idempotent); the server calls this in the background."""
+        if self._db is not None:
+            return
+        with self._thread_lock:
+            if self._db is not None:
+                return
+            os.environ.setdefault("LANCEDB_LOG", "error")
+            import lancedb
+
+            if not self._remote:
+                from filelock import FileLock
+
+                os.makedirs(self.uri, exist_ok=True)
+                self._file_lock = FileLock(os.path.join(self.uri, ".wontopos.lock"), thread_local=False)
+            db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
+            self._db = db
+            with self.write_lock():
+                self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
+            for hook in self._on_open:
+                hook()
+
+    @property
+    def registry(self) -> Any:
+        self.connect()
+        return self._registry
 
     # -- locking -----------------------------------------------------------------
 
@@ -132,7 +168,7 @@ class Store:
             with self._file_lock:
                 yield
 
-    def _open_or_create(self, name: str, schema: pa.Schema, key: str) -> Any:
+    def _open_or_create(self, name: str, schema: Any, key: str) -> Any:
         if name in self._table_names():
             return self._db.open_table(name)
         table = self._db.create_table(name, schema=schema)
@@ -146,37 +182,51 @@ class Store:
     # -- registry ------------------------------------------------------------------
 
     def registry_rows(self, where: str) -> list[dict[str, Any]]:
-        return self.registry.search().where(where).to_list()
+        return self.registry.search().where(where).limit(None).to_list()
 
     def registry_count(self, where: str) -> int:
         return self.registry.count_rows(where)
 
     def registry_add(self, rows: list[dict[str, Any]]) -> None:
-        self.registry.add(pa.Table.from_pylist(rows, schema=_REGISTRY_SCHEMA))
+        self.registry.add(_arrow(rows, registry_schema()))
 
     def registry_delete(self, where: str) -> None:
         self.registry.delete(where)
 
     # -- model record ----------------------------------------------------------------
 
+    def recorded_model(self) -> tuple[str, int] | None:
+        """(model id, vector size) the database was built with, if it has vectors yet.
+
+        A local database answers from a small JSON file, without importing LanceDB, so
+        the CLI can refuse a mismatch at start-up in milliseconds.
+        """
+        if not self._remote:
+            try:
+                with open(os.path.join(self.uri, META_FILE), encoding="utf-8") as fh:
+                    meta = json.load(fh)
+                return str(meta["model"]), int(meta["dim"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+        rows = self.registry_rows("kind = 'meta'")
+        return (rows[0]["name"], int(rows[0]["value"])) if rows else None
+
     def check_model(self, model_id: str) -> None:
         """Stop when the database was built with another model (vectors not comparable)."""
-        rows = self.registry_rows("kind = 'meta'")
-        if rows and rows[0]["name"] != model_id:
+        recorded = self.recorded_model()
+        if recorded and recorded[0] != model_id:
             raise ModelMismatch(
-                f"the database at {self.uri} was built with embedding model "
-                f"{rows[0]['name']!r} ({rows[0]['value']} dimensions), not {model_id!r}; "
-                f"start with --embed-model {rows[0]['name']} or reindex"
+                f"the database at {self.uri} was built with embedding model {recorded[0]!r} "
+                f"({recorded[1]} dimensions), not {model_id!r}; start with --embed-model "
+                f"{recorded[0]} or reindex"
             )
 
     def chunks(self, model_id: str, dim: int) -> Any:
         """The chunks table, created (and the model recorded) on first use."""
-        if self._chunks is not None:
-            return self._chunks
-        if CHUNKS not in self._table_names():
+        if self.existing_chunks() is None:
             with self.write_lock():
                 self._create_chunks(model_id, dim)
-        self._chunks = self._db.open_table(CHUNKS)
+            self._chunks = self._db.open_table(CHUNKS)
         return self._chunks
 
     def _create_chunks(self, model_id: str, dim: int) -> None:
@@ -184,13 +234,16 @@ class Store:
             return
         self.check_model(model_id)
         if not self.registry_count("kind = 'meta'"):
-            self.registry_add(
-                [{"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}]
-            )
+            meta = {"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}
+            self.registry_add([meta])
+        if not self._remote:
+            with open(os.path.join(self.uri, META_FILE), "w", encoding="utf-8") as fh:
+                json.dump({"model": model_id, "dim": dim}, fh)
         self._open_or_create(CHUNKS, chunk_schema(dim), "chunk_id")
 
     def existing_chunks(self) -> Any | None:
         """The chunks table if it exists yet (reads that need no model use this)."""
+        self.connect()
         if self._chunks is None and CHUNKS in self._table_names():
             self._chunks = self._db.open_table(CHUNKS)
         return self._chunks
@@ -212,6 +265,8 @@ class Store:
         table = self.existing_chunks()
         if table is None:
             return []
+        from lancedb.query import ColumnOrdering
+
         query = table.search().where(where).select(list(columns))
         if order:
             query = query.order_by([ColumnOrdering(column_name=c, ascending=asc) for c, asc in order])
@@ -242,7 +297,7 @@ class Store:
     # -- chunk writes (call inside write_lock) ----------------------------------------------
 
     def add_chunks(self, table: Any, rows: list[dict[str, Any]]) -> None:
-        table.add(pa.Table.from_pylist(rows, schema=table.schema))
+        table.add(_arrow(rows, table.schema))
         self._after_write(table)
 
     def upsert_chunks(self, table: Any, rows: list[dict[str, Any]], delete_where: str | None = None) -> None:
@@ -250,7 +305,7 @@ class Store:
         merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
         if delete_where:
             merge = merge.when_not_matched_by_source_delete(delete_where)
-        merge.execute(pa.Table.from_pylist(rows, schema=table.schema))
+        merge.execute(_arrow(rows, table.schema))
         self._after_write(table)
 
     def update_chunks(self, where: str, values_sql: dict[str, str]) -> int:
@@ -292,3 +347,5 @@ class Store:
 
     def close(self) -> None:
         self._chunks = None
+        self._registry = None
+        self._db = None
