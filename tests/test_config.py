@@ -1,0 +1,90 @@
+"""Settings: flags > environment > defaults, and a bad setting is one line on stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from wontopos_mcp.config import DEFAULT_MODEL, ConfigError, Settings
+
+
+def test_defaults_apply_when_nothing_is_set(tmp_path):
+    settings = Settings.load({}, environ={})
+    assert settings.transport == "stdio"
+    assert (settings.host, settings.port) == ("127.0.0.1", 8765)
+    assert settings.speaker_limit == 50
+    assert settings.embed_model == DEFAULT_MODEL
+    assert settings.max_body_bytes == 4 * 1024 * 1024
+    assert settings.db and "wontopos-mcp" in settings.db
+
+
+def test_environment_overrides_defaults_and_flags_override_the_environment():
+    env = {"WONTOPOS_SPEAKER_LIMIT": "7", "WONTOPOS_DB": "/tmp/from-env", "WONTOPOS_PORT": "9000"}
+    settings = Settings.load({"db": "/tmp/from-flag", "port": None}, environ=env)
+    assert settings.db == "/tmp/from-flag"
+    assert settings.speaker_limit == 7
+    assert settings.port == 9000
+
+
+def test_the_api_key_comes_from_the_environment_only():
+    assert Settings.load({}, environ={"WONTOPOS_API_KEY": "k1"}).api_key == "k1"
+    with pytest.raises(ConfigError):
+        Settings.load({"api_key": "k2"}, environ={})
+    assert "k1" not in repr(Settings.load({}, environ={"WONTOPOS_API_KEY": "k1"}))
+
+
+@pytest.mark.parametrize(
+    "overrides, env",
+    [
+        ({"speaker_limit": "lots"}, {}),
+        ({}, {"WONTOPOS_SPEAKER_LIMIT": "0"}),
+        ({"transport": "carrier-pigeon"}, {}),
+        ({}, {"WONTOPOS_PORT": "70000"}),
+        ({"log_level": "loud"}, {}),
+    ],
+)
+def test_bad_settings_are_refused(overrides, env):
+    with pytest.raises(ConfigError):
+        Settings.load(overrides, environ=env)
+
+
+@pytest.mark.parametrize(
+    "args, env",
+    [
+        (["--speaker-limit", "many"], {}),
+        (["--transport", "smoke"], {}),
+        ([], {"WONTOPOS_PORT": "-1"}),
+        (["--transport", "http", "--host", "0.0.0.0"], {}),
+        (["--no-such-flag"], {}),
+    ],
+)
+def test_a_bad_setting_stops_the_server_with_one_line_and_no_traceback(tmp_path, args, env):
+    full_env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env}
+    proc = subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", "--db", str(tmp_path / "db"), *args],
+        capture_output=True, text=True, env=full_env, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_opening_a_database_built_with_another_model_stops_naming_both(tmp_path):
+    from wontopos_mcp.store import META_FILE
+
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / META_FILE).write_text('{"model": "some-other-model", "dim": 768}')
+    proc = subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", "--db", str(db)],
+        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "some-other-model" in lines[0] and DEFAULT_MODEL in lines[0]

@@ -1,0 +1,96 @@
+"""The public surface and the promises about set-up, pinned."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import wontopos_mcp
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+TOOLS = (
+    "memory_add", "memory_search", "speaker_register", "speakers_list", "by_speaker", "speaker_remove",
+    "store_create", "stores_list", "store_delete", "memory_get", "memory_list", "memory_forget",
+    "memory_supersede",
+)  # fmt: skip
+
+
+def _bash_blocks(text: str) -> list[str]:
+    return [b.strip() for b in re.findall(r"```bash\n(.*?)```", text, flags=re.S)]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    ci_lines = [ln for ln in (ROOT / ".ci/run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert ci_lines[0] == "set -euo pipefail"
+    test_line = ci_lines[1]
+    assert ci_lines[1:] == [test_line]
+    assert test_line in _bash_blocks(README)
+    assert "pip install -e '.[test]'" in test_line and "pytest" in test_line
+
+
+def test_readme_has_a_one_line_command_that_installs_and_runs_the_server():
+    blocks = _bash_blocks(README)
+    server = [b for b in blocks if "python3 -m venv" in b and "bin/wontopos-mcp" in b]
+    assert len(server) == 1 and "\n" not in server[0]
+
+
+def test_test_dependencies_are_an_extra_not_a_group():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "dependency-groups" not in project
+    assert any(dep.startswith("pytest") for dep in project["project"]["optional-dependencies"]["test"])
+    deps = project["project"]["dependencies"]
+    assert "mcp>=2.3,<3" in deps
+    assert not any(dep.startswith(("pytest", "hypothesis")) for dep in deps)
+
+
+def test_readme_names_every_tool_and_the_uvx_launch():
+    for tool in TOOLS:
+        assert f"`{tool}`" in README, tool
+    assert '"command": "uvx"' in README
+    assert "mcp-name: io.github.wontopos-mcp/wontopos-mcp" in README
+
+
+def test_public_names_are_pinned():
+    assert sorted(wontopos_mcp.__all__) == sorted([
+        "APIError", "AuthenticationError", "BadRequestError", "ConflictError", "InvalidRequestError",
+        "Memory", "NotFoundError", "PermissionDeniedError", "UnavailableError", "WontoposError",
+        "WosError", "__version__",
+    ])  # fmt: skip
+    assert wontopos_mcp.WosError is wontopos_mcp.WontoposError
+    assert wontopos_mcp.BadRequestError is wontopos_mcp.InvalidRequestError
+    assert not issubclass(wontopos_mcp.PermissionDeniedError, PermissionError)
+    assert wontopos_mcp.Memory.__name__ == "Memory"
+
+
+def _modules_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print(','.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    return set(out.stdout.strip().split(","))
+
+
+def test_the_core_imports_nothing_of_mcp_or_http():
+    loaded = _modules_after("import wontopos_mcp.service, wontopos_mcp.library")
+    for face in ("mcp", "starlette", "uvicorn", "wontopos_mcp.mcp_server"):
+        assert face not in loaded, face
+
+
+def test_importing_the_package_and_service_loads_no_heavy_module():
+    loaded = _modules_after("import wontopos_mcp, wontopos_mcp.service, wontopos_mcp.cli")
+    for heavy in ("lancedb", "pyarrow", "fastembed", "onnxruntime", "onnx"):
+        assert heavy not in loaded, heavy
+
+
+def test_version_is_declared_once():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", wontopos_mcp.__version__)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["dynamic"] == ["version"]
+    out = subprocess.run([sys.executable, "-m", "wontopos_mcp", "--version"], capture_output=True, text=True)
+    assert out.stdout.strip() == f"wontopos-mcp {wontopos_mcp.__version__}"
