@@ -34,6 +34,16 @@ from .names import (
     store_skeleton,
 )
 from .records import memory_record
+from .scope import (
+    filter_clauses,
+    in_store,
+    query_without_name,
+    quote,
+    quote_all,
+    speaker_is,
+    speaker_key,
+    store_where,
+)
 from .text import chunk_text, duplicate_key, importance
 
 if TYPE_CHECKING:
@@ -44,7 +54,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CATEGORY = "general"
-FILTER_KEYS = ("categories", "event_from", "event_to", "time_from", "time_to", "min_importance")
 
 
 def _utcnow() -> datetime:
@@ -101,10 +110,10 @@ class MemoryService:
     # -- stores ------------------------------------------------------------------------
 
     def _ensure_default_store(self) -> None:
-        if self.store.registry_count(_store_where(DEFAULT_STORE)):
+        if self.store.registry_count(store_where(DEFAULT_STORE)):
             return
         with self.store.write_lock():
-            if not self.store.registry_count(_store_where(DEFAULT_STORE)):
+            if not self.store.registry_count(store_where(DEFAULT_STORE)):
                 self.store.registry_add([_store_row(DEFAULT_STORE, self._now_us())])
 
     def _resolve(self, user_id: Any) -> tuple[str, str]:
@@ -112,7 +121,7 @@ class MemoryService:
         if user_id is None:
             user_id = DEFAULT_STORE
         store_id = check_store_id(user_id)
-        rows = self.store.registry_rows(_store_where(store_id))
+        rows = self.store.registry_rows(store_where(store_id))
         if not rows:
             raise NotFoundError(
                 f"store '{store_id}' does not exist; create it first with store_create "
@@ -124,7 +133,7 @@ class MemoryService:
     def store_create(self, user_id: Any) -> dict[str, Any]:
         store_id = check_store_id(user_id)
         with self.store.write_lock():
-            existing = self.store.registry_rows(_store_where(store_id))
+            existing = self.store.registry_rows(store_where(store_id))
             if existing:
                 return {"user_id": existing[0]["name"], "status": "exists"}
             skeleton = store_skeleton(store_id)
@@ -150,10 +159,10 @@ class MemoryService:
         with self.store.write_lock():
             # Memories first, then the registrations: a crash in between leaves a store
             # that a repeated call finishes deleting, never memories without their store.
-            self.store.delete_chunks(_in_store(key))
-            self.store.registry_delete(f"kind = 'speaker' AND user_id = {_q(key)}")
+            self.store.delete_chunks(in_store(key))
+            self.store.registry_delete(f"kind = 'speaker' AND user_id = {quote(key)}")
             if key != DEFAULT_STORE:
-                self.store.registry_delete(f"kind = 'store' AND user_id = {_q(key)}")
+                self.store.registry_delete(f"kind = 'store' AND user_id = {quote(key)}")
         return {"user_id": display, "status": "deleted"}
 
     def delete_all(self, user_id: Any) -> dict[str, Any]:
@@ -162,14 +171,14 @@ class MemoryService:
             raise InvalidRequestError("user_id is required to delete every memory", field="user_id")
         key, display = self._resolve(user_id)
         with self.store.write_lock():
-            deleted = self.store.count(_in_store(key) + " AND chunk_idx = 0")
-            self.store.delete_chunks(_in_store(key))
+            deleted = self.store.count(in_store(key) + " AND chunk_idx = 0")
+            self.store.delete_chunks(in_store(key))
         return {"user_id": display, "status": "deleted", "deleted": deleted}
 
     # -- speakers --------------------------------------------------------------------------
 
     def _speaker_row(self, key: str, name: str) -> dict[str, Any] | None:
-        rows = self.store.registry_rows(f"key = {_q(_speaker_key(key, name))}")
+        rows = self.store.registry_rows(f"key = {quote(speaker_key(key, name))}")
         return rows[0] if rows else None
 
     def _require_registered(self, key: str, name: str, *, writing: bool, field: str = "speaker") -> None:
@@ -185,7 +194,7 @@ class MemoryService:
         raise NotFoundError(f"speaker '{name}' is not registered in this store", field=field, speaker=name)
 
     def _speaker_count(self, key: str) -> int:
-        return self.store.registry_count(f"kind = 'speaker' AND user_id = {_q(key)}")
+        return self.store.registry_count(f"kind = 'speaker' AND user_id = {quote(key)}")
 
     def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
         name = check_person(speaker)
@@ -204,7 +213,7 @@ class MemoryService:
                         speaker=name,
                         speaker_limit=self.speaker_limit,
                     )
-                row = _registry_row("speaker", _speaker_key(key, name), key, name, self._now_us())
+                row = _registry_row("speaker", speaker_key(key, name), key, name, self._now_us())
                 self.store.registry_add([row])
                 status = "registered"
             count = self._speaker_count(key)
@@ -219,8 +228,8 @@ class MemoryService:
 
     def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
         key, display = self._resolve(user_id)
-        rows = self.store.registry_rows(f"kind = 'speaker' AND user_id = {_q(key)}")
-        counts = Counter(self.store.column(_in_store(key) + " AND chunk_idx = 0 AND speaker IS NOT NULL", "speaker"))
+        rows = self.store.registry_rows(f"kind = 'speaker' AND user_id = {quote(key)}")
+        counts = Counter(self.store.column(in_store(key) + " AND chunk_idx = 0 AND speaker IS NOT NULL", "speaker"))
         speakers = [
             {"speaker": r["name"], "memories": counts.get(r["name"], 0), "created_at": format_us(r["created_us"])}
             for r in sorted(rows, key=lambda r: (r["created_us"], r["name"]))
@@ -233,12 +242,12 @@ class MemoryService:
         self._require_registered(key, name, writing=False)
         with self.store.write_lock():
             self._require_registered(key, name, writing=False)
-            tagged = _in_store(key) + f" AND speaker = {_q(name)}"
+            tagged = in_store(key) + f" AND speaker = {quote(name)}"
             untagged = self.store.count(tagged + " AND chunk_idx = 0")
             # Untag first: a crash before the registry delete leaves a registered name
             # with no memories, which a repeated call finishes removing.
             self.store.update_chunks(tagged, {"speaker": "NULL"})
-            self.store.registry_delete(f"key = {_q(_speaker_key(key, name))}")
+            self.store.registry_delete(f"key = {quote(speaker_key(key, name))}")
         return {"user_id": display, "speaker": name, "status": "removed", "memories_untagged": untagged}
 
     # -- memories: writes ----------------------------------------------------------------------
@@ -286,9 +295,9 @@ class MemoryService:
     def _find_duplicate(self, key: str, text: str, name: str | None, conversation: str | None) -> str | None:
         """A current memory this text restates, by the same speaker, from another conversation."""
         where = (
-            _in_store(key)
-            + f" AND chunk_idx = 0 AND NOT superseded AND dup_key = {_q(duplicate_key(text))} AND "
-            + _speaker_is(name)
+            in_store(key)
+            + f" AND chunk_idx = 0 AND NOT superseded AND dup_key = {quote(duplicate_key(text))} AND "
+            + speaker_is(name)
         )
         for row in self.store.rows(where, columns=("memory_id", "conversation_id")):
             if conversation is None or row["conversation_id"] != conversation:
@@ -342,21 +351,21 @@ class MemoryService:
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         name = None if speaker is None else check_speaker(speaker)
         limit = v.integer(limit, field="limit", low=5, high=20)
-        scope_filters = _filter_clauses(filters)
+        scope_filters = filter_clauses(filters)
         include_superseded = v.boolean(include_superseded, field="include_superseded")
         key, display = self._resolve(user_id)
         if name is not None:
             self._require_registered(key, name, writing=False)
         where = " AND ".join(
-            [_in_store(key)]
-            + ([f"speaker = {_q(name)}"] if name is not None else [])
+            [in_store(key)]
+            + ([f"speaker = {quote(name)}"] if name is not None else [])
             + ([] if include_superseded else ["NOT superseded"])
             + scope_filters
         )
         embedder = self._embedder()
         from .search import search_memories
 
-        hits = search_memories(self.store, embedder, _query_without_name(text, name), where, limit)
+        hits = search_memories(self.store, embedder, query_without_name(text, name), where, limit)
         answer: dict[str, Any] = {"user_id": display, "query": text}
         if name is not None:
             answer["speaker"] = name
@@ -372,12 +381,12 @@ class MemoryService:
         skip = [] if skip_ids is None else v.string_list(skip_ids, field="skip_ids", max_items=v.MAX_SKIP_IDS)
         key, display = self._resolve(user_id)
         self._require_registered(key, name, writing=False)
-        said = _in_store(key) + f" AND speaker = {_q(name)}"
+        said = in_store(key) + f" AND speaker = {quote(name)}"
         where = said + " AND chunk_idx = 0"
         if before_us is not None:
             where += f" AND created_us <= {before_us}"
         if skip:
-            where += f" AND memory_id NOT IN {_in(skip)}"
+            where += f" AND memory_id NOT IN {quote_all(skip)}"
         rows = self.store.rows(where, order=(("created_us", False), ("seq", False)), limit=limit + 1)
         page, has_more = rows[:limit], len(rows) > limit
         chunks = self.store.count(said)
@@ -406,7 +415,7 @@ class MemoryService:
         return {"memory": memory_record(self._memory_row(key, mid))}
 
     def _memory_row(self, key: str, memory_id: str, columns: Any = None) -> dict[str, Any]:
-        where = _in_store(key) + f" AND memory_id = {_q(memory_id)} AND chunk_idx = 0"
+        where = in_store(key) + f" AND memory_id = {quote(memory_id)} AND chunk_idx = 0"
         rows = self.store.rows(where, **({"columns": columns} if columns else {}))
         if not rows:
             raise NotFoundError(f"memory '{memory_id}' does not exist in this store", memory_id=memory_id)
@@ -416,7 +425,7 @@ class MemoryService:
         limit = v.integer(limit, field="limit", low=1, high=500)
         after = _parse_cursor(cursor)
         key, display = self._resolve(user_id)
-        where = _in_store(key) + f" AND chunk_idx = 0 AND seq > {after}"
+        where = in_store(key) + f" AND chunk_idx = 0 AND seq > {after}"
         rows = self.store.rows(where, order=(("seq", True),), limit=limit + 1)
         page = rows[:limit]
         more = len(rows) > limit and page
@@ -454,10 +463,10 @@ class MemoryService:
         self._memory_row(key, memory_id)
         with self.store.write_lock():
             self._memory_row(key, memory_id)
-            gone = _in_store(key) + f" AND memory_id = {_q(memory_id)}"
+            gone = in_store(key) + f" AND memory_id = {quote(memory_id)}"
             # Forgetting the newest version makes its predecessor current again, in the
             # same commit as the delete.
-            previous = self.store.rows(_in_store(key) + f" AND superseded_by = {_q(memory_id)}", columns=_ALL)
+            previous = self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=_ALL)
             if previous:
                 restored = [{**r, "superseded": False, "superseded_by": None} for r in previous]
                 self.store.upsert_chunks(self.store.existing_chunks(), restored, delete_where=gone)
@@ -468,7 +477,7 @@ class MemoryService:
     def _forget_speaker(self, name: str, confirm: int, user_id: Any) -> dict[str, Any]:
         key, display = self._resolve(user_id)
         self._require_registered(key, name, writing=False)
-        said = _in_store(key) + f" AND speaker = {_q(name)}"
+        said = in_store(key) + f" AND speaker = {quote(name)}"
         with self.store.write_lock():
             current = self.store.count(said)
             if current != confirm:
@@ -497,7 +506,7 @@ class MemoryService:
                 "conversation_id": old["conversation_id"], "role": old["role"],
             }  # fmt: skip
             new_id, rows = self._new_rows(key, memory, chunks, vectors)
-            old_rows = self.store.rows(_in_store(key) + f" AND memory_id = {_q(mid)}", columns=_ALL)
+            old_rows = self.store.rows(in_store(key) + f" AND memory_id = {quote(mid)}", columns=_ALL)
             marked = [{**r, "superseded": True, "superseded_by": new_id} for r in old_rows]
             self.store.upsert_chunks(self.store.chunks(embedder.model_id, embedder.dim), marked + rows)
         return {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
@@ -516,34 +525,6 @@ _ALL = (
     "created_us", "seq", "event_date", "event_us", "when_us", "time_bucket", "category", "importance",
     "superseded", "superseded_by", "conversation_id", "role", "vector",
 )  # fmt: skip
-
-
-def _q(value: str) -> str:
-    from .store import sql_str
-
-    return sql_str(value)
-
-
-def _in(values: list[str]) -> str:
-    from .store import sql_in
-
-    return sql_in(values)
-
-
-def _in_store(key: str) -> str:
-    return f"user_id = {_q(key)}"
-
-
-def _speaker_is(name: str | None) -> str:
-    return "speaker IS NULL" if name is None else f"speaker = {_q(name)}"
-
-
-def _store_where(store_id: str) -> str:
-    return f"kind = 'store' AND user_id = {_q(store_key(store_id))}"
-
-
-def _speaker_key(key: str, name: str) -> str:
-    return f"speaker:{key}:{name}"
 
 
 def _registry_row(kind: str, key: str, user_key: str, name: str, created_us: int) -> dict[str, Any]:
@@ -583,43 +564,3 @@ def _parse_cursor(cursor: Any) -> int:
     return int(cursor)
 
 
-def _query_without_name(query: str, name: str | None) -> str:
-    """Drop the filtered speaker's own name from the query: the filter already says who."""
-    if name is None or name == ME:
-        return query
-    import re
-
-    stripped = re.sub(rf"(?<!\w){re.escape(name)}(?:'s|’s)?(?!\w)", " ", query, flags=re.IGNORECASE)
-    return stripped if stripped.strip(" ?!.,") else query
-
-
-def _filter_clauses(filters: Any) -> list[str]:
-    """SPEC's search filters as LanceDB clauses; an unknown key or bad value is a 400."""
-    if filters is None:
-        return []
-    if not isinstance(filters, dict):
-        raise InvalidRequestError("filters must be an object", field="filters")
-    for name in filters:
-        if name not in FILTER_KEYS:
-            raise InvalidRequestError(
-                f"unknown filter {name!r}; known filters: {', '.join(FILTER_KEYS)}", field=f"filters.{name}"
-            )
-    clauses: list[str] = []
-    if filters.get("categories") is not None:
-        cats = filters["categories"]
-        cats = [cats] if isinstance(cats, str) else cats
-        cats = v.string_list(cats, field="filters.categories", max_items=100)
-        clauses.append(f"category IN {_in([c.strip() for c in cats])}" if cats else "FALSE")
-    for low, high, column in (("event_from", "event_to", "when_us"), ("time_from", "time_to", "created_us")):
-        lo = filters.get(low)
-        hi = filters.get(high)
-        lo_us = None if lo is None else parse_moment(lo, field=f"filters.{low}")[0]
-        hi_us = None if hi is None else parse_moment(hi, field=f"filters.{high}", end_of_day=True)[0]
-        if lo_us is not None and hi_us is not None and lo_us > hi_us:
-            raise InvalidRequestError(f"filters.{low} is after filters.{high}", field=f"filters.{low}")
-        clauses += [f"{column} >= {lo_us}"] if lo_us is not None else []
-        clauses += [f"{column} <= {hi_us}"] if hi_us is not None else []
-    if filters.get("min_importance") is not None:
-        floor = v.number(filters["min_importance"], field="filters.min_importance", low=0.0, high=1.0)
-        clauses.append(f"importance >= {floor!r}")
-    return clauses
