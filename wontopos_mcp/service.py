@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import validation as v
 from .dates import format_us, month_bucket, parse_moment, to_us
+from .duplicates import is_restatement
 from .errors import ConflictError, InvalidRequestError, NotFoundError
 from .names import (
     DEFAULT_STORE,
@@ -54,6 +55,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CATEGORY = "general"
+# Near-duplicate candidates: the nearest chunks of the same speaker above this cosine
+# similarity go to the text comparison (which decides); below it nothing is a restatement.
+DUPLICATE_CANDIDATES = 8
+DUPLICATE_MIN_SIMILARITY = 0.80
 
 
 def _utcnow() -> datetime:
@@ -281,7 +286,7 @@ class MemoryService:
             if name is not None:
                 self._require_registered(key, name, writing=True)
             table = self.store.chunks(embedder.model_id, embedder.dim)
-            duplicate = self._find_duplicate(key, text, name, conversation)
+            duplicate = self._find_duplicate(key, text, name, conversation, vectors[0])
             if duplicate is not None:
                 return _duplicate_answer(display, duplicate)
             memory_id, rows = self._new_rows(key, memory, chunks, vectors)
@@ -292,15 +297,32 @@ class MemoryService:
         answer["chunks"] = len(chunks)
         return answer
 
-    def _find_duplicate(self, key: str, text: str, name: str | None, conversation: str | None) -> str | None:
-        """A current memory this text restates, by the same speaker, from another conversation."""
-        where = (
-            in_store(key)
-            + f" AND chunk_idx = 0 AND NOT superseded AND dup_key = {quote(duplicate_key(text))} AND "
-            + speaker_is(name)
+    def _find_duplicate(
+        self, key: str, text: str, name: str | None, conversation: str | None, vector: Any
+    ) -> str | None:
+        """A current memory this text restates, by the same speaker, from another conversation.
+
+        Exact restatements are found by their normalised key; near-verbatim ones among the
+        nearest memories by vector, then decided by comparing the texts (``duplicates``).
+        """
+        scope = in_store(key) + " AND NOT superseded AND " + speaker_is(name)
+
+        def other_conversation(row: dict[str, Any]) -> bool:
+            return conversation is None or row["conversation_id"] != conversation
+
+        exact = self.store.rows(
+            scope + f" AND chunk_idx = 0 AND dup_key = {quote(duplicate_key(text))}",
+            columns=("memory_id", "conversation_id"),
         )
-        for row in self.store.rows(where, columns=("memory_id", "conversation_id")):
-            if conversation is None or row["conversation_id"] != conversation:
+        for row in filter(other_conversation, exact):
+            return row["memory_id"]
+        near = self.store.vector_search(
+            vector, scope, DUPLICATE_CANDIDATES, ("memory_id", "content", "conversation_id")
+        )
+        for row in near:
+            if 1.0 - row["_distance"] < DUPLICATE_MIN_SIMILARITY or not other_conversation(row):
+                continue
+            if is_restatement(text, row["content"]):
                 return row["memory_id"]
         return None
 

@@ -1,0 +1,137 @@
+"""Is a new text a restatement of a stored one? The text decides; embeddings only find
+candidates.
+
+Cosine similarity cannot tell "dinner at 8 pm" from "dinner at 10 pm" (0.99), so the
+vector search only proposes the nearest current memories; this module then compares
+the texts. A text is a restatement when, once case, spacing, punctuation and Unicode
+form are normalised and *function words* (articles, particles, copulas, fillers,
+politeness endings) are set aside, every detail is the same:
+
+* the same numbers (digits in any script, after NFKC),
+* the same negations (count of negation markers per language),
+* the same content words, in the same order (so swapped actors — "Bob paid Alice" /
+  "Alice paid Bob" — differ), compared after a light stem (case endings, plurals).
+
+Anything else is stored: when in doubt, store. The lists are small and per script;
+they only ever *remove* differences that carry no detail, so a gap in them makes the
+detector store more, never lose a fact.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from .text import normalized
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+# Words that carry no detail in a restatement. Negations are NOT here (counted apart).
+_FUNCTION_WORDS = frozenset(
+    """
+    a an the is are was were be been being am 's s m re ve d ll do does did to of in on at
+    for with by as that this it its i me my we our you your he she they them his her their
+    and or but so just really actually also very quite well oh um uh like basically still
+    has have had will would shall should can could may might must please okay ok yes
+    der die das ein eine einen einem einer des dem den ist sind war waren bin bist sein
+    und oder aber auch ja doch mal noch schon sehr zu im am vom zum zur es er sie wir ich
+    du ihr mein meine dein deine hat habe haben wird werden
+    le la les un une des est sont et ou mais aussi très de du au aux en je tu il elle nous
+    vous ils elles ce cet cette
+    el los las una unos unas es son y o pero también muy del al yo
+    и а но же ли бы вот это так уже ещё еще очень тоже же я ты он она мы вы они мой моя
+    моё мои был была были есть быть
+    """.split()
+)
+_NEGATIONS = frozenset(
+    """
+    not no never none nothing nobody nowhere neither nor n't cannot can't won't don't
+    doesn't didn't isn't aren't wasn't weren't haven't hasn't hadn't shouldn't wouldn't
+    nicht kein keine keinen keinem keiner nie niemals nichts
+    ne pas jamais rien aucun aucune sans
+    nunca nada ningún ninguna
+    не нет ни никогда ничего никто нельзя без
+    안 않 못 없 아니
+    """.split()
+)
+_GLUED_NEGATIONS = ("ない", "なかっ", "ません", "ず", "不", "没", "沒", "別", "别", "未", "無", "无", "非", "않", "없", "못")
+# Particles, copulas and sentence-final softeners of Japanese and Chinese.
+_CJK_FUNCTION = tuple(
+    sorted(
+        "でした ました です ます だった だ である よね よ ね な は が を に へ も の と で や か "
+        "的 了 吧 呢 啊 呀 嘛 很 也 是 我 你 他 她 它".split(),
+        key=len,
+        reverse=True,
+    )
+)
+# Korean: particles and endings glued to a word; the stem is what remains.
+_KO_ENDINGS = tuple(
+    sorted(
+        "습니다 입니다 합니다 해요 에요 예요 이에요 어요 아요 니다 해 요 은 는 이 가 을 를 에 에서 도 의 와 과 로 으로 랑 이랑".split(),
+        key=len,
+        reverse=True,
+    )
+)
+_LATIN_SUFFIXES = ("es", "s", "en", "e", "n", "а", "я", "ы", "и", "у", "ю", "е", "ой", "ей", "ом", "ем")
+
+
+def is_restatement(new: str, stored: str) -> bool:
+    """True when ``new`` says what ``stored`` says, detail for detail."""
+    a, b = normalized(new), normalized(stored)
+    if a == b:
+        return True
+    if _numbers(new) != _numbers(stored):
+        return False
+    if _negations(a) != _negations(b):
+        return False
+    return _content(a) == _content(b)
+
+
+def _numbers(text: str) -> list[str]:
+    return _NUMBER.findall(unicodedata.normalize("NFKC", text))
+
+
+def _words(norm: str) -> list[str]:
+    """Words, with English "don t" (apostrophe lost to normalisation) rejoined as "don't"."""
+    return (norm + " ").replace("n t ", "n't ").split()
+
+
+def _negations(norm: str) -> tuple[int, int]:
+    spaced = sum(1 for w in _words(norm) if w in _NEGATIONS or w.endswith("n't"))
+    glued = sum(norm.count(marker) for marker in _GLUED_NEGATIONS)
+    return spaced, glued
+
+
+def _content(norm: str) -> list[str]:
+    """Content tokens in order: CJK characters without particles, stems of other words."""
+    tokens: list[str] = []
+    for word in _words(norm):
+        if word.endswith("n't"):
+            continue
+        if _CJK.search(word):
+            tokens.extend(_cjk_chars(word))
+        elif _is_hangul(word):
+            stem = _strip_suffix(word, _KO_ENDINGS, keep=1)
+            if stem not in _KO_ENDINGS:
+                tokens.append(stem)
+        elif word not in _FUNCTION_WORDS and word not in _NEGATIONS:
+            tokens.append(_strip_suffix(word, _LATIN_SUFFIXES, keep=3))
+    return tokens
+
+
+def _cjk_chars(word: str) -> list[str]:
+    for particle in _CJK_FUNCTION:
+        word = word.replace(particle, " ")
+    return [ch for ch in word if not ch.isspace()]
+
+
+def _is_hangul(word: str) -> bool:
+    return any("\uac00" <= ch <= "\ud7a3" for ch in word)
+
+
+def _strip_suffix(word: str, suffixes: tuple[str, ...], *, keep: int) -> str:
+    for suffix in suffixes:
+        if word.endswith(suffix) and len(word) - len(suffix) >= keep:
+            return word[: -len(suffix)]
+    return word
