@@ -16,35 +16,19 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
-from .dates import format_us, month_bucket, parse_moment, to_us
+from .conversation import Message, context_line, context_window, parse_messages
+from .dates import format_us, month_bucket, parse_moment
 from .duplicates import is_restatement
 from .errors import ConflictError, InvalidRequestError, NotFoundError
-from .names import (
-    DEFAULT_STORE,
-    ME,
-    check_person,
-    check_speaker,
-    check_store_id,
-    store_key,
-    store_skeleton,
-)
+from .names import check_speaker
 from .records import memory_record
-from .scope import (
-    filter_clauses,
-    in_store,
-    query_without_name,
-    quote,
-    quote_all,
-    speaker_is,
-    speaker_key,
-    store_where,
-)
+from .registry import StoresAndSpeakers
+from .scope import filter_clauses, in_store, query_without_name, quote, quote_all, speaker_is
 from .text import chunk_text, duplicate_key, importance
 
 if TYPE_CHECKING:
@@ -65,7 +49,7 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class MemoryService:
+class MemoryService(StoresAndSpeakers):
     def __init__(
         self,
         store: "Store",
@@ -112,149 +96,6 @@ class MemoryService:
     def close(self) -> None:
         self.store.close()
 
-    # -- stores ------------------------------------------------------------------------
-
-    def _ensure_default_store(self) -> None:
-        if self.store.registry_count(store_where(DEFAULT_STORE)):
-            return
-        with self.store.write_lock():
-            if not self.store.registry_count(store_where(DEFAULT_STORE)):
-                self.store.registry_add([_store_row(DEFAULT_STORE, self._now_us())])
-
-    def _resolve(self, user_id: Any) -> tuple[str, str]:
-        """(key, id as created) of an existing store, else 404 saying how to create it."""
-        if user_id is None:
-            user_id = DEFAULT_STORE
-        store_id = check_store_id(user_id)
-        rows = self.store.registry_rows(store_where(store_id))
-        if not rows:
-            raise NotFoundError(
-                f"store '{store_id}' does not exist; create it first with store_create "
-                f"(user_id='{store_id}') or use the built-in 'default' store",
-                user_id=store_id,
-            )
-        return store_key(store_id), rows[0]["name"]
-
-    def store_create(self, user_id: Any) -> dict[str, Any]:
-        store_id = check_store_id(user_id)
-        with self.store.write_lock():
-            existing = self.store.registry_rows(store_where(store_id))
-            if existing:
-                return {"user_id": existing[0]["name"], "status": "exists"}
-            skeleton = store_skeleton(store_id)
-            for row in self.store.registry_rows("kind = 'store'"):
-                if store_skeleton(row["name"]) == skeleton:
-                    raise ConflictError(
-                        f"store '{store_id}' would be confused with the existing store "
-                        f"'{row['name']}' (ids differing only in '.', '_' or '-' cannot both exist)",
-                        user_id=store_id,
-                        conflicts_with=row["name"],
-                    )
-            self.store.registry_add([_store_row(store_id, self._now_us())])
-        return {"user_id": store_id, "status": "created"}
-
-    def stores_list(self) -> dict[str, Any]:
-        rows = sorted(self.store.registry_rows("kind = 'store'"), key=lambda r: (r["created_us"], r["name"]))
-        return {"stores": [{"user_id": r["name"], "created_at": format_us(r["created_us"])} for r in rows]}
-
-    def store_delete(self, user_id: Any) -> dict[str, Any]:
-        if user_id is None:
-            raise InvalidRequestError("user_id is required to delete a store", field="user_id")
-        key, display = self._resolve(user_id)
-        with self.store.write_lock():
-            # Memories first, then the registrations: a crash in between leaves a store
-            # that a repeated call finishes deleting, never memories without their store.
-            self.store.delete_chunks(in_store(key))
-            self.store.registry_delete(f"kind = 'speaker' AND user_id = {quote(key)}")
-            if key != DEFAULT_STORE:
-                self.store.registry_delete(f"kind = 'store' AND user_id = {quote(key)}")
-        return {"user_id": display, "status": "deleted"}
-
-    def delete_all(self, user_id: Any) -> dict[str, Any]:
-        """Erase every memory of a store; the store and its speakers stay (REST/library)."""
-        if user_id is None:
-            raise InvalidRequestError("user_id is required to delete every memory", field="user_id")
-        key, display = self._resolve(user_id)
-        with self.store.write_lock():
-            deleted = self.store.count(in_store(key) + " AND chunk_idx = 0")
-            self.store.delete_chunks(in_store(key))
-        return {"user_id": display, "status": "deleted", "deleted": deleted}
-
-    # -- speakers --------------------------------------------------------------------------
-
-    def _speaker_row(self, key: str, name: str) -> dict[str, Any] | None:
-        rows = self.store.registry_rows(f"key = {quote(speaker_key(key, name))}")
-        return rows[0] if rows else None
-
-    def _require_registered(self, key: str, name: str, *, writing: bool, field: str = "speaker") -> None:
-        if name == ME or self._speaker_row(key, name) is not None:
-            return
-        if writing:
-            raise InvalidRequestError(
-                f"speaker '{name}' is not registered in this store. Register it first: "
-                f"speaker_register(speaker='{name}'); 'me' (the assistant) needs no registration",
-                field=field,
-                speaker=name,
-            )
-        raise NotFoundError(f"speaker '{name}' is not registered in this store", field=field, speaker=name)
-
-    def _speaker_count(self, key: str) -> int:
-        return self.store.registry_count(f"kind = 'speaker' AND user_id = {quote(key)}")
-
-    def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        name = check_person(speaker)
-        key, display = self._resolve(user_id)
-        with self.store.write_lock():
-            self._resolve(user_id)
-            row = self._speaker_row(key, name)
-            status = "exists"
-            if row is None:
-                count = self._speaker_count(key)
-                if count >= self.speaker_limit:
-                    raise InvalidRequestError(
-                        f"this store already has {count} registered speakers, the limit; "
-                        "remove one with speaker_remove before registering another",
-                        field="speaker",
-                        speaker=name,
-                        speaker_limit=self.speaker_limit,
-                    )
-                row = _registry_row("speaker", speaker_key(key, name), key, name, self._now_us())
-                self.store.registry_add([row])
-                status = "registered"
-            count = self._speaker_count(key)
-        return {
-            "user_id": display,
-            "speaker": name,
-            "status": status,
-            "created_at": format_us(row["created_us"]),
-            "count": count,
-            "limit": self.speaker_limit,
-        }
-
-    def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
-        key, display = self._resolve(user_id)
-        rows = self.store.registry_rows(f"kind = 'speaker' AND user_id = {quote(key)}")
-        counts = Counter(self.store.column(in_store(key) + " AND chunk_idx = 0 AND speaker IS NOT NULL", "speaker"))
-        speakers = [
-            {"speaker": r["name"], "memories": counts.get(r["name"], 0), "created_at": format_us(r["created_us"])}
-            for r in sorted(rows, key=lambda r: (r["created_us"], r["name"]))
-        ]
-        return {"user_id": display, "speakers": speakers, "count": len(speakers), "limit": self.speaker_limit}
-
-    def speaker_remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        name = check_person(speaker)
-        key, display = self._resolve(user_id)
-        self._require_registered(key, name, writing=False)
-        with self.store.write_lock():
-            self._require_registered(key, name, writing=False)
-            tagged = in_store(key) + f" AND speaker = {quote(name)}"
-            untagged = self.store.count(tagged + " AND chunk_idx = 0")
-            # Untag first: a crash before the registry delete leaves a registered name
-            # with no memories, which a repeated call finishes removing.
-            self.store.update_chunks(tagged, {"speaker": "NULL"})
-            self.store.registry_delete(f"key = {quote(speaker_key(key, name))}")
-        return {"user_id": display, "speaker": name, "status": "removed", "memories_untagged": untagged}
-
     # -- memories: writes ----------------------------------------------------------------------
 
     def memory_add(
@@ -291,11 +132,7 @@ class MemoryService:
                 return _duplicate_answer(display, duplicate)
             memory_id, rows = self._new_rows(key, memory, chunks, vectors)
             self.store.add_chunks(table, rows)
-        answer: dict[str, Any] = {"user_id": display, "id": memory_id, "status": "stored"}
-        if name is not None:
-            answer["speaker"] = name
-        answer["chunks"] = len(chunks)
-        return answer
+        return _stored_answer(display, memory_id, name, len(chunks))
 
     def _find_duplicate(
         self, key: str, text: str, name: str | None, conversation: str | None, vector: Any
@@ -327,8 +164,9 @@ class MemoryService:
         return None
 
     def _new_rows(
-        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any
+        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int | None = None
     ) -> tuple[str, list[dict[str, Any]]]:
+        """The chunk rows of a new memory; ``seq`` defaults to the store's next number."""
         memory_id = str(uuid.uuid4())
         created = self._now_us()
         event = memory["event"]
@@ -341,7 +179,7 @@ class MemoryService:
             "content": memory["content"],
             "dup_key": duplicate_key(memory["content"]),
             "created_us": created,
-            "seq": self.store.max_seq(key) + 1,
+            "seq": self.store.max_seq(key) + 1 if seq is None else seq,
             "event_date": event[1] if event else None,
             "event_us": event[0] if event else None,
             "when_us": when,
@@ -358,6 +196,51 @@ class MemoryService:
             for i, chunk in enumerate(chunks)
         ]
         return memory_id, rows
+
+    def memory_add_messages(
+        self, messages: Any, conversation_id: Any = None, user_id: Any = None
+    ) -> dict[str, Any]:
+        """Store a conversation: one labelled memory per message, all in one commit."""
+        parsed = parse_messages(messages)
+        conversation = v.optional_label(conversation_id, field="conversation_id") or str(uuid.uuid4())
+        key, display = self._resolve(user_id)
+        self._require_all_registered(key, parsed)
+        if not parsed:
+            return {"user_id": display, "conversation_id": conversation, "results": []}
+        embedder = self._embedder()
+        chunked = [chunk_text(m.content, embedder.max_chars) for m in parsed]
+        flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
+        vectors, at = [], 0
+        for chunks in chunked:
+            vectors.append(flat[at : at + len(chunks)])
+            at += len(chunks)
+        with self.store.write_lock():
+            self._resolve(user_id)
+            self._require_all_registered(key, parsed)
+            table = self.store.chunks(embedder.model_id, embedder.dim)
+            seq = self.store.max_seq(key)
+            results, rows = [], []
+            for message, chunks, vecs in zip(parsed, chunked, vectors):
+                duplicate = self._find_duplicate(key, message.content, message.speaker, conversation, vecs[0])
+                if duplicate is not None:
+                    results.append(_duplicate_answer(display, duplicate))
+                    continue
+                seq += 1
+                memory = {
+                    "content": message.content, "speaker": message.speaker, "category": DEFAULT_CATEGORY,
+                    "event": None, "conversation_id": conversation, "role": message.role,
+                }  # fmt: skip
+                memory_id, new_rows = self._new_rows(key, memory, chunks, vecs, seq=seq)
+                rows += new_rows
+                results.append(_stored_answer(display, memory_id, message.speaker, len(chunks)))
+            if rows:
+                self.store.add_chunks(table, rows)
+        return {"user_id": display, "conversation_id": conversation, "results": results}
+
+    def _require_all_registered(self, key: str, messages: list[Message]) -> None:
+        for message in messages:
+            if message.speaker is not None:
+                self._require_registered(key, message.speaker, writing=True, field=f"messages[{message.index}].name")
 
     # -- memories: reads ---------------------------------------------------------------------------
 
@@ -429,6 +312,35 @@ class MemoryService:
             "has_more": has_more,
             "next_before": next_before,
             "next_skip_ids": next_skip,
+        }
+
+    def memory_recall(
+        self, query: Any, limit: Any = 10, context_limit: Any = 10, user_id: Any = None
+    ) -> dict[str, Any]:
+        """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
+        text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
+        limit = v.integer(limit, field="limit", low=5, high=20)
+        context_limit = v.integer(context_limit, field="context_limit", low=0, high=20)
+        key, display = self._resolve(user_id)
+        memories = self.memory_search(text, limit=limit, user_id=user_id)["memories"]
+        around: list[str] = []
+        if memories and context_limit:
+            top = self._memory_row(key, memories[0]["id"])
+            same = in_store(key) + " AND chunk_idx = 0 AND NOT superseded"
+            if top["conversation_id"] is not None:
+                same += f" AND conversation_id = {quote(top['conversation_id'])}"
+            else:
+                same += f" AND seq >= {top['seq'] - context_limit} AND seq <= {top['seq'] + context_limit}"
+            rows = self.store.rows(same, order=(("seq", True),))
+            around = [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], context_limit)]
+        turns = self.store.rows(
+            in_store(key) + " AND chunk_idx = 0 AND role IS NOT NULL", order=(("seq", False),), limit=context_limit
+        ) if context_limit else []
+        return {
+            "user_id": display,
+            "short_term": {"turns": [_turn(row) for row in reversed(turns)]},
+            "long_term": {"memories": memories},
+            "context": {"around_top_memory": around},
         }
 
     def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
@@ -538,9 +450,6 @@ class MemoryService:
     def _embedder(self) -> "Embedder":
         return self.models.get(timeout=self.model_wait)
 
-    def _now_us(self) -> int:
-        return to_us(self.clock())
-
 
 _ALL = (
     "chunk_id", "memory_id", "chunk_idx", "n_chunks", "user_id", "speaker", "content", "text", "dup_key",
@@ -549,12 +458,20 @@ _ALL = (
 )  # fmt: skip
 
 
-def _registry_row(kind: str, key: str, user_key: str, name: str, created_us: int) -> dict[str, Any]:
-    return {"key": key, "kind": kind, "user_id": user_key, "name": name, "created_us": created_us, "value": None}
+def _stored_answer(display: str, memory_id: str, speaker: str | None, chunks: int) -> dict[str, Any]:
+    answer: dict[str, Any] = {"user_id": display, "id": memory_id, "status": "stored"}
+    if speaker is not None:
+        answer["speaker"] = speaker
+    answer["chunks"] = chunks
+    return answer
 
 
-def _store_row(store_id: str, created_us: int) -> dict[str, Any]:
-    return _registry_row("store", f"store:{store_key(store_id)}", store_key(store_id), store_id, created_us)
+def _turn(row: dict[str, Any]) -> dict[str, Any]:
+    turn: dict[str, Any] = {"role": row["role"], "content": row["content"]}
+    if row["speaker"] is not None:
+        turn["speaker"] = row["speaker"]
+    turn["timestamp"] = format_us(row["created_us"])
+    return turn
 
 
 def _duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:

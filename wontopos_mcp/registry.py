@@ -1,0 +1,181 @@
+"""Stores and speakers: the registry rules of SPEC ("Stores", "Speakers").
+
+``MemoryService`` inherits these; they are apart only to keep each module short. Every
+registry change happens under the database's write lock, where the checks that decide
+(existence, the speaker limit) are made again, so several processes never break them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .dates import format_us, to_us
+from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .names import DEFAULT_STORE, ME, check_person, check_store_id, store_key, store_skeleton
+from .scope import in_store, quote, speaker_key, store_where
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+class StoresAndSpeakers:
+    store: "Store"
+    speaker_limit: int
+    clock: Callable[[], datetime]
+
+    def _now_us(self) -> int:
+        return to_us(self.clock())
+
+    # -- stores ------------------------------------------------------------------------
+
+    def _ensure_default_store(self) -> None:
+        if self.store.registry_count(store_where(DEFAULT_STORE)):
+            return
+        with self.store.write_lock():
+            if not self.store.registry_count(store_where(DEFAULT_STORE)):
+                self.store.registry_add([_store_row(DEFAULT_STORE, self._now_us())])
+
+    def _resolve(self, user_id: Any) -> tuple[str, str]:
+        """(key, id as created) of an existing store, else 404 saying how to create it."""
+        if user_id is None:
+            user_id = DEFAULT_STORE
+        store_id = check_store_id(user_id)
+        rows = self.store.registry_rows(store_where(store_id))
+        if not rows:
+            raise NotFoundError(
+                f"store '{store_id}' does not exist; create it first with store_create "
+                f"(user_id='{store_id}') or use the built-in 'default' store",
+                user_id=store_id,
+            )
+        return store_key(store_id), rows[0]["name"]
+
+    def store_create(self, user_id: Any) -> dict[str, Any]:
+        store_id = check_store_id(user_id)
+        with self.store.write_lock():
+            existing = self.store.registry_rows(store_where(store_id))
+            if existing:
+                return {"user_id": existing[0]["name"], "status": "exists"}
+            skeleton = store_skeleton(store_id)
+            for row in self.store.registry_rows("kind = 'store'"):
+                if store_skeleton(row["name"]) == skeleton:
+                    raise ConflictError(
+                        f"store '{store_id}' would be confused with the existing store "
+                        f"'{row['name']}' (ids differing only in '.', '_' or '-' cannot both exist)",
+                        user_id=store_id,
+                        conflicts_with=row["name"],
+                    )
+            self.store.registry_add([_store_row(store_id, self._now_us())])
+        return {"user_id": store_id, "status": "created"}
+
+    def stores_list(self) -> dict[str, Any]:
+        rows = sorted(self.store.registry_rows("kind = 'store'"), key=lambda r: (r["created_us"], r["name"]))
+        return {"stores": [{"user_id": r["name"], "created_at": format_us(r["created_us"])} for r in rows]}
+
+    def store_delete(self, user_id: Any) -> dict[str, Any]:
+        if user_id is None:
+            raise InvalidRequestError("user_id is required to delete a store", field="user_id")
+        key, display = self._resolve(user_id)
+        with self.store.write_lock():
+            # Memories first, then the registrations: a crash in between leaves a store
+            # that a repeated call finishes deleting, never memories without their store.
+            self.store.delete_chunks(in_store(key))
+            self.store.registry_delete(f"kind = 'speaker' AND user_id = {quote(key)}")
+            if key != DEFAULT_STORE:
+                self.store.registry_delete(f"kind = 'store' AND user_id = {quote(key)}")
+        return {"user_id": display, "status": "deleted"}
+
+    def delete_all(self, user_id: Any) -> dict[str, Any]:
+        """Erase every memory of a store; the store and its speakers stay (REST/library)."""
+        if user_id is None:
+            raise InvalidRequestError("user_id is required to delete every memory", field="user_id")
+        key, display = self._resolve(user_id)
+        with self.store.write_lock():
+            deleted = self.store.count(in_store(key) + " AND chunk_idx = 0")
+            self.store.delete_chunks(in_store(key))
+        return {"user_id": display, "status": "deleted", "deleted": deleted}
+
+    # -- speakers --------------------------------------------------------------------------
+
+    def _speaker_row(self, key: str, name: str) -> dict[str, Any] | None:
+        rows = self.store.registry_rows(f"key = {quote(speaker_key(key, name))}")
+        return rows[0] if rows else None
+
+    def _require_registered(self, key: str, name: str, *, writing: bool, field: str = "speaker") -> None:
+        if name == ME or self._speaker_row(key, name) is not None:
+            return
+        if writing:
+            raise InvalidRequestError(
+                f"speaker '{name}' is not registered in this store. Register it first: "
+                f"speaker_register(speaker='{name}'); 'me' (the assistant) needs no registration",
+                field=field,
+                speaker=name,
+            )
+        raise NotFoundError(f"speaker '{name}' is not registered in this store", field=field, speaker=name)
+
+    def _speaker_count(self, key: str) -> int:
+        return self.store.registry_count(f"kind = 'speaker' AND user_id = {quote(key)}")
+
+    def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+        name = check_person(speaker)
+        key, display = self._resolve(user_id)
+        with self.store.write_lock():
+            self._resolve(user_id)
+            row = self._speaker_row(key, name)
+            status = "exists"
+            if row is None:
+                count = self._speaker_count(key)
+                if count >= self.speaker_limit:
+                    raise InvalidRequestError(
+                        f"this store already has {count} registered speakers, the limit; "
+                        "remove one with speaker_remove before registering another",
+                        field="speaker",
+                        speaker=name,
+                        speaker_limit=self.speaker_limit,
+                    )
+                row = _registry_row("speaker", speaker_key(key, name), key, name, self._now_us())
+                self.store.registry_add([row])
+                status = "registered"
+            count = self._speaker_count(key)
+        return {
+            "user_id": display,
+            "speaker": name,
+            "status": status,
+            "created_at": format_us(row["created_us"]),
+            "count": count,
+            "limit": self.speaker_limit,
+        }
+
+    def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
+        key, display = self._resolve(user_id)
+        rows = self.store.registry_rows(f"kind = 'speaker' AND user_id = {quote(key)}")
+        counts = Counter(self.store.column(in_store(key) + " AND chunk_idx = 0 AND speaker IS NOT NULL", "speaker"))
+        speakers = [
+            {"speaker": r["name"], "memories": counts.get(r["name"], 0), "created_at": format_us(r["created_us"])}
+            for r in sorted(rows, key=lambda r: (r["created_us"], r["name"]))
+        ]
+        return {"user_id": display, "speakers": speakers, "count": len(speakers), "limit": self.speaker_limit}
+
+    def speaker_remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+        name = check_person(speaker)
+        key, display = self._resolve(user_id)
+        self._require_registered(key, name, writing=False)
+        with self.store.write_lock():
+            self._require_registered(key, name, writing=False)
+            tagged = in_store(key) + f" AND speaker = {quote(name)}"
+            untagged = self.store.count(tagged + " AND chunk_idx = 0")
+            # Untag first: a crash before the registry delete leaves a registered name
+            # with no memories, which a repeated call finishes removing.
+            self.store.update_chunks(tagged, {"speaker": "NULL"})
+            self.store.registry_delete(f"key = {quote(speaker_key(key, name))}")
+        return {"user_id": display, "speaker": name, "status": "removed", "memories_untagged": untagged}
+
+
+def _registry_row(kind: str, key: str, user_key: str, name: str, created_us: int) -> dict[str, Any]:
+    return {"key": key, "kind": kind, "user_id": user_key, "name": name, "created_us": created_us, "value": None}
+
+
+def _store_row(store_id: str, created_us: int) -> dict[str, Any]:
+    return _registry_row("store", f"store:{store_key(store_id)}", store_key(store_id), store_id, created_us)
