@@ -75,6 +75,17 @@ class Memory:
             raise InvalidRequestError(f"unknown argument {unknown[0]!r}", field=unknown[0])
         return self._service.memory_add(content, user_id=user_id, **fields)
 
+    def add_messages(
+        self, messages: list[dict[str, Any]], user_id: str | None = None, *, conversation_id: str | None = None
+    ) -> dict[str, Any]:
+        """Store a conversation ({role, name?, content} messages), one memory per message."""
+        return self._service.memory_add_messages(messages, conversation_id=conversation_id, user_id=user_id)
+
+    def add_turn(self, user_msg: str, assistant_msg: str, user_id: str | None = None) -> dict[str, Any]:
+        """One exchange: the user's words (untagged) and the assistant's (``me``)."""
+        messages = [{"role": "user", "content": user_msg}, {"role": "assistant", "content": assistant_msg}]
+        return self.add_messages(messages, user_id)
+
     def update(self, old_memory_id: str, new_content: str, user_id: str | None = None) -> dict[str, Any]:
         """Supersede a memory whose fact changed."""
         try:
@@ -98,6 +109,17 @@ class Memory:
             include_superseded=include_superseded, user_id=user_id,
         )  # fmt: skip
         return answer["memories"]
+
+    def recall(
+        self, query: str, user_id: str | None = None, *, limit: int | None = None, context_limit: int | None = None
+    ) -> dict[str, Any]:
+        """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
+        return self._service.memory_recall(
+            query,
+            limit=10 if limit is None else limit,
+            context_limit=10 if context_limit is None else context_limit,
+            user_id=user_id,
+        )
 
     def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
         """The memory itself; ``get(memory_id)`` alone reads the default store."""
