@@ -41,7 +41,7 @@ _FUNCTION_WORDS = frozenset(
     vous ils elles ce cet cette
     el los las una unos unas es son y o pero también muy del al yo
     и а но же ли бы вот это так уже ещё еще очень тоже же я ты он она мы вы они мой моя
-    моё мои был была были есть быть
+    моё мои был была были есть быть да ну
     """.split()
 )
 _NEGATIONS = frozenset(

@@ -1,0 +1,58 @@
+"""Duplicate detection on the multilingual set in tests/data/duplicates.json.
+
+Stores the first text of each pair, then writes the second, through the real service
+(real LanceDB, real model: the vector search proposes candidates, the text comparison
+decides) and prints, per language and overall:
+
+* restatements caught  — pairs answered ``status: "duplicate"`` (want high),
+* one-detail changes kept — pairs answered ``status: "stored"`` (want 100 %).
+
+    python bench/duplicates.py [--model-cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
+from wontopos_mcp.embeddings import ModelLoader, load_embedder
+from wontopos_mcp.service import MemoryService
+from wontopos_mcp.store import Store
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "duplicates.json"
+
+
+def run(service: MemoryService, pairs: list[list[str]], prefix: str) -> list[str]:
+    statuses = []
+    for i, (first, second) in enumerate(pairs):
+        store = f"{prefix}-{i}"
+        service.store_create(store)
+        service.memory_add(first, user_id=store)
+        statuses.append(service.memory_add(second, user_id=store)["status"])
+    return statuses
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model-cache", default=default_model_cache())
+    args = parser.parse_args()
+    data = {k: v for k, v in json.loads(DATA.read_text(encoding="utf-8")).items() if not k.startswith("_")}
+    embedder = load_embedder(DEFAULT_MODEL, args.model_cache)
+    service = MemoryService(Store(tempfile.mkdtemp(prefix="wontopos-dups-")), ModelLoader.of(embedder))
+    caught = kept = n_restated = n_changed = 0
+    print(f"{'lang':<6}{'restatements caught':>22}{'changes kept':>16}")
+    for lang, sets in data.items():
+        restated = run(service, sets["restatements"], f"{lang}-r")
+        changed = run(service, sets["changes"], f"{lang}-c")
+        c, k = restated.count("duplicate"), changed.count("stored")
+        caught, kept = caught + c, kept + k
+        n_restated, n_changed = n_restated + len(restated), n_changed + len(changed)
+        print(f"{lang:<6}{c:>14}/{len(restated):<3} {c / len(restated):>4.0%}{k:>9}/{len(changed):<3} {k / len(changed):>4.0%}")
+    print(f"{'all':<6}{caught:>14}/{n_restated:<3} {caught / n_restated:>4.0%}{kept:>9}/{n_changed:<3} {kept / n_changed:>4.0%}")
+
+
+if __name__ == "__main__":
+    main()
