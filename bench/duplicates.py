@@ -1,4 +1,4 @@
-"""Duplicate detection on the multilingual set in tests/data/duplicates.json.
+"""Duplicate detection on the multilingual sets in tests/data/.
 
 Stores the first text of each pair, then writes the second, through the real service
 (real LanceDB, real model: the vector search proposes candidates, the text comparison
@@ -7,7 +7,10 @@ decides) and prints, per language and overall:
 * restatements caught  — pairs answered ``status: "duplicate"`` (want high),
 * one-detail changes kept — pairs answered ``status: "stored"`` (want 100 %).
 
-    python bench/duplicates.py [--model-cache DIR]
+    python bench/duplicates.py [--set dev|heldout] [--model-cache DIR]
+
+``dev`` is the set the word lists were written against; ``heldout`` was written by
+someone who never saw the detector, and is the honest measure.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from wontopos_mcp.embeddings import ModelLoader, load_embedder
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store import Store
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "duplicates.json"
+DATA_DIR = Path(__file__).resolve().parents[1] / "tests" / "data"
+SETS = {"dev": "duplicates.json", "heldout": "duplicates_heldout.json"}
 
 
 def run(service: MemoryService, pairs: list[list[str]], prefix: str) -> list[str]:
@@ -38,8 +42,10 @@ def run(service: MemoryService, pairs: list[list[str]], prefix: str) -> list[str
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model-cache", default=default_model_cache())
+    parser.add_argument("--set", choices=sorted(SETS), default="dev", help="dev (tuned on) or heldout (written apart)")
     args = parser.parse_args()
-    data = {k: v for k, v in json.loads(DATA.read_text(encoding="utf-8")).items() if not k.startswith("_")}
+    raw = json.loads((DATA_DIR / SETS[args.set]).read_text(encoding="utf-8"))
+    data = {k: v for k, v in raw.items() if not k.startswith("_")}
     embedder = load_embedder(DEFAULT_MODEL, args.model_cache)
     service = MemoryService(Store(tempfile.mkdtemp(prefix="wontopos-dups-")), ModelLoader.of(embedder))
     caught = kept = n_restated = n_changed = 0
