@@ -13,10 +13,12 @@ stored state are repeated inside the write lock, where they decide.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +27,10 @@ from .conversation import Message, context_line, context_window, parse_messages
 from .dates import format_us, month_bucket, parse_moment
 from .duplicates import is_restatement
 from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .idempotency import WINDOW_US, Idempotency, Running, replayed
 from .names import check_speaker
 from .records import memory_record
-from .registry import StoresAndSpeakers
+from .registry import StoresAndSpeakers, _registry_row
 from .scope import filter_clauses, in_store, query_without_name, quote, quote_all, speaker_is
 from .text import chunk_text, duplicate_key, importance
 
@@ -64,6 +67,7 @@ class MemoryService(StoresAndSpeakers):
         self.speaker_limit = speaker_limit
         self.clock = clock
         self.model_wait = model_wait
+        self._running = Running()
         store.on_open(self._ensure_default_store)
 
     @classmethod
@@ -106,6 +110,8 @@ class MemoryService(StoresAndSpeakers):
         event_date: Any = None,
         conversation_id: Any = None,
         user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
     ) -> dict[str, Any]:
         text = v.text(content, field="content", max_chars=v.MAX_CONTENT_CHARS)
         name = None if speaker is None else check_speaker(speaker)
@@ -113,26 +119,104 @@ class MemoryService(StoresAndSpeakers):
         event = None if event_date is None else parse_moment(event_date, field="event_date")
         conversation = v.optional_label(conversation_id, field="conversation_id")
         key, display = self._resolve(user_id)
-        if name is not None:
-            self._require_registered(key, name, writing=True)
-        embedder = self._embedder()
-        chunks = chunk_text(text, embedder.max_chars)
-        vectors = embedder.embed_passages(chunks)
         memory = {
             "content": text, "speaker": name, "category": category, "event": event,
             "conversation_id": conversation, "role": None,
         }  # fmt: skip
-        with self.store.write_lock():
+
+        def check() -> None:
             self._resolve(user_id)
             if name is not None:
                 self._require_registered(key, name, writing=True)
-            table = self.store.chunks(embedder.model_id, embedder.dim)
-            duplicate = self._find_duplicate(key, text, name, conversation, vectors[0])
+
+        def write(embedded: Embedded) -> Written:
+            check()
+            duplicate = self._find_duplicate(key, text, name, conversation, embedded.vectors[0][0])
             if duplicate is not None:
-                return _duplicate_answer(display, duplicate)
-            memory_id, rows = self._new_rows(key, memory, chunks, vectors)
+                return Written([], _duplicate_answer(display, duplicate))
+            memory_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0])
+            return Written(rows, _stored_answer(display, memory_id, name, len(rows)))
+
+        return self._write_once(key, idempotency, [text], check, write)
+
+    # -- idempotent commits --------------------------------------------------------------------
+
+    def _write_once(
+        self,
+        key: str,
+        idem: Idempotency | None,
+        texts: list[str],
+        check: Callable[[], object],
+        write: Callable[[Embedded], Written],
+    ) -> dict[str, Any]:
+        """Embed ``texts`` and run one memory write, at most once per idempotency key.
+
+        ``check`` (store and speaker) runs before the model is needed; the texts are
+        embedded outside the write lock; ``write`` runs inside it, where it checks again
+        and decides what to write; the commit carries the key with the memories.
+        """
+        replay = self._replay(key, idem)
+        if replay is not None:
+            return replay
+        check()
+        with self._running.guard(key, idem):
+            embedded = self._embed(texts)
+            with self.store.write_lock():
+                replay = self._replay(key, idem)
+                if replay is not None:
+                    return replay
+                return self._commit(key, idem, write(embedded))
+
+    def _embed(self, texts: list[str]) -> Embedded:
+        """Chunk and embed texts in one batch; makes sure the chunks table exists."""
+        embedder = self._embedder()
+        self.store.chunks(embedder.model_id, embedder.dim)
+        chunked = [chunk_text(t, embedder.max_chars) for t in texts]
+        flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
+        vectors, at = [], 0
+        for chunks in chunked:
+            vectors.append(flat[at : at + len(chunks)])
+            at += len(chunks)
+        return Embedded(chunked, vectors)
+
+    def _replay(self, key: str, idem: Idempotency | None) -> dict[str, Any] | None:
+        """The first answer to this key in this store within 24 h, if there was one."""
+        if idem is None:
+            return None
+        since = self._now_us() - WINDOW_US
+        rows = self.store.rows(
+            in_store(key) + f" AND idem_key = {quote(idem.key)} AND created_us >= {since}",
+            columns=("idem_fp", "idem_answer"),
+            limit=1,
+        )
+        if rows:
+            return replayed(idem, rows[0]["idem_fp"], rows[0]["idem_answer"])
+        records = self.store.registry_rows(f"key = {quote(_idem_record_key(key, idem))} AND created_us >= {since}")
+        if records:
+            fingerprint, answer = records[0]["value"].split("\n", 1)
+            return replayed(idem, fingerprint, answer)
+        return None
+
+    def _commit(self, key: str, idem: Idempotency | None, written: "Written") -> dict[str, Any]:
+        """Write the new rows (inside the write lock) with the idempotency record in the
+        same commit; an outcome that writes no memory keeps its record in the registry.
+        """
+        rows, answer = written.rows, written.answer
+        if idem is not None:
+            answer_json = json.dumps(answer, ensure_ascii=False)
+            for row in rows:
+                row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=answer_json)
+            if not rows:
+                record = _registry_row("idem", _idem_record_key(key, idem), key, idem.key, self._now_us())
+                record["value"] = f"{idem.fingerprint}\n{answer_json}"
+                self.store.registry_delete(f"key = {quote(record['key'])}")
+                self.store.registry_add([record])
+        table = self.store.existing_chunks()
+        if written.updated:
+            self.store.upsert_chunks(table, written.updated + rows)
+        elif rows:
             self.store.add_chunks(table, rows)
-        return _stored_answer(display, memory_id, name, len(chunks))
+        return answer
 
     def _find_duplicate(
         self, key: str, text: str, name: str | None, conversation: str | None, vector: Any
@@ -198,30 +282,28 @@ class MemoryService(StoresAndSpeakers):
         return memory_id, rows
 
     def memory_add_messages(
-        self, messages: Any, conversation_id: Any = None, user_id: Any = None
+        self,
+        messages: Any,
+        conversation_id: Any = None,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
     ) -> dict[str, Any]:
         """Store a conversation: one labelled memory per message, all in one commit."""
         parsed = parse_messages(messages)
         conversation = v.optional_label(conversation_id, field="conversation_id") or str(uuid.uuid4())
         key, display = self._resolve(user_id)
-        self._require_all_registered(key, parsed)
-        if not parsed:
-            return {"user_id": display, "conversation_id": conversation, "results": []}
-        embedder = self._embedder()
-        chunked = [chunk_text(m.content, embedder.max_chars) for m in parsed]
-        flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
-        vectors, at = [], 0
-        for chunks in chunked:
-            vectors.append(flat[at : at + len(chunks)])
-            at += len(chunks)
-        with self.store.write_lock():
+
+        def check() -> None:
             self._resolve(user_id)
             self._require_all_registered(key, parsed)
-            table = self.store.chunks(embedder.model_id, embedder.dim)
+
+        def write(embedded: Embedded) -> Written:
+            check()
             seq = self.store.max_seq(key)
             results, rows = [], []
-            for message, chunks, vecs in zip(parsed, chunked, vectors):
-                duplicate = self._find_duplicate(key, message.content, message.speaker, conversation, vecs[0])
+            for message, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
+                duplicate = self._find_duplicate(key, message.content, message.speaker, conversation, vectors[0])
                 if duplicate is not None:
                     results.append(_duplicate_answer(display, duplicate))
                     continue
@@ -230,12 +312,15 @@ class MemoryService(StoresAndSpeakers):
                     "content": message.content, "speaker": message.speaker, "category": DEFAULT_CATEGORY,
                     "event": None, "conversation_id": conversation, "role": message.role,
                 }  # fmt: skip
-                memory_id, new_rows = self._new_rows(key, memory, chunks, vecs, seq=seq)
+                memory_id, new_rows = self._new_rows(key, memory, chunks, vectors, seq=seq)
                 rows += new_rows
                 results.append(_stored_answer(display, memory_id, message.speaker, len(chunks)))
-            if rows:
-                self.store.add_chunks(table, rows)
-        return {"user_id": display, "conversation_id": conversation, "results": results}
+            return Written(rows, {"user_id": display, "conversation_id": conversation, "results": results})
+
+        if not parsed:
+            check()
+            return {"user_id": display, "conversation_id": conversation, "results": []}
+        return self._write_once(key, idempotency, [m.content for m in parsed], check, write)
 
     def _require_all_registered(self, key: str, messages: list[Message]) -> None:
         for message in messages:
@@ -400,7 +485,7 @@ class MemoryService(StoresAndSpeakers):
             gone = in_store(key) + f" AND memory_id = {quote(memory_id)}"
             # Forgetting the newest version makes its predecessor current again, in the
             # same commit as the delete.
-            previous = self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=_ALL)
+            previous = self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=None)
             if previous:
                 restored = [{**r, "superseded": False, "superseded_by": None} for r in previous]
                 self.store.upsert_chunks(self.store.existing_chunks(), restored, delete_where=gone)
@@ -425,25 +510,30 @@ class MemoryService(StoresAndSpeakers):
             self.store.delete_chunks(said)
         return {"user_id": display, "status": "deleted", "deleted": deleted}
 
-    def memory_supersede(self, memory_id: Any, content: Any, user_id: Any = None) -> dict[str, Any]:
+    def memory_supersede(
+        self, memory_id: Any, content: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
+    ) -> dict[str, Any]:
         mid = v.label(memory_id, field="memory_id")
         text = v.text(content, field="content", max_chars=v.MAX_CONTENT_CHARS)
         key, display = self._resolve(user_id)
-        _refuse_superseded(self._memory_row(key, mid))
-        embedder = self._embedder()
-        chunks = chunk_text(text, embedder.max_chars)
-        vectors = embedder.embed_passages(chunks)
-        with self.store.write_lock():
-            old = _refuse_superseded(self._memory_row(key, mid))
+
+        def check() -> dict[str, Any]:
+            self._resolve(user_id)
+            return _refuse_superseded(self._memory_row(key, mid))
+
+        def write(embedded: Embedded) -> Written:
+            old = check()
             memory = {
                 "content": text, "speaker": old["speaker"], "category": old["category"], "event": None,
                 "conversation_id": old["conversation_id"], "role": old["role"],
             }  # fmt: skip
-            new_id, rows = self._new_rows(key, memory, chunks, vectors)
-            old_rows = self.store.rows(in_store(key) + f" AND memory_id = {quote(mid)}", columns=_ALL)
+            new_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0])
+            old_rows = self.store.rows(in_store(key) + f" AND memory_id = {quote(mid)}", columns=None)
             marked = [{**r, "superseded": True, "superseded_by": new_id} for r in old_rows]
-            self.store.upsert_chunks(self.store.chunks(embedder.model_id, embedder.dim), marked + rows)
-        return {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
+            answer = {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
+            return Written(rows, answer, updated=marked)
+
+        return self._write_once(key, idempotency, [text], check, write)
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -451,11 +541,25 @@ class MemoryService(StoresAndSpeakers):
         return self.models.get(timeout=self.model_wait)
 
 
-_ALL = (
-    "chunk_id", "memory_id", "chunk_idx", "n_chunks", "user_id", "speaker", "content", "text", "dup_key",
-    "created_us", "seq", "event_date", "event_us", "when_us", "time_bucket", "category", "importance",
-    "superseded", "superseded_by", "conversation_id", "role", "vector",
-)  # fmt: skip
+@dataclass
+class Embedded:
+    """Texts cut into chunks, and one array of chunk vectors per text."""
+
+    chunks: list[list[str]]
+    vectors: list[Any]
+
+
+@dataclass
+class Written:
+    """What a write decided under the lock: new rows, rows updated with them, the answer."""
+
+    rows: list[dict[str, Any]]
+    answer: dict[str, Any]
+    updated: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _idem_record_key(key: str, idem: Idempotency) -> str:
+    return f"idem:{key}:{idem.key}"
 
 
 def _stored_answer(display: str, memory_id: str, speaker: str | None, chunks: int) -> dict[str, Any]:

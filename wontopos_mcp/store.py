@@ -92,6 +92,9 @@ def chunk_schema(dim: int) -> Any:
             pa.field("superseded_by", pa.string()),
             pa.field("conversation_id", pa.string()),
             pa.field("role", pa.string()),
+            pa.field("idem_key", pa.string()),
+            pa.field("idem_fp", pa.string()),
+            pa.field("idem_answer", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
         ]
     )
@@ -258,7 +261,7 @@ class Store:
         self,
         where: str,
         *,
-        columns: Sequence[str] = MEMORY_FIELDS,
+        columns: Sequence[str] | None = MEMORY_FIELDS,
         order: Sequence[tuple[str, bool]] = (),
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
@@ -267,7 +270,9 @@ class Store:
             return []
         from lancedb.query import ColumnOrdering
 
-        query = table.search().where(where).select(list(columns))
+        query = table.search().where(where)
+        if columns is not None:
+            query = query.select(list(columns))
         if order:
             query = query.order_by([ColumnOrdering(column_name=c, ascending=asc) for c, asc in order])
         query = query.limit(limit) if limit is not None else query.limit(None)
