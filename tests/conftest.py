@@ -12,8 +12,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from wontopos_mcp.embeddings import DEFAULT_MODEL, FastEmbedEmbedder, load_embedder
+
+# STYLE: few, reproducible examples, no deadline (2 cores, a real model and database).
+settings.register_profile(
+    "wontopos",
+    deadline=None,
+    max_examples=30,
+    derandomize=True,
+    # One real service per test serves every example (each example uses its own store);
+    # building a model and a database per example would cost minutes.
+    suppress_health_check=(HealthCheck.function_scoped_fixture, HealthCheck.too_slow),
+)
+settings.load_profile("wontopos")
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -90,6 +91,18 @@ def serve(settings: Settings) -> int:
             server.run("sse", host=settings.host, port=settings.port)
     except KeyboardInterrupt:
         pass
-    finally:
-        service.close()
+    service.close()
+    _exit_now(0)
     return 0
+
+
+def _exit_now(code: int) -> None:
+    """Leave without interpreter finalisation.
+
+    The model may still be loading in a background thread when a host closes stdin;
+    tearing down onnxruntime/LanceDB under a running native thread aborts the process
+    (SIGABRT). Every acknowledged write is already committed, so nothing is lost.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -35,11 +35,13 @@ def from_us(us: int) -> datetime:
 
 def format_us(us: int) -> str:
     """RFC 3339 UTC with microseconds, the one timestamp format every answer uses."""
-    return from_us(us).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    t = from_us(us)
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}.{t.microsecond:06d}Z"
 
 
 def month_bucket(us: int) -> str:
-    return from_us(us).strftime("%Y-%m")
+    t = from_us(us)
+    return f"{t.year:04d}-{t.month:02d}"
 
 
 def parse_moment(raw: Any, *, field: str, end_of_day: bool = False) -> tuple[int, str]:
@@ -66,10 +68,10 @@ def parse_moment(raw: Any, *, field: str, end_of_day: bool = False) -> tuple[int
     offset = "+00:00" if offset in ("Z", "z") else offset
     try:
         moment = datetime.fromisoformat(f"{day}T{clock}.{micros}{offset}")
-    except ValueError:
+        us = to_us(moment)
+        return us, format_us(us)
+    except (ValueError, OverflowError):  # no such day, or outside years 1-9999 in UTC
         raise _bad(field, raw) from None
-    us = to_us(moment)
-    return us, format_us(us)
 
 
 def _bad(field: str, raw: str) -> InvalidRequestError:

@@ -24,24 +24,23 @@ import unicodedata
 
 from .text import normalized
 
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NUMBER = re.compile(r"[-+−]?\d+(?:[.,]\d+)*")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
-# Words that carry no detail in a restatement. Negations are NOT here (counted apart).
+# Words that carry no detail in a restatement. Negations are NOT here (counted apart),
+# nor pronouns ("I owe you" / "you owe me" differ in who did what).
 _FUNCTION_WORDS = frozenset(
     """
     a an the is are was were be been being am 's s m re ve d ll do does did to of in on at
-    for with by as that this it its i me my we our you your he she they them his her their
+    for with by as that this it its
     and or but so just really actually also very quite well oh um uh like basically still
     has have had will would shall should can could may might must please okay ok yes
     der die das ein eine einen einem einer des dem den ist sind war waren bin bist sein
-    und oder aber auch ja doch mal noch schon sehr zu im am vom zum zur es er sie wir ich
-    du ihr mein meine dein deine hat habe haben wird werden
-    le la les un une des est sont et ou mais aussi très de du au aux en je tu il elle nous
-    vous ils elles ce cet cette
-    el los las una unos unas es son y o pero también muy del al yo
-    и а но же ли бы вот это так уже ещё еще очень тоже же я ты он она мы вы они мой моя
-    моё мои был была были есть быть да ну
+    und oder aber auch ja doch mal noch schon sehr zu im am vom zum zur es hat habe haben
+    wird werden
+    le la les un une des est sont et ou mais aussi très de du au aux en ce cet cette
+    el los las una unos unas es son y o pero también muy del al
+    и а но же ли бы вот это так уже ещё еще очень тоже же был была были есть быть да ну
     """.split()
 )
 _NEGATIONS = frozenset(
@@ -60,7 +59,7 @@ _GLUED_NEGATIONS = ("ない", "なかっ", "ません", "ず", "不", "没", "�
 _CJK_FUNCTION = tuple(
     sorted(
         "でした ました です ます だった だ である よね よ ね な は が を に へ も の と で や か "
-        "的 了 吧 呢 啊 呀 嘛 很 也 是 我 你 他 她 它".split(),
+        "的 了 吧 呢 啊 呀 嘛 很 也 是".split(),
         key=len,
         reverse=True,
     )
@@ -79,11 +78,11 @@ _LATIN_SUFFIXES = ("es", "s", "en", "e", "n", "а", "я", "ы", "и", "у", "ю"
 def is_restatement(new: str, stored: str) -> bool:
     """True when ``new`` says what ``stored`` says, detail for detail."""
     a, b = normalized(new), normalized(stored)
-    if a == b:
-        return True
     if _numbers(new) != _numbers(stored):
         return False
     if _negations(a) != _negations(b):
+        return False
+    if _symbols(new) != _symbols(stored):
         return False
     return _content(a) == _content(b)
 
@@ -95,6 +94,11 @@ def _numbers(text: str) -> list[str]:
 def _words(norm: str) -> list[str]:
     """Words, with English "don t" (apostrophe lost to normalisation) rejoined as "don't"."""
     return (norm + " ").replace("n t ", "n't ").split()
+
+
+def _symbols(text: str) -> list[str]:
+    """Currency, math and other symbols (€ vs $, °, emoji): normalisation drops them."""
+    return sorted(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) in ("Sc", "Sm", "So"))
 
 
 def _negations(norm: str) -> tuple[int, int]:

@@ -25,6 +25,9 @@ DEFAULT_STORE = "default"
 # name display as another one.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _LINE_SEPARATORS = frozenset("\u2028\u2029")
+# Unicode White_Space (not Python's isspace, which also counts U+001C-U+001F, the
+# information separators: those are control characters, refused, never trimmed).
+_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 _STORE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -36,7 +39,7 @@ def check_speaker(raw: Any, *, field: str = "speaker") -> str:
     """Return the canonical form of a speaker name, or raise a 400 naming ``field``."""
     if not isinstance(raw, str):
         raise InvalidRequestError(f"{field} must be a string", field=field)
-    name = unicodedata.normalize("NFC", raw).strip()
+    name = unicodedata.normalize("NFC", raw).strip(_WHITE_SPACE)
     bad = next((ch for ch in name if _is_forbidden(ch)), None)
     if bad is not None:
         raise InvalidRequestError(

@@ -29,6 +29,28 @@ class StoresAndSpeakers:
     def _now_us(self) -> int:
         return to_us(self.clock())
 
+    # -- write order --------------------------------------------------------------------
+
+    def _last_seq(self, key: str) -> int:
+        """The store's highest sequence number ever given, deleted memories included.
+
+        Deletes record the high-water mark on the store's registry row first, so a
+        number is never given twice and a ``memory_list`` cursor stays a place in the
+        store's write order.
+        """
+        rows = self.store.registry_rows(f"kind = 'store' AND user_id = {quote(key)}")
+        recorded = int(rows[0]["value"]) if rows and rows[0]["value"] else 0
+        return max(self.store.max_seq(key), recorded)
+
+    def _remember_last_seq(self, key: str) -> None:
+        """Call inside the write lock before deleting memories of the store ``key``."""
+        last = self._last_seq(key)
+        self.store.registry_update(f"kind = 'store' AND user_id = {quote(key)}", {"value": str(last)})
+
+    def _delete_memories(self, key: str, where: str) -> None:
+        self._remember_last_seq(key)
+        self.store.delete_chunks(where)
+
     # -- stores ------------------------------------------------------------------------
 
     def _ensure_default_store(self) -> None:
@@ -81,7 +103,7 @@ class StoresAndSpeakers:
         with self.store.write_lock():
             # Memories first, then the registrations: a crash in between leaves a store
             # that a repeated call finishes deleting, never memories without their store.
-            self.store.delete_chunks(in_store(key))
+            self._delete_memories(key, in_store(key))
             self.store.registry_delete(f"kind = 'speaker' AND user_id = {quote(key)}")
             if key != DEFAULT_STORE:
                 self.store.registry_delete(f"kind = 'store' AND user_id = {quote(key)}")
@@ -94,7 +116,7 @@ class StoresAndSpeakers:
         key, display = self._resolve(user_id)
         with self.store.write_lock():
             deleted = self.store.count(in_store(key) + " AND chunk_idx = 0")
-            self.store.delete_chunks(in_store(key))
+            self._delete_memories(key, in_store(key))
         return {"user_id": display, "status": "deleted", "deleted": deleted}
 
     # -- speakers --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import uuid
 from collections.abc import Callable
@@ -233,10 +234,11 @@ class MemoryService(StoresAndSpeakers):
 
         exact = self.store.rows(
             scope + f" AND chunk_idx = 0 AND dup_key = {quote(duplicate_key(text))}",
-            columns=("memory_id", "conversation_id"),
+            columns=("memory_id", "content", "conversation_id"),
         )
         for row in filter(other_conversation, exact):
-            return row["memory_id"]
+            if is_restatement(text, row["content"]):  # the key ignores signs and symbols
+                return row["memory_id"]
         near = self.store.vector_search(
             vector, scope, DUPLICATE_CANDIDATES, ("memory_id", "content", "conversation_id")
         )
@@ -263,7 +265,7 @@ class MemoryService(StoresAndSpeakers):
             "content": memory["content"],
             "dup_key": duplicate_key(memory["content"]),
             "created_us": created,
-            "seq": self.store.max_seq(key) + 1 if seq is None else seq,
+            "seq": self._last_seq(key) + 1 if seq is None else seq,
             "event_date": event[1] if event else None,
             "event_us": event[0] if event else None,
             "when_us": when,
@@ -300,7 +302,7 @@ class MemoryService(StoresAndSpeakers):
 
         def write(embedded: Embedded) -> Written:
             check()
-            seq = self.store.max_seq(key)
+            seq = self._last_seq(key)
             results, rows = [], []
             for message, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
                 duplicate = self._find_duplicate(key, message.content, message.speaker, conversation, vectors[0])
@@ -481,14 +483,17 @@ class MemoryService(StoresAndSpeakers):
         key, display = self._resolve(user_id)
         self._memory_row(key, memory_id)
         with self.store.write_lock():
-            self._memory_row(key, memory_id)
+            row = self._memory_row(key, memory_id)
             gone = in_store(key) + f" AND memory_id = {quote(memory_id)}"
-            # Forgetting the newest version makes its predecessor current again, in the
-            # same commit as the delete.
+            # The versions it superseded are relinked in the same commit as the delete:
+            # forgetting the newest version makes its predecessor current again; forgetting
+            # a middle one links its predecessor to its successor (A -> B -> C becomes A -> C).
             previous = self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=None)
+            self._remember_last_seq(key)
             if previous:
-                restored = [{**r, "superseded": False, "superseded_by": None} for r in previous]
-                self.store.upsert_chunks(self.store.existing_chunks(), restored, delete_where=gone)
+                successor = row["superseded_by"]
+                relinked = [{**r, "superseded": successor is not None, "superseded_by": successor} for r in previous]
+                self.store.upsert_chunks(self.store.existing_chunks(), relinked, delete_where=gone)
             else:
                 self.store.delete_chunks(gone)
         return {"user_id": display, "status": "deleted", "deleted": 1}
@@ -507,7 +512,7 @@ class MemoryService(StoresAndSpeakers):
                     records_to_delete=current,
                 )
             deleted = self.store.count(said + " AND chunk_idx = 0")
-            self.store.delete_chunks(said)
+            self._delete_memories(key, said)
         return {"user_id": display, "status": "deleted", "deleted": deleted}
 
     def memory_supersede(
@@ -602,7 +607,7 @@ def _refuse_superseded(row: dict[str, Any]) -> dict[str, Any]:
 def _parse_cursor(cursor: Any) -> int:
     if cursor is None:
         return 0
-    if not isinstance(cursor, str) or not cursor.isdigit() or len(cursor) > 19:
+    if not isinstance(cursor, str) or not re.fullmatch(r"[0-9]{1,18}", cursor):
         raise InvalidRequestError("cursor must be a next_cursor from an earlier memory_list", field="cursor")
     return int(cursor)
 

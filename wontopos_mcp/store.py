@@ -126,6 +126,7 @@ class Store:
         self._registry: Any = None
         self._chunks: Any = None
         self._on_open: list[Callable[[], None]] = []
+        self._ready = False  # set only once the registry is open and the hooks have run
         self._writes = 0
 
     def on_open(self, hook: Callable[[], None]) -> None:
@@ -133,8 +134,12 @@ class Store:
         self._on_open.append(hook)
 
     def connect(self) -> None:
-        """Open the database now (idempotent); the server calls this in the background."""
-        if self._db is not None:
+        """Open the database now (idempotent); the server calls this in the background.
+
+        Other threads wait (on the lock) until the open is complete; the hooks run on the
+        opening thread, which may re-enter (``_db`` is set before them, ``_ready`` after).
+        """
+        if self._ready:
             return
         with self._thread_lock:
             if self._db is not None:
@@ -153,6 +158,7 @@ class Store:
                 self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
             for hook in self._on_open:
                 hook()
+            self._ready = True
 
     @property
     def registry(self) -> Any:
@@ -195,6 +201,9 @@ class Store:
 
     def registry_delete(self, where: str) -> None:
         self.registry.delete(where)
+
+    def registry_update(self, where: str, values: dict[str, Any]) -> None:
+        self.registry.update(where=where, values=values)
 
     # -- model record ----------------------------------------------------------------
 
@@ -351,6 +360,8 @@ class Store:
             log.warning("optimize() skipped", exc_info=True)
 
     def close(self) -> None:
-        self._chunks = None
-        self._registry = None
-        self._db = None
+        with self._thread_lock:
+            self._ready = False
+            self._chunks = None
+            self._registry = None
+            self._db = None

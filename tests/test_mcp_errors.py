@@ -1,0 +1,290 @@
+"""Every refusal of the MCP face is SPEC's error body, including the argument errors the
+SDK's own validation would otherwise answer as plain text.
+
+The argument tests call every tool raw (the client does not validate inputs) against a
+real service. The mapping tests pass a small fake service to ``build_server``: they test
+the adapter's one error mapping, not storage.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp_support import TOOLS, Session, open_service
+
+from wontopos_mcp import errors
+from wontopos_mcp.mcp_server import build_server
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A valid value for each required parameter, so exactly one thing is wrong per call.
+VALID = {"content": "hello", "query": "hello", "speaker": "Bob", "memory_id": "some-id", "user_id": "default"}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def mcp(tmp_path, embedder) -> AsyncIterator[Session]:
+    service = open_service(tmp_path, embedder)
+    try:
+        async with Client(build_server(service)) as client:
+            session = Session(client)
+            await session.load_tools()
+            yield session
+    finally:
+        service.close()
+
+
+def _required(mcp: Session, name: str) -> dict[str, Any]:
+    schema = mcp.tools[name].input_schema
+    return {param: VALID[param] for param in schema.get("required", [])}
+
+
+def _kinds(prop: dict[str, Any]) -> set[str]:
+    arms = prop.get("anyOf", [prop])
+    return {arm["type"] for arm in arms if arm.get("type") not in (None, "null")}
+
+
+def _wrong_values(prop: dict[str, Any]) -> list[Any]:
+    """Values of the wrong JSON type for a parameter."""
+    kinds = _kinds(prop)
+    if kinds == {"string"}:
+        return [12345, ["a"], {"a": 1}, True]
+    if kinds == {"integer"}:
+        return ["ten", "10", 10.5, True, [10]]
+    if kinds == {"boolean"}:
+        return ["yes", "true", 1]
+    if kinds == {"object"}:
+        return [[1, 2], 7, "not json"]
+    if kinds == {"array"}:
+        return [7, "a", ["a", 1], {"a": "b"}]
+    raise AssertionError(f"no wrong values for {prop}")
+
+
+# --- argument errors, raw, on every tool ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+async def test_unknown_arguments_are_400_naming_the_argument(mcp: Session, name: str) -> None:
+    error = await mcp.refused(
+        name, {**_required(mcp, name), "bogus_arg": 1}, status=400, type="invalid_request_error", field="bogus_arg"
+    )
+    assert "bogus_arg" in error["message"]
+
+
+async def test_stores_list_takes_no_user_id(mcp: Session) -> None:
+    await mcp.refused("stores_list", {"user_id": "default"}, status=400, type="invalid_request_error", field="user_id")
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+async def test_missing_required_arguments_are_400_naming_them(mcp: Session, name: str) -> None:
+    required = _required(mcp, name)
+    for param in required:
+        args = {k: v for k, v in required.items() if k != param}
+        error = await mcp.refused(name, args, status=400, type="invalid_request_error", field=param)
+        assert error["message"] == f"{param} is required"
+        await mcp.refused(name, {**args, param: None}, status=400, type="invalid_request_error", field=param)
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+async def test_wrongly_typed_arguments_are_400_naming_them(mcp: Session, name: str) -> None:
+    base = _required(mcp, name)
+    for param, prop in mcp.tools[name].input_schema.get("properties", {}).items():
+        for wrong in _wrong_values(prop):
+            error = await mcp.refused(
+                name, {**base, param: wrong}, status=400, type="invalid_request_error", field=param
+            )
+            assert error["message"].startswith(param), error
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+async def test_out_of_range_numbers_are_400_naming_them(mcp: Session, name: str) -> None:
+    base = _required(mcp, name)
+    for param, prop in mcp.tools[name].input_schema.get("properties", {}).items():
+        for bound, step in (("minimum", -1), ("maximum", 1)):
+            if bound in prop:
+                error = await mcp.refused(
+                    name, {**base, param: prop[bound] + step}, status=400, type="invalid_request_error", field=param
+                )
+                assert "must be" in error["message"]
+
+
+async def test_range_errors_read_like_the_services_own(mcp: Session) -> None:
+    error = await mcp.refused("memory_search", {"query": "x", "limit": 3}, status=400, type="invalid_request_error")
+    assert error == {
+        "type": "invalid_request_error",
+        "message": "limit must be between 5 and 20, got 3",
+        "field": "limit",
+    }
+    error = await mcp.refused(
+        "memory_forget", {"speaker": "Bob", "confirm_records": -1}, status=400, type="invalid_request_error"
+    )
+    assert error["field"] == "confirm_records" and "at least 0" in error["message"]
+
+
+async def test_an_unknown_tool_is_400_naming_it(mcp: Session) -> None:
+    result = await mcp.client.call_tool("memory_delete_everything", {})
+    assert result.is_error
+    assert result.structured_content["status"] == 400
+    assert result.structured_content["error"]["field"] == "name"
+    assert result.structured_content["error"]["tool"] == "memory_delete_everything"
+
+
+async def test_null_for_an_optional_argument_means_not_given(mcp: Session) -> None:
+    stored = await mcp.ok("memory_add", content="Tea at five.", speaker=None, category=None, user_id=None)
+    assert "speaker" not in stored and stored["user_id"] == "default"
+    listed = await mcp.ok("memory_list", cursor=None)
+    assert listed["memories"][0]["category"] == "general"
+
+
+async def test_arguments_sent_as_json_text_are_accepted_where_clients_do_that(mcp: Session) -> None:
+    await mcp.ok("speaker_register", speaker="Bob")
+    page = await mcp.ok("by_speaker", speaker="Bob", skip_ids='["a", "b"]')
+    assert page["memories"] == []
+    await mcp.ok("memory_search", query="tea", filters='{"categories": ["general"]}')
+
+
+async def test_a_legacy_client_gets_the_same_envelope(tmp_path, embedder) -> None:
+    service = open_service(tmp_path, embedder)
+    try:
+        async with Client(build_server(service), mode="legacy") as client:
+            session = Session(client)
+            await session.load_tools()
+            await session.refused(
+                "memory_search", {"query": "x", "limit": 50}, status=400, type="invalid_request_error", field="limit"
+            )
+            await session.refused("memory_add", {}, status=400, type="invalid_request_error", field="content")
+            await session.refused("speakers_list", {"user_id": "nobody"}, status=404, type="not_found_error")
+    finally:
+        service.close()
+
+
+# --- the one mapping, through a fake service ------------------------------------------------------
+
+
+ANSWERS: dict[str, dict[str, Any]] = {
+    "speakers_list": {"user_id": "default", "speakers": [], "count": 0, "limit": 50},
+    "store_create": {"user_id": "default", "status": "exists"},
+    "stores_list": {"stores": [{"user_id": "default", "created_at": "2026-07-10T04:20:39.123456Z"}]},
+}
+
+
+class FakeService:
+    """Answers from ``ANSWERS`` or raises ``error``; records each call and its thread."""
+
+    def __init__(self, error: BaseException | None = None, answers: dict[str, Any] | None = None) -> None:
+        self.error = error
+        self.answers = ANSWERS if answers is None else answers
+        self.calls: list[tuple[str, dict[str, Any], str]] = []
+        self.started = 0
+
+    def start(self) -> None:
+        self.started += 1
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in TOOLS:
+            raise AttributeError(name)
+
+        def method(**kwargs: Any) -> dict[str, Any]:
+            self.calls.append((name, kwargs, threading.current_thread().name))
+            if self.error is not None:
+                raise self.error
+            return self.answers[name]
+
+        return method
+
+
+def _valid_arguments(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {param: VALID[param] for param in schema.get("required", [])}
+
+
+def _error_for(cls: type[errors.WontoposError]) -> errors.WontoposError:
+    return cls(f"refused by a {cls.__name__} for the test", field="speaker", speaker="Bob", retry_after_ms=1500)
+
+
+@pytest.mark.parametrize("cls", errors.ALL_ERRORS, ids=lambda c: c.__name__)
+async def test_every_wontopos_error_reaches_the_client_as_its_envelope(cls: type[errors.WontoposError]) -> None:
+    exc = _error_for(cls)
+    async with Client(build_server(FakeService(exc))) as client:
+        mcp = Session(client)
+        await mcp.load_tools()
+        for name, tool in mcp.tools.items():
+            result = await mcp.call(name, _valid_arguments(name, tool.input_schema))
+            assert result.is_error, name
+            assert result.structured_content == exc.envelope(), name
+            assert result.structured_content["status"] == cls.status
+            assert result.structured_content["error"]["type"] == cls.type
+            assert result.structured_content["error"]["field"] == "speaker"
+
+
+async def test_an_unexpected_exception_is_a_logged_500_without_internals(caplog) -> None:
+    caplog.set_level(logging.ERROR, logger="wontopos_mcp")
+    async with Client(build_server(FakeService(RuntimeError("secret internals /etc/passwd")))) as client:
+        mcp = Session(client)
+        await mcp.load_tools()
+        result = await mcp.call("speakers_list")
+    assert result.is_error
+    assert result.structured_content == errors.internal_error().envelope()
+    assert "secret" not in result.content[0].text
+    logged = [r for r in caplog.records if r.name.startswith("wontopos_mcp")]
+    assert logged and logged[0].exc_info is not None
+    assert "secret internals" in caplog.text  # the traceback stays on the server
+
+
+async def test_an_answer_that_breaks_its_own_schema_is_a_logged_500(caplog) -> None:
+    caplog.set_level(logging.ERROR, logger="wontopos_mcp")
+    broken = {**ANSWERS, "speakers_list": {"user_id": "default", "speakers": None, "count": 0, "limit": 50}}
+    async with Client(build_server(FakeService(answers=broken))) as client:
+        mcp = Session(client)
+        await mcp.load_tools()
+        result = await mcp.call("speakers_list")
+    assert result.is_error and result.structured_content["status"] == 500
+    assert any(r.exc_info for r in caplog.records if r.name.startswith("wontopos_mcp"))
+
+
+async def test_tools_call_the_service_off_the_event_loop_and_omit_absent_arguments() -> None:
+    service = FakeService()
+    async with Client(build_server(service)) as client:
+        mcp = Session(client)
+        await mcp.load_tools()
+        assert service.started >= 1  # the lifespan started the model load
+        await mcp.ok("speakers_list")
+        await mcp.ok("speakers_list", user_id="Alice")
+        await mcp.ok("store_create")
+        await mcp.ok("stores_list")
+    calls = [(name, kwargs) for name, kwargs, _ in service.calls]
+    assert calls == [
+        ("speakers_list", {}),
+        ("speakers_list", {"user_id": "Alice"}),
+        ("store_create", {"user_id": "default"}),
+        ("stores_list", {}),
+    ]
+    loop_thread = threading.current_thread().name
+    assert all(thread != loop_thread for _, _, thread in service.calls)
+
+
+def test_importing_the_mcp_face_loads_no_storage_or_model_code() -> None:
+    code = (
+        "import sys, wontopos_mcp.mcp_server\n"
+        "heavy = [m for m in ('lancedb', 'pyarrow', 'fastembed', 'onnxruntime', 'wontopos_mcp.store', "
+        "'wontopos_mcp.service') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ""
