@@ -117,8 +117,13 @@ class Store:
     database opened on first use, so a server can answer ``tools/list`` first.
     """
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, *, flat_search_max: int = 20_000, vector_index_min_rows: int = 50_000) -> None:
+        """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
+        ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
+        arguments so a test can cross them with a few hundred rows."""
         self.uri = uri
+        self.flat_search_max = flat_search_max
+        self.vector_index_min_rows = vector_index_min_rows
         self._remote = is_remote(uri)
         self._thread_lock = threading.RLock()
         self._file_lock: Any = None
@@ -251,7 +256,18 @@ class Store:
         if not self._remote:
             with open(os.path.join(self.uri, META_FILE), "w", encoding="utf-8") as fh:
                 json.dump({"model": model_id, "dim": dim}, fh)
-        self._open_or_create(CHUNKS, chunk_schema(dim), "chunk_id")
+        table = self._open_or_create(CHUNKS, chunk_schema(dim), "chunk_id")
+        self._create_indexes(table)
+
+    def _create_indexes(self, table: Any) -> None:
+        """Scalar indexes for every filter, and BM25 full text (ICU splits CJK words)."""
+        from lancedb.index import FTS, Bitmap, BTree
+
+        for column in ("user_id", "memory_id", "chunk_id", "created_us", "seq", "conversation_id"):
+            table.create_index(column, config=BTree())
+        for column in ("speaker", "superseded", "category", "chunk_idx"):
+            table.create_index(column, config=Bitmap())
+        table.create_index("text", config=FTS(base_tokenizer="icu", stem=True, remove_stop_words=True))
 
     def existing_chunks(self) -> Any | None:
         """The chunks table if it exists yet (reads that need no model use this)."""
@@ -293,20 +309,53 @@ class Store:
             return []
         return table.search().where(where).select([column]).limit(None).to_arrow().column(column).to_pylist()
 
-    def vector_search(self, vector: Any, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
-        """Exact (flat) cosine search inside ``where``; returns rows with ``_distance``."""
+    def vector_search(
+        self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Cosine search inside ``where``, never fewer rows than exist (up to ``k``).
+
+        A scope of at most ``flat_search_max`` chunk rows is searched exactly (flat).
+        A larger one uses the IVF_SQ index when there is one, refined, and is searched
+        again over every partition when the index returned fewer rows than exist: an IVF
+        index probes a fixed number of partitions and can miss a small scope's rows.
+        """
         table = self.existing_chunks()
         if table is None:
             return []
+        rows_in_scope = table.count_rows(where) if scope_rows is None else scope_rows
+        wanted = min(k, rows_in_scope)
         query = (
             table.search(vector, vector_column_name="vector")
             .distance_type("cosine")
             .where(where, prefilter=True)
-            .bypass_vector_index()
             .select([*columns, "_distance"])
             .limit(k)
         )
-        return query.to_arrow().to_pylist()
+        if rows_in_scope <= self.flat_search_max or not self._has_vector_index(table):
+            return query.bypass_vector_index().to_arrow().to_pylist()
+        found = query.refine_factor(10).to_arrow().to_pylist()
+        if len(found) < wanted:
+            found = query.maximum_nprobes(0).to_arrow().to_pylist()
+        return found
+
+    def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """BM25 full-text search of chunk text inside ``where``; rows carry ``_score``.
+
+        Any text is a plain match query (no query syntax); a query the tokenizer cannot
+        use answers no rows rather than an error: full text is one signal of several.
+        """
+        table = self.existing_chunks()
+        if table is None:
+            return []
+        try:
+            query = table.search(text, query_type="fts", fts_columns="text")
+            return query.where(where, prefilter=True).select([*columns, "_score"]).limit(k).to_arrow().to_pylist()
+        except Exception:  # noqa: BLE001 - see docstring
+            log.warning("full-text search failed; ranking by vectors alone", exc_info=True)
+            return []
+
+    def _has_vector_index(self, table: Any) -> bool:
+        return any(index.columns == ["vector"] for index in table.list_indices())
 
     # -- chunk writes (call inside write_lock) ----------------------------------------------
 
@@ -350,14 +399,26 @@ class Store:
         return int(rows[0]["seq"]) if rows else 0
 
     def _after_write(self, table: Any) -> None:
-        """Compact now and then (inside the write lock; old versions kept an hour)."""
+        """Maintain now and then, inside the write lock (see ``maintain``)."""
         self._writes += 1
-        if self._writes % _OPTIMIZE_EVERY:
+        if self._writes % _OPTIMIZE_EVERY == 0:
+            self.maintain(table)
+
+    def maintain(self, table: Any | None = None) -> None:
+        """Compact fragments, bring every index up to date (old versions kept an hour, as
+        other processes may still read them), and build the vector index once the table
+        is large enough. Call inside the write lock."""
+        table = table if table is not None else self.existing_chunks()
+        if table is None:
             return
         try:
+            if not self._has_vector_index(table) and table.count_rows() >= self.vector_index_min_rows:
+                from lancedb.index import IvfSq
+
+                table.create_index("vector", config=IvfSq(distance_type="cosine"))
             table.optimize(cleanup_older_than=timedelta(hours=1))
-        except Exception:  # compaction is housekeeping: a lost race is retried later
-            log.warning("optimize() skipped", exc_info=True)
+        except Exception:  # housekeeping: a lost commit race is retried next time
+            log.warning("index maintenance skipped", exc_info=True)
 
     def close(self) -> None:
         with self._thread_lock:
