@@ -1,0 +1,414 @@
+"""Memory writes: add, conversations, supersede, forget, each at most once per
+idempotency key and each in one LanceDB commit.
+
+``MemoryService`` (``service``) inherits these; they are apart only to keep each module
+short. Every write embeds outside the write lock, then under it checks again what it
+depends on (store, speakers, the memory, duplicates) and commits.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import validation as v
+from .conversation import Message, parse_messages
+from .dates import month_bucket, parse_moment
+from .duplicates import is_restatement
+from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .idempotency import WINDOW_US, Idempotency, Running, replayed
+from .names import check_speaker
+from .registry import StoresAndSpeakers, _registry_row
+from .scope import in_store, quote, speaker_is
+from .text import chunk_text, duplicate_key, importance
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder, ModelLoader
+
+DEFAULT_CATEGORY = "general"
+# Near-duplicate candidates: the nearest chunks of the same speaker above this cosine
+# similarity go to the text comparison (which decides); below it nothing is a restatement.
+DUPLICATE_CANDIDATES = 8
+DUPLICATE_MIN_SIMILARITY = 0.80
+
+
+class MemoryWrites(StoresAndSpeakers):
+    models: "ModelLoader"
+    model_wait: float
+    _running: Running
+
+    # -- memories: writes ----------------------------------------------------------------------
+
+    def memory_add(
+        self,
+        content: Any,
+        speaker: Any = None,
+        category: Any = None,
+        event_date: Any = None,
+        conversation_id: Any = None,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+    ) -> dict[str, Any]:
+        text = v.text(content, field="content", max_chars=v.MAX_CONTENT_CHARS)
+        name = None if speaker is None else check_speaker(speaker)
+        category = v.optional_label(category, field="category") or DEFAULT_CATEGORY
+        event = None if event_date is None else parse_moment(event_date, field="event_date")
+        conversation = v.optional_label(conversation_id, field="conversation_id")
+        key, display = self._resolve(user_id)
+        memory = {
+            "content": text, "speaker": name, "category": category, "event": event,
+            "conversation_id": conversation, "role": None,
+        }  # fmt: skip
+
+        def check() -> None:
+            self._resolve(user_id)
+            if name is not None:
+                self._require_registered(key, name, writing=True)
+
+        def write(embedded: Embedded) -> Written:
+            check()
+            duplicate = self._find_duplicate(key, text, name, conversation, embedded.vectors[0][0])
+            if duplicate is not None:
+                return Written([], _duplicate_answer(display, duplicate))
+            memory_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0])
+            return Written(rows, _stored_answer(display, memory_id, name, len(rows)))
+
+        return self._write_once(key, idempotency, [text], check, write)
+
+    # -- idempotent commits --------------------------------------------------------------------
+
+    def _write_once(
+        self,
+        key: str,
+        idem: Idempotency | None,
+        texts: list[str],
+        check: Callable[[], object],
+        write: Callable[[Embedded], Written],
+    ) -> dict[str, Any]:
+        """Embed ``texts`` and run one memory write, at most once per idempotency key.
+
+        ``check`` (store and speaker) runs before the model is needed; the texts are
+        embedded outside the write lock; ``write`` runs inside it, where it checks again
+        and decides what to write; the commit carries the key with the memories.
+        """
+        replay = self._replay(key, idem)
+        if replay is not None:
+            return replay
+        check()
+        with self._running.guard(key, idem):
+            embedded = self._embed(texts)
+            with self.store.write_lock():
+                replay = self._replay(key, idem)
+                if replay is not None:
+                    return replay
+                return self._commit(key, idem, write(embedded))
+
+    def _embed(self, texts: list[str]) -> Embedded:
+        """Chunk and embed texts in one batch; makes sure the chunks table exists."""
+        embedder = self._embedder()
+        self.store.chunks(embedder.model_id, embedder.dim)
+        chunked = [chunk_text(t, embedder.max_chars) for t in texts]
+        flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
+        vectors, at = [], 0
+        for chunks in chunked:
+            vectors.append(flat[at : at + len(chunks)])
+            at += len(chunks)
+        return Embedded(chunked, vectors)
+
+    def _replay(self, key: str, idem: Idempotency | None) -> dict[str, Any] | None:
+        """The first answer to this key in this store within 24 h, if there was one."""
+        if idem is None:
+            return None
+        since = self._now_us() - WINDOW_US
+        rows = self.store.rows(
+            in_store(key) + f" AND idem_key = {quote(idem.key)} AND created_us >= {since}",
+            columns=("idem_fp", "idem_answer"),
+            limit=1,
+        )
+        if rows:
+            return replayed(idem, rows[0]["idem_fp"], rows[0]["idem_answer"])
+        records = self.store.registry_rows(f"key = {quote(_idem_record_key(key, idem))} AND created_us >= {since}")
+        if records:
+            fingerprint, answer = records[0]["value"].split("\n", 1)
+            return replayed(idem, fingerprint, answer)
+        return None
+
+    def _commit(self, key: str, idem: Idempotency | None, written: "Written") -> dict[str, Any]:
+        """Write the new rows (inside the write lock) with the idempotency record in the
+        same commit; an outcome that writes no memory keeps its record in the registry.
+        """
+        rows, answer = written.rows, written.answer
+        if idem is not None:
+            answer_json = json.dumps(answer, ensure_ascii=False)
+            for row in rows:
+                row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=answer_json)
+            if not rows:
+                record = _registry_row("idem", _idem_record_key(key, idem), key, idem.key, self._now_us())
+                record["value"] = f"{idem.fingerprint}\n{answer_json}"
+                self.store.registry_delete(f"key = {quote(record['key'])}")
+                self.store.registry_add([record])
+        table = self.store.existing_chunks()
+        if written.updated:
+            self.store.upsert_chunks(table, written.updated + rows)
+        elif rows:
+            self.store.add_chunks(table, rows)
+        return answer
+
+    def _find_duplicate(
+        self, key: str, text: str, name: str | None, conversation: str | None, vector: Any
+    ) -> str | None:
+        """A current memory this text restates, by the same speaker, from another conversation.
+
+        Exact restatements are found by their normalised key; near-verbatim ones among the
+        nearest memories by vector, then decided by comparing the texts (``duplicates``).
+        """
+        scope = in_store(key) + " AND NOT superseded AND " + speaker_is(name)
+
+        def other_conversation(row: dict[str, Any]) -> bool:
+            return conversation is None or row["conversation_id"] != conversation
+
+        exact = self.store.rows(
+            scope + f" AND chunk_idx = 0 AND dup_key = {quote(duplicate_key(text))}",
+            columns=("memory_id", "content", "conversation_id"),
+        )
+        for row in filter(other_conversation, exact):
+            if is_restatement(text, row["content"]):  # the key ignores signs and symbols
+                return row["memory_id"]
+        near = self.store.vector_search(
+            vector, scope, DUPLICATE_CANDIDATES, ("memory_id", "content", "conversation_id")
+        )
+        for row in near:
+            if 1.0 - row["_distance"] < DUPLICATE_MIN_SIMILARITY or not other_conversation(row):
+                continue
+            if is_restatement(text, row["content"]):
+                return row["memory_id"]
+        return None
+
+    def _new_rows(
+        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int | None = None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The chunk rows of a new memory; ``seq`` defaults to the store's next number."""
+        memory_id = str(uuid.uuid4())
+        created = self._now_us()
+        event = memory["event"]
+        when = event[0] if event else created
+        shared = {
+            "memory_id": memory_id,
+            "n_chunks": len(chunks),
+            "user_id": key,
+            "speaker": memory["speaker"],
+            "content": memory["content"],
+            "dup_key": duplicate_key(memory["content"]),
+            "created_us": created,
+            "seq": self._last_seq(key) + 1 if seq is None else seq,
+            "event_date": event[1] if event else None,
+            "event_us": event[0] if event else None,
+            "when_us": when,
+            "time_bucket": month_bucket(when),
+            "category": memory["category"],
+            "importance": importance(memory["content"]),
+            "superseded": False,
+            "superseded_by": None,
+            "conversation_id": memory["conversation_id"],
+            "role": memory["role"],
+        }
+        rows = [
+            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": chunk, "vector": vectors[i].tolist()}
+            for i, chunk in enumerate(chunks)
+        ]
+        return memory_id, rows
+
+    def memory_add_messages(
+        self,
+        messages: Any,
+        conversation_id: Any = None,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+    ) -> dict[str, Any]:
+        """Store a conversation: one labelled memory per message, all in one commit."""
+        parsed = parse_messages(messages)
+        conversation = v.optional_label(conversation_id, field="conversation_id") or str(uuid.uuid4())
+        key, display = self._resolve(user_id)
+
+        def check() -> None:
+            self._resolve(user_id)
+            self._require_all_registered(key, parsed)
+
+        def write(embedded: Embedded) -> Written:
+            check()
+            seq = self._last_seq(key)
+            results, rows = [], []
+            for message, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
+                duplicate = self._find_duplicate(key, message.content, message.speaker, conversation, vectors[0])
+                if duplicate is not None:
+                    results.append(_duplicate_answer(display, duplicate))
+                    continue
+                seq += 1
+                memory = {
+                    "content": message.content, "speaker": message.speaker, "category": DEFAULT_CATEGORY,
+                    "event": None, "conversation_id": conversation, "role": message.role,
+                }  # fmt: skip
+                memory_id, new_rows = self._new_rows(key, memory, chunks, vectors, seq=seq)
+                rows += new_rows
+                results.append(_stored_answer(display, memory_id, message.speaker, len(chunks)))
+            return Written(rows, {"user_id": display, "conversation_id": conversation, "results": results})
+
+        if not parsed:
+            check()
+            return {"user_id": display, "conversation_id": conversation, "results": []}
+        return self._write_once(key, idempotency, [m.content for m in parsed], check, write)
+
+    def _require_all_registered(self, key: str, messages: list[Message]) -> None:
+        for message in messages:
+            if message.speaker is not None:
+                self._require_registered(key, message.speaker, writing=True, field=f"messages[{message.index}].name")
+
+    # -- memories: forget and supersede -----------------------------------------------------------
+
+    def memory_forget(
+        self, memory_id: Any = None, speaker: Any = None, confirm_records: Any = None, user_id: Any = None
+    ) -> dict[str, Any]:
+        if (memory_id is None) == (speaker is None):
+            raise InvalidRequestError(
+                "give exactly one of memory_id, or speaker with confirm_records", field="memory_id"
+            )
+        if memory_id is not None:
+            if confirm_records is not None:
+                raise InvalidRequestError("confirm_records goes with speaker, not memory_id", field="confirm_records")
+            return self._forget_one(v.label(memory_id, field="memory_id"), user_id)
+        name = check_speaker(speaker)
+        if confirm_records is None:
+            raise InvalidRequestError(
+                "confirm_records is required with speaker: pass records_to_delete from by_speaker",
+                field="confirm_records",
+            )
+        confirm = v.integer(confirm_records, field="confirm_records", low=0)
+        return self._forget_speaker(name, confirm, user_id)
+
+    def _forget_one(self, memory_id: str, user_id: Any) -> dict[str, Any]:
+        key, display = self._resolve(user_id)
+        self._memory_row(key, memory_id)
+        with self.store.write_lock():
+            row = self._memory_row(key, memory_id)
+            gone = in_store(key) + f" AND memory_id = {quote(memory_id)}"
+            # The versions it superseded are relinked in the same commit as the delete:
+            # forgetting the newest version makes its predecessor current again; forgetting
+            # a middle one links its predecessor to its successor (A -> B -> C becomes A -> C).
+            previous = self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=None)
+            self._remember_last_seq(key)
+            if previous:
+                successor = row["superseded_by"]
+                relinked = [{**r, "superseded": successor is not None, "superseded_by": successor} for r in previous]
+                self.store.upsert_chunks(self.store.existing_chunks(), relinked, delete_where=gone)
+            else:
+                self.store.delete_chunks(gone)
+        return {"user_id": display, "status": "deleted", "deleted": 1}
+
+    def _forget_speaker(self, name: str, confirm: int, user_id: Any) -> dict[str, Any]:
+        key, display = self._resolve(user_id)
+        self._require_registered(key, name, writing=False)
+        said = in_store(key) + f" AND speaker = {quote(name)}"
+        with self.store.write_lock():
+            current = self.store.count(said)
+            if current != confirm:
+                raise ConflictError(
+                    f"confirm_records is {confirm} but {name!r} now has {current} records to delete; "
+                    "call by_speaker again and confirm the current number",
+                    field="confirm_records",
+                    records_to_delete=current,
+                )
+            deleted = self.store.count(said + " AND chunk_idx = 0")
+            self._delete_memories(key, said)
+        return {"user_id": display, "status": "deleted", "deleted": deleted}
+
+    def memory_supersede(
+        self, memory_id: Any, content: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
+    ) -> dict[str, Any]:
+        mid = v.label(memory_id, field="memory_id")
+        text = v.text(content, field="content", max_chars=v.MAX_CONTENT_CHARS)
+        key, display = self._resolve(user_id)
+
+        def check() -> dict[str, Any]:
+            self._resolve(user_id)
+            return _refuse_superseded(self._memory_row(key, mid))
+
+        def write(embedded: Embedded) -> Written:
+            old = check()
+            memory = {
+                "content": text, "speaker": old["speaker"], "category": old["category"], "event": None,
+                "conversation_id": old["conversation_id"], "role": old["role"],
+            }  # fmt: skip
+            new_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0])
+            old_rows = self.store.rows(in_store(key) + f" AND memory_id = {quote(mid)}", columns=None)
+            marked = [{**r, "superseded": True, "superseded_by": new_id} for r in old_rows]
+            answer = {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
+            return Written(rows, answer, updated=marked)
+
+        return self._write_once(key, idempotency, [text], check, write)
+
+    def _memory_row(self, key: str, memory_id: str, columns: Any = None) -> dict[str, Any]:
+        where = in_store(key) + f" AND memory_id = {quote(memory_id)} AND chunk_idx = 0"
+        rows = self.store.rows(where, **({"columns": columns} if columns else {}))
+        if not rows:
+            raise NotFoundError(f"memory '{memory_id}' does not exist in this store", memory_id=memory_id)
+        return rows[0]
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _embedder(self) -> "Embedder":
+        return self.models.get(timeout=self.model_wait)
+
+
+@dataclass
+class Embedded:
+    """Texts cut into chunks, and one array of chunk vectors per text."""
+
+    chunks: list[list[str]]
+    vectors: list[Any]
+
+
+@dataclass
+class Written:
+    """What a write decided under the lock: new rows, rows updated with them, the answer."""
+
+    rows: list[dict[str, Any]]
+    answer: dict[str, Any]
+    updated: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _idem_record_key(key: str, idem: Idempotency) -> str:
+    return f"idem:{key}:{idem.key}"
+
+
+def _stored_answer(display: str, memory_id: str, speaker: str | None, chunks: int) -> dict[str, Any]:
+    answer: dict[str, Any] = {"user_id": display, "id": memory_id, "status": "stored"}
+    if speaker is not None:
+        answer["speaker"] = speaker
+    answer["chunks"] = chunks
+    return answer
+
+
+def _duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:
+    return {
+        "user_id": display,
+        "status": "duplicate",
+        "id": "",
+        "duplicate_of": duplicate_of,
+        "note": "not stored: this restates a current memory of the same speaker; "
+        "use memory_supersede to change a fact",
+    }
+
+
+def _refuse_superseded(row: dict[str, Any]) -> dict[str, Any]:
+    if row["superseded"]:
+        raise ConflictError(
+            f"memory '{row['memory_id']}' was already superseded; supersede its current version",
+            memory_id=row["memory_id"],
+            superseded_by=row["superseded_by"],
+        )
+    return row
