@@ -86,6 +86,17 @@ class Memory:
         messages = [{"role": "user", "content": user_msg}, {"role": "assistant", "content": assistant_msg}]
         return self.add_messages(messages, user_id)
 
+    def add_bulk(
+        self, content: str, user_id: str | None = None, category: str | None = "general", timestamp: str | None = None
+    ) -> dict[str, Any]:
+        """A long text cut into memories (paragraphs) and stored in one batch."""
+        return self._service.memory_add_bulk(content, category=category, timestamp=timestamp, user_id=user_id)
+
+    def add_many(self, items: list[dict[str, Any]], user_id: str | None = None) -> dict[str, Any]:
+        """Many memories ({content, speaker?, category?, event_date?, conversation_id?,
+        created_at?}) in one batch: one embedding pass, one commit (imports)."""
+        return self._service.memory_add_batch(items, user_id)
+
     def update(self, old_memory_id: str, new_content: str, user_id: str | None = None) -> dict[str, Any]:
         """Supersede a memory whose fact changed."""
         try:

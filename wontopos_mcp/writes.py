@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
+from .batch import Item, cut_text, parse_items
 from .conversation import Message, parse_messages
 from .dates import month_bucket, parse_moment
 from .duplicates import is_restatement
@@ -22,7 +23,7 @@ from .errors import ConflictError, InvalidRequestError, NotFoundError
 from .idempotency import WINDOW_US, Idempotency, Running, replayed
 from .names import check_speaker
 from .registry import StoresAndSpeakers, _registry_row
-from .scope import in_store, quote, speaker_is
+from .scope import in_store, quote, quote_all, speaker_is
 from .text import chunk_text, duplicate_key, importance
 
 if TYPE_CHECKING:
@@ -189,11 +190,19 @@ class MemoryWrites(StoresAndSpeakers):
         return None
 
     def _new_rows(
-        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int | None = None
+        self,
+        key: str,
+        memory: dict[str, Any],
+        chunks: list[str],
+        vectors: Any,
+        *,
+        seq: int | None = None,
+        created: int | None = None,
     ) -> tuple[str, list[dict[str, Any]]]:
-        """The chunk rows of a new memory; ``seq`` defaults to the store's next number."""
+        """The chunk rows of a new memory; ``seq`` defaults to the store's next number,
+        ``created`` (microseconds) to now."""
         memory_id = str(uuid.uuid4())
-        created = self._now_us()
+        created = self._now_us() if created is None else created
         event = memory["event"]
         when = event[0] if event else created
         shared = {
@@ -221,6 +230,74 @@ class MemoryWrites(StoresAndSpeakers):
             for i, chunk in enumerate(chunks)
         ]
         return memory_id, rows
+
+    def memory_add_batch(
+        self, items: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
+    ) -> dict[str, Any]:
+        """Store many memories with one embedding pass and one commit (imports, bulk).
+
+        Duplicates are checked by their normalised text only (against the store and
+        within the batch); the near-verbatim vector check of single writes would cost
+        one search per item. Items may carry ``created_at`` (an import keeps its dates).
+        """
+        parsed = parse_items(items)
+        key, display = self._resolve(user_id)
+
+        def check() -> None:
+            self._resolve(user_id)
+            for item in parsed:
+                if item.speaker is not None:
+                    self._require_registered(key, item.speaker, writing=True, field=f"items[{item.index}].speaker")
+
+        def write(embedded: Embedded) -> Written:
+            check()
+            seen = self._stored_keys(key, parsed)
+            seq = self._last_seq(key)
+            ids, rows, duplicates = [], [], 0
+            for item, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
+                mark = (duplicate_key(item.content), item.speaker)
+                if any(_same_memory(item, other) for other in seen.get(mark, ())):
+                    duplicates += 1
+                    continue
+                seq += 1
+                memory = {
+                    "content": item.content, "speaker": item.speaker, "category": item.category or DEFAULT_CATEGORY,
+                    "event": item.event, "conversation_id": item.conversation_id, "role": None,
+                }  # fmt: skip
+                memory_id, new_rows = self._new_rows(key, memory, chunks, vectors, seq=seq, created=item.created_us)
+                seen.setdefault(mark, []).append({"content": item.content, "conversation_id": item.conversation_id})
+                ids.append(memory_id)
+                rows += new_rows
+            answer = {"user_id": display, "status": "stored", "ids": ids, "count": len(ids), "duplicates": duplicates}
+            return Written(rows, answer)
+
+        return self._write_once(key, idempotency, [item.content for item in parsed], check, write)
+
+    def memory_add_bulk(
+        self,
+        content: Any,
+        category: Any = None,
+        timestamp: Any = None,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+    ) -> dict[str, Any]:
+        """A text blob (at most 500,000 characters) cut into memories and stored as a batch."""
+        pieces = cut_text(content)
+        category = v.optional_label(category, field="category")
+        created = None if timestamp is None else parse_moment(timestamp, field="timestamp")[1]
+        items = [{"content": p, "category": category, "created_at": created} for p in pieces]
+        return self.memory_add_batch(items, user_id, idempotency=idempotency)
+
+    def _stored_keys(self, key: str, items: list[Item]) -> dict[tuple[str, str | None], list[dict[str, Any]]]:
+        """Current memories of the store whose normalised text equals an item's."""
+        keys = sorted({duplicate_key(item.content) for item in items})
+        found: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+        for start in range(0, len(keys), 500):
+            where = in_store(key) + f" AND chunk_idx = 0 AND NOT superseded AND dup_key IN {quote_all(keys[start:start + 500])}"
+            for row in self.store.rows(where, columns=("dup_key", "speaker", "content", "conversation_id")):
+                found.setdefault((row["dup_key"], row["speaker"]), []).append(row)
+        return found
 
     def memory_add_messages(
         self,
@@ -391,6 +468,12 @@ def _stored_answer(display: str, memory_id: str, speaker: str | None, chunks: in
         answer["speaker"] = speaker
     answer["chunks"] = chunks
     return answer
+
+
+def _same_memory(item: Item, other: dict[str, Any]) -> bool:
+    """Would storing ``item`` restate ``other`` (same speaker already matched)?"""
+    same_conversation = item.conversation_id is not None and other["conversation_id"] == item.conversation_id
+    return not same_conversation and is_restatement(item.content, other["content"])
 
 
 def _duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:
