@@ -36,8 +36,12 @@ TOOLS = {
     "memory_list",
     "memory_forget",
     "memory_supersede",
+    "memory_add_messages",
+    "memory_recall",
 }
-READ_ONLY = {"memory_search", "speakers_list", "by_speaker", "memory_get", "memory_list", "stores_list"}
+READ_ONLY = {
+    "memory_search", "speakers_list", "by_speaker", "memory_get", "memory_list", "stores_list", "memory_recall",
+}  # fmt: skip
 DESTRUCTIVE = {"memory_forget", "speaker_remove", "store_delete"}
 
 
@@ -53,13 +57,16 @@ def open_service(tmp_path: Path, embedder: Any, *, speaker_limit: int = 50, **kw
 
 
 class Gate:
-    """A model load that blocks until the test opens the gate."""
+    """A model load that blocks until the test opens the gate; ``entered`` is set once a
+    call is waiting for the model (the load has begun)."""
 
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
         self.event = threading.Event()
+        self.entered = threading.Event()
 
     def load(self) -> Any:
+        self.entered.set()
         self.event.wait(timeout=60)
         return self.embedder
 

@@ -28,7 +28,14 @@ pytestmark = pytest.mark.anyio
 REPO = Path(__file__).resolve().parent.parent
 
 # A valid value for each required parameter, so exactly one thing is wrong per call.
-VALID = {"content": "hello", "query": "hello", "speaker": "Bob", "memory_id": "some-id", "user_id": "default"}
+VALID = {
+    "content": "hello",
+    "query": "hello",
+    "speaker": "Bob",
+    "memory_id": "some-id",
+    "user_id": "default",
+    "messages": [{"role": "user", "content": "hello"}],
+}
 
 
 @pytest.fixture
@@ -74,6 +81,14 @@ def _wrong_values(prop: dict[str, Any]) -> list[Any]:
     raise AssertionError(f"no wrong values for {prop}")
 
 
+def _field_of(prop: dict[str, Any], param: str, wrong: Any) -> str:
+    """The field a wrong value is refused under: the parameter, or for a list of objects
+    (checked item by item, as the core does) the first item that is not one."""
+    if isinstance(wrong, list) and prop.get("items", {}).get("type") == "object":
+        return f"{param}[0]"
+    return param
+
+
 # --- argument errors, raw, on every tool ---------------------------------------------------------
 
 
@@ -105,7 +120,11 @@ async def test_wrongly_typed_arguments_are_400_naming_them(mcp: Session, name: s
     for param, prop in mcp.tools[name].input_schema.get("properties", {}).items():
         for wrong in _wrong_values(prop):
             error = await mcp.refused(
-                name, {**base, param: wrong}, status=400, type="invalid_request_error", field=param
+                name,
+                {**base, param: wrong},
+                status=400,
+                type="invalid_request_error",
+                field=_field_of(prop, param, wrong),
             )
             assert error["message"].startswith(param), error
 
@@ -133,6 +152,60 @@ async def test_range_errors_read_like_the_services_own(mcp: Session) -> None:
         "memory_forget", {"speaker": "Bob", "confirm_records": -1}, status=400, type="invalid_request_error"
     )
     assert error["field"] == "confirm_records" and "at least 0" in error["message"]
+
+
+async def test_one_unregistered_name_refuses_memory_add_messages_and_stores_nothing(mcp: Session) -> None:
+    await mcp.ok("speaker_register", speaker="Bob")
+    await mcp.ok("memory_add", content="Already here.")
+    before = await mcp.ok("memory_list")
+    messages = [
+        {"role": "user", "content": "Let's start."},
+        {"role": "tool", "name": "calculator", "content": "4"},  # a tool's name is never checked
+        {"role": "user", "name": "Bob", "content": "I have the figures."},
+        {"role": "assistant", "name": "Zed", "content": "I disagree."},
+    ]
+    error = await mcp.refused(
+        "memory_add_messages",
+        {"messages": messages},
+        status=400,
+        type="invalid_request_error",
+        field="messages[3].name",
+    )
+    assert error["speaker"] == "Zed" and "speaker_register" in error["message"]
+    assert await mcp.ok("memory_list") == before
+
+
+async def test_malformed_messages_are_400_naming_the_message(mcp: Session) -> None:
+    cases: list[tuple[Any, str, dict[str, Any]]] = [
+        ([{"role": "user", "content": f"Turn {i}."} for i in range(101)], "messages", {"max_items": 100}),
+        ([{"role": "user", "content": "x" * 30_000} for _ in range(7)], "messages", {"max_chars": 200_000}),
+        ([], "messages", {}),
+        ([{"role": "user", "content": "hi"}, {"role": "narrator", "content": "hi"}], "messages[1].role", {}),
+        ([{"role": "user", "content": "hi", "speaker": "Bob"}], "messages[0].speaker", {}),
+        ([{"role": "user", "content": "hi"}, "hello"], "messages[1]", {}),
+        ([{"role": "user", "content": ""}], "messages[0].content", {}),
+        ("not a list", "messages", {}),
+    ]
+    for messages, field, details in cases:
+        error = await mcp.refused(
+            "memory_add_messages", {"messages": messages}, status=400, type="invalid_request_error", field=field
+        )
+        assert {key: error.get(key) for key in details} == details, error
+    assert (await mcp.ok("memory_list"))["count"] == 0
+
+
+async def test_memory_recall_limits_out_of_range_are_400_naming_them(mcp: Session) -> None:
+    for arguments, field in [
+        ({"limit": 4}, "limit"),
+        ({"limit": 21}, "limit"),
+        ({"context_limit": -1}, "context_limit"),
+        ({"context_limit": 21}, "context_limit"),
+        ({"context_limit": "5"}, "context_limit"),
+    ]:
+        error = await mcp.refused(
+            "memory_recall", {"query": "x", **arguments}, status=400, type="invalid_request_error", field=field
+        )
+        assert error["message"].startswith(field), error
 
 
 async def test_an_unknown_tool_is_400_naming_it(mcp: Session) -> None:

@@ -108,6 +108,7 @@ async def test_input_schemas_carry_the_contract_parameters_and_ranges(mcp: Sessi
         ("memory_search", 5, 20, 10),
         ("by_speaker", 5, 20, 20),
         ("memory_list", 1, 500, 100),
+        ("memory_recall", 5, 20, 10),
     ]:
         limit = props(name)["limit"]
         assert (limit["type"], limit["minimum"], limit["maximum"], limit["default"]) == ("integer", low, high, default)
@@ -125,6 +126,17 @@ async def test_input_schemas_carry_the_contract_parameters_and_ranges(mcp: Sessi
     assert set(props("memory_forget")) == {"memory_id", "speaker", "confirm_records", "user_id"}
     assert set(props("memory_supersede")) == {"memory_id", "content", "user_id"}
     assert set(props("memory_list")) == {"limit", "cursor", "user_id"}
+    assert set(props("memory_recall")) == {"query", "limit", "context_limit", "user_id"}
+    context_limit = props("memory_recall")["context_limit"]
+    assert (context_limit["minimum"], context_limit["maximum"], context_limit["default"]) == (0, 20, 10)
+    assert set(props("memory_add_messages")) == {"messages", "conversation_id", "user_id"}
+    assert mcp.tools["memory_add_messages"].input_schema["required"] == ["messages"]
+    messages = props("memory_add_messages")["messages"]
+    assert (messages["type"], messages["minItems"], messages["maxItems"]) == ("array", 1, 100)
+    item = messages["items"]
+    assert item["required"] == ["role", "content"] and item["additionalProperties"] is False
+    assert item["properties"]["role"]["enum"] == ["user", "assistant", "system", "tool"]
+    assert set(item["properties"]) == {"role", "name", "content"}
 
 
 async def test_descriptions_tell_a_model_when_to_call_and_the_rules(mcp: Session) -> None:
@@ -291,6 +303,75 @@ async def test_stores_are_created_listed_isolated_and_deleted(mcp: Session) -> N
 
     assert await mcp.ok("store_delete", user_id="alice") == {"user_id": "Alice", "status": "deleted"}
     await mcp.refused("memory_list", {"user_id": "alice"}, status=404, type="not_found_error")
+
+
+async def test_memory_add_messages_stores_each_message_under_its_speaker(mcp: Session) -> None:
+    await _register(mcp, "Bob")
+    answer = await mcp.ok(
+        "memory_add_messages",
+        messages=[
+            {"role": "system", "content": "Meeting notes."},
+            {"role": "user", "content": "Where do we meet?"},
+            {"role": "assistant", "content": "At the library on Elm Street."},
+            {"role": "user", "name": "Bob", "content": "I'll be ten minutes late."},
+            {"role": "tool", "name": "maps", "content": "12 minutes away."},
+        ],
+        conversation_id="meet-1",
+    )
+    assert answer["user_id"] == "default" and answer["conversation_id"] == "meet-1"
+    results = answer["results"]
+    assert [(r["status"], r.get("speaker")) for r in results] == [("stored", None), ("stored", "me"), ("stored", "Bob")]
+    listed = (await mcp.ok("memory_list"))["memories"]
+    assert [m["id"] for m in listed] == [r["id"] for r in results]
+    assert {m["conversation_id"] for m in listed} == {"meet-1"}
+    assert [m["id"] for m in (await mcp.ok("by_speaker", speaker="Bob"))["memories"]] == [results[2]["id"]]
+
+    again = await mcp.ok(
+        "memory_add_messages", messages=[{"role": "user", "name": "Bob", "content": "I'll be ten minutes late"}]
+    )
+    assert again["conversation_id"] not in ("", "meet-1")  # a fresh one
+    assert again["results"][0]["status"] == "duplicate" and again["results"][0]["duplicate_of"] == results[2]["id"]
+    assert (await mcp.ok("memory_list"))["count"] == 3
+
+
+async def test_memory_recall_answers_turns_memories_and_the_lines_around_the_best(mcp: Session) -> None:
+    await _register(mcp, "Bob")
+    said = [
+        {"role": "user", "content": "Are you free tonight?"},
+        {"role": "user", "name": "Bob", "content": "Dinner is at 8 pm at the Thai place."},
+        {"role": "assistant", "content": "I booked a table for four."},
+    ]
+    await mcp.ok("memory_add_messages", messages=said, conversation_id="dinner")
+    await mcp.ok("memory_add", content="The car needs new tyres.")
+    recalled = await mcp.ok("memory_recall", query="what time is dinner?", limit=5, context_limit=3)
+    assert set(recalled) == {"user_id", "short_term", "long_term", "context"}
+    searched = await mcp.ok("memory_search", query="what time is dinner?", limit=5)
+    assert recalled["long_term"]["memories"] == searched["memories"]
+    top = searched["memories"][0]
+    assert top["conversation_id"] == "dinner"
+
+    around = recalled["context"]["around_top_memory"]
+    texts = ["Are you free tonight?", "[Bob] Dinner is at 8 pm at the Thai place.", "[me] I booked a table for four."]
+    assert [line.split("] ", 1)[1] for line in around] == texts
+    match = [line for line in around if line.startswith("[match] ")]
+    assert len(match) == 1 and match[0].endswith(top["content"])
+    at = around.index(match[0])
+    assert all(line.startswith("[before] ") for line in around[:at])
+    assert all(line.startswith("[after] ") for line in around[at + 1 :])
+
+    turns = recalled["short_term"]["turns"]
+    assert [(t["role"], t["content"], t.get("speaker")) for t in turns] == [
+        ("user", "Are you free tonight?", None),
+        ("user", "Dinner is at 8 pm at the Thai place.", "Bob"),
+        ("assistant", "I booked a table for four.", "me"),
+    ]
+    assert all(t["timestamp"].endswith("Z") for t in turns)
+
+    one = await mcp.ok("memory_recall", query="what time is dinner?", context_limit=1)
+    assert one["context"]["around_top_memory"] == [f"[match] {match[0].split('] ', 1)[1]}"]
+    assert [t["content"] for t in one["short_term"]["turns"]] == ["I booked a table for four."]
+    none = await mcp.ok("memory_recall", query="what time is dinner?", context_limit=0)
+    assert none["context"]["around_top_memory"] == [] and none["short_term"]["turns"] == []
 
 
 # --- refusals the MCP face answers: 400, 404, 409 -------------------------------------------

@@ -19,7 +19,7 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 TOOLS = (
     "memory_add", "memory_search", "speaker_register", "speakers_list", "by_speaker", "speaker_remove",
     "store_create", "stores_list", "store_delete", "memory_get", "memory_list", "memory_forget",
-    "memory_supersede",
+    "memory_supersede", "memory_add_messages", "memory_recall",
 )  # fmt: skip
 
 

@@ -52,6 +52,30 @@ def replayed(idem: Idempotency, fingerprint: str, answer_json: str) -> dict[str,
     return {**json.loads(answer_json), "replayed": True}
 
 
+def record_key(store: str, key: str) -> str:
+    """The registry key of a record kept apart from memory rows."""
+    return f"idem:{store}:{key}"
+
+
+def record_row(store: str, key: str, fingerprint: str, answer_json: str, created_us: int) -> dict[str, Any]:
+    """A registry row keeping a key's first answer: for an outcome that stored no memory,
+    or when the memories that carried it are deleted within the 24 hours."""
+    return {
+        "key": record_key(store, key),
+        "kind": "idem",
+        "user_id": store,
+        "name": key,
+        "created_us": created_us,
+        "value": f"{fingerprint}\n{answer_json}",
+    }
+
+
+def parse_record(value: str) -> tuple[str, str]:
+    """(fingerprint, answer JSON) of a registry record."""
+    fingerprint, answer_json = value.split("\n", 1)
+    return fingerprint, answer_json
+
+
 class Running:
     """Keys whose first request is still being written, in this process.
 

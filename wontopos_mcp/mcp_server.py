@@ -50,10 +50,12 @@ from .errors import InvalidRequestError, WontoposError, internal_error
 from .models import (
     BySpeakerAnswer,
     MemoryAddAnswer,
+    MemoryAddMessagesAnswer,
     MemoryDuplicateAnswer,
     MemoryForgetAnswer,
     MemoryGetAnswer,
     MemoryListAnswer,
+    MemoryRecallAnswer,
     MemorySearchAnswer,
     MemorySupersedeAnswer,
     OrError,
@@ -94,7 +96,10 @@ particular said.
 Typical flow: speaker_register(speaker="Bob") once; memory_add(content=..., speaker="Bob") \
 for what Bob said; memory_search(query=..., speaker="Bob") or by_speaker(speaker="Bob") to \
 recall only Bob's words. When a stored fact changes, call memory_supersede on the old \
-memory instead of adding a contradicting one.
+memory instead of adding a contradicting one. memory_add_messages stores a whole chat \
+(role "assistant" is "me", role "user" is untagged, `name` a registered person); \
+memory_recall gathers prompt-ready context (recent turns, best memories, and the \
+conversation around the best) in one call.
 
 After every write read `status`: "stored" means it was stored (with its `id`); \
 "duplicate" means nothing was stored because a current memory by the same speaker \
@@ -159,6 +164,43 @@ SpeakerName = Annotated[
 ]
 MemoryId = Annotated[str, Field(description="The memory's id, as an earlier answer gave it.")]
 Content = Annotated[str, Field(description="The text, exactly as it should be remembered (at most 32,000 characters).")]
+
+
+MESSAGE_ITEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {
+            "type": "string",
+            "enum": ["user", "assistant", "system", "tool"],
+            "description": 'user: the store\'s own user (untagged) unless `name` is given; assistant: you ("me") '
+            "unless `name` is given; system and tool messages are skipped.",
+        },
+        "name": {
+            "type": "string",
+            "description": "A person registered with speaker_register who said this (user or assistant role).",
+        },
+        "content": {"type": "string", "description": "What was said (at most 32,000 characters)."},
+    },
+    "required": ["role", "content"],
+    "additionalProperties": False,
+}
+
+
+def _messages_schema(schema: dict[str, Any]) -> None:
+    # The service checks each message (and names it: `messages[2].role`); the schema
+    # documents the shape for the model.
+    schema.update(items=MESSAGE_ITEM_SCHEMA, minItems=1, maxItems=100)
+
+
+Messages = Annotated[
+    list[Any],
+    Strict(),
+    Field(
+        description="The conversation, oldest first: 1-100 {role, name?, content} objects, "
+        "at most 200,000 characters in all.",
+        json_schema_extra=_messages_schema,
+    ),
+]
 
 
 # --- results ------------------------------------------------------------------------------
@@ -366,6 +408,37 @@ def _tools(service: "MemoryService") -> list[Tool]:
             user_id=user_id,
         )
 
+    @tool(MemoryAddMessagesAnswer, title="Store a conversation")
+    async def memory_add_messages(
+        messages: Messages,
+        conversation_id: _optional_text(
+            "The conversation these messages belong to; omit it and a fresh id is made (and returned)."
+        ) = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Store a conversation (chat messages), one memory per message under its speaker;
+        call it to remember a whole exchange at once instead of one memory_add per message.
+
+        Who said each message comes from its role and `name`: role "assistant" without
+        a name is you ("me"); "assistant" with a name is that registered person; role
+        "user" is the store's own user, untagged unless `name` gives a registered person.
+        Every `name` must be registered first with speaker_register: one unregistered name
+        anywhere refuses the whole call (400, field "messages[i].name", with `speaker`) and
+        nothing is stored. "system" and "tool" messages are skipped: never stored, no entry
+        in `results`, and their `name` is not checked.
+
+        All messages share `conversation_id` (the answer gives it). `results` has one
+        answer per stored message, in order: read each `status`: "stored" (with its `id`)
+        or "duplicate" (a current memory of the same speaker from another conversation
+        already says this; `duplicate_of` is its id). Repeating yourself within one
+        conversation ("OK." twice) stores both turns.
+
+        {errors}
+        """
+        return await _call(
+            service.memory_add_messages, messages=messages, conversation_id=conversation_id, user_id=user_id
+        )
+
     @tool(MemorySearchAnswer, title="Search memories", read_only=True)
     async def memory_search(
         query: Annotated[str, Field(description="What to look for, in any language.")],
@@ -400,6 +473,34 @@ def _tools(service: "MemoryService") -> list[Tool]:
             filters=filters,
             include_superseded=include_superseded,
             user_id=user_id,
+        )
+
+    @tool(MemoryRecallAnswer, title="Recall context for a prompt", read_only=True)
+    async def memory_recall(
+        query: Annotated[str, Field(description="What the conversation is about now, in any language.")],
+        limit: _limit(5, 20, 10, "How many long-term memories to return") = 10,
+        context_limit: _limit(
+            0, 20, 10, "How many recent turns, and how many lines around the best memory, to return"
+        ) = 10,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Gather prompt-ready context in one call: recent conversation turns, the memories
+        that best match `query`, and the conversation around the best one; call it at the
+        start of a reply that may depend on earlier conversations.
+
+        `long_term.memories` is what memory_search answers for `query` (best first,
+        superseded ones left out). `context.around_top_memory` is up to `context_limit`
+        lines from the best memory's conversation (or, when it has none, the memories
+        stored just before and after it), in order, centred on it: each starts
+        "[before] ", "[match] " or "[after] ", then "[Bob] " or "[me] " when the line has a
+        speaker, then the text. `short_term.turns` is the store's last `context_limit`
+        turns stored with memory_add_messages, oldest first. context_limit 0 returns no
+        turns and no lines.
+
+        {errors}
+        """
+        return await _call(
+            service.memory_recall, query=query, limit=limit, context_limit=context_limit, user_id=user_id
         )
 
     @tool(MemoryGetAnswer, title="Get a memory", read_only=True)

@@ -31,14 +31,20 @@ __all__ = [
     "ErrorBody",
     "ErrorEnvelope",
     "MemoryAddAnswer",
+    "MemoryAddMessagesAnswer",
     "MemoryDuplicateAnswer",
     "MemoryForgetAnswer",
     "MemoryGetAnswer",
     "MemoryListAnswer",
+    "MemoryRecallAnswer",
     "MemoryRecord",
     "MemorySearchAnswer",
     "MemorySupersedeAnswer",
     "OrError",
+    "RecallContext",
+    "RecallLongTerm",
+    "RecallShortTerm",
+    "RecallTurn",
     "SpeakerInfo",
     "SpeakerRegisterAnswer",
     "SpeakerRemoveAnswer",
@@ -113,6 +119,17 @@ class MemoryDuplicateAnswer(_Answer):
     note: str
 
 
+class MemoryAddMessagesAnswer(_Answer):
+    """``memory_add_messages``: one answer per stored message, in order (system and tool
+    messages have none)."""
+
+    user_id: str
+    conversation_id: str = Field(description="The conversation the messages were stored under (fresh if none given).")
+    results: list[Union[MemoryAddAnswer, MemoryDuplicateAnswer]] = Field(  # noqa: UP007 - pydantic union
+        description='One per user/assistant message: status "stored" with its id, or "duplicate" with duplicate_of.'
+    )
+
+
 class MemorySearchAnswer(_Answer):
     user_id: str
     query: str
@@ -133,6 +150,39 @@ class BySpeakerAnswer(_Answer):
     has_more: bool
     next_before: str | None = Field(description="Pass as `before` for the next page; null on the last page.")
     next_skip_ids: list[str] = Field(description="Pass as `skip_ids` for the next page; empty on the last page.")
+
+
+class RecallTurn(_Answer):
+    """One conversation turn, as ``memory_add_messages`` stored it."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    speaker: str = _absent('"me" or the registered name; absent when untagged.')
+    timestamp: str = Field(description="When it was stored, RFC 3339 UTC with microseconds.")
+
+
+class RecallShortTerm(_Answer):
+    turns: list[RecallTurn] = Field(description="The store's last conversation turns, oldest first.")
+
+
+class RecallLongTerm(_Answer):
+    memories: list[MemoryRecord] = Field(description="What memory_search answers for the query: best first.")
+
+
+class RecallContext(_Answer):
+    around_top_memory: list[str] = Field(
+        description='Lines around the best memory, in order: "[before] ", "[match] " or "[after] ", '
+        'then "[<speaker>] " when tagged, then the text.'
+    )
+
+
+class MemoryRecallAnswer(_Answer):
+    """``memory_recall``: recent turns, the best memories, and the conversation around the best."""
+
+    user_id: str
+    short_term: RecallShortTerm
+    long_term: RecallLongTerm
+    context: RecallContext
 
 
 class MemoryGetAnswer(_Answer):

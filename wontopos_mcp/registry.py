@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from .dates import format_us, to_us
 from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .idempotency import WINDOW_US, record_row
 from .names import DEFAULT_STORE, ME, check_person, check_store_id, store_key, store_skeleton
-from .scope import in_store, quote, speaker_key, store_where
+from .scope import in_store, quote, quote_all, speaker_key, store_where
 
 if TYPE_CHECKING:
     from .store import Store
@@ -49,7 +50,24 @@ class StoresAndSpeakers:
 
     def _delete_memories(self, key: str, where: str) -> None:
         self._remember_last_seq(key)
+        self._keep_idempotency_records(key, where)
         self.store.delete_chunks(where)
+
+    def _keep_idempotency_records(self, key: str, where: str) -> None:
+        """Before memories that carry an idempotency key within its 24 hours are deleted,
+        keep the key's first answer in the registry: a repeat must still replay, never
+        store again what was forgotten. Call inside the write lock."""
+        since = self._now_us() - WINDOW_US
+        rows = self.store.rows(
+            where + f" AND chunk_idx = 0 AND idem_key IS NOT NULL AND created_us >= {since}",
+            columns=("idem_key", "idem_fp", "idem_answer", "created_us"),
+        )
+        records = {
+            r["idem_key"]: record_row(key, r["idem_key"], r["idem_fp"], r["idem_answer"], r["created_us"]) for r in rows
+        }
+        if records:
+            self.store.registry_delete(f"kind = 'idem' AND user_id = {quote(key)} AND name IN {quote_all(sorted(records))}")
+            self.store.registry_add(list(records.values()))
 
     # -- stores ------------------------------------------------------------------------
 
@@ -103,8 +121,10 @@ class StoresAndSpeakers:
         with self.store.write_lock():
             # Memories first, then the registrations: a crash in between leaves a store
             # that a repeated call finishes deleting, never memories without their store.
-            self._delete_memories(key, in_store(key))
-            self.store.registry_delete(f"kind = 'speaker' AND user_id = {quote(key)}")
+            self._remember_last_seq(key)
+            self.store.delete_chunks(in_store(key))
+            # A deleted store's keys go with it (its speakers too; "default" is emptied).
+            self.store.registry_delete(f"kind IN ('speaker', 'idem') AND user_id = {quote(key)}")
             if key != DEFAULT_STORE:
                 self.store.registry_delete(f"kind = 'store' AND user_id = {quote(key)}")
         return {"user_id": display, "status": "deleted"}

@@ -20,9 +20,9 @@ from .conversation import Message, parse_messages
 from .dates import month_bucket, parse_moment
 from .duplicates import is_restatement
 from .errors import ConflictError, InvalidRequestError, NotFoundError
-from .idempotency import WINDOW_US, Idempotency, Running, replayed
+from .idempotency import WINDOW_US, Idempotency, Running, parse_record, record_key, record_row, replayed
 from .names import check_speaker
-from .registry import StoresAndSpeakers, _registry_row
+from .registry import StoresAndSpeakers
 from .scope import in_store, quote, quote_all, speaker_is
 from .text import chunk_text, duplicate_key, importance
 
@@ -109,7 +109,10 @@ class MemoryWrites(StoresAndSpeakers):
                 return self._commit(key, idem, write(embedded))
 
     def _embed(self, texts: list[str]) -> Embedded:
-        """Chunk and embed texts in one batch; makes sure the chunks table exists."""
+        """Chunk and embed texts in one batch; makes sure the chunks table exists.
+        No texts need no model."""
+        if not texts:
+            return Embedded([], [])
         embedder = self._embedder()
         self.store.chunks(embedder.model_id, embedder.dim)
         chunked = [chunk_text(t, embedder.max_chars) for t in texts]
@@ -132,10 +135,9 @@ class MemoryWrites(StoresAndSpeakers):
         )
         if rows:
             return replayed(idem, rows[0]["idem_fp"], rows[0]["idem_answer"])
-        records = self.store.registry_rows(f"key = {quote(_idem_record_key(key, idem))} AND created_us >= {since}")
+        records = self.store.registry_rows(f"key = {quote(record_key(key, idem.key))} AND created_us >= {since}")
         if records:
-            fingerprint, answer = records[0]["value"].split("\n", 1)
-            return replayed(idem, fingerprint, answer)
+            return replayed(idem, *parse_record(records[0]["value"]))
         return None
 
     def _commit(self, key: str, idem: Idempotency | None, written: "Written") -> dict[str, Any]:
@@ -148,8 +150,7 @@ class MemoryWrites(StoresAndSpeakers):
             for row in rows:
                 row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=answer_json)
             if not rows:
-                record = _registry_row("idem", _idem_record_key(key, idem), key, idem.key, self._now_us())
-                record["value"] = f"{idem.fingerprint}\n{answer_json}"
+                record = record_row(key, idem.key, idem.fingerprint, answer_json, self._now_us())
                 self.store.registry_delete(f"key = {quote(record['key'])}")
                 self.store.registry_add([record])
         table = self.store.existing_chunks()
@@ -335,9 +336,6 @@ class MemoryWrites(StoresAndSpeakers):
                 results.append(_stored_answer(display, memory_id, message.speaker, len(chunks)))
             return Written(rows, {"user_id": display, "conversation_id": conversation, "results": results})
 
-        if not parsed:
-            check()
-            return {"user_id": display, "conversation_id": conversation, "results": []}
         return self._write_once(key, idempotency, [m.content for m in parsed], check, write)
 
     def _require_all_registered(self, key: str, messages: list[Message]) -> None:
@@ -378,6 +376,7 @@ class MemoryWrites(StoresAndSpeakers):
             # a middle one links its predecessor to its successor (A -> B -> C becomes A -> C).
             previous = self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=None)
             self._remember_last_seq(key)
+            self._keep_idempotency_records(key, gone)
             if previous:
                 successor = row["superseded_by"]
                 relinked = [{**r, "superseded": successor is not None, "superseded_by": successor} for r in previous]
@@ -418,7 +417,7 @@ class MemoryWrites(StoresAndSpeakers):
             old = check()
             memory = {
                 "content": text, "speaker": old["speaker"], "category": old["category"], "event": None,
-                "conversation_id": old["conversation_id"], "role": old["role"],
+                "conversation_id": old["conversation_id"], "role": None,  # a correction, not a turn said
             }  # fmt: skip
             new_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0])
             old_rows = self.store.rows(in_store(key) + f" AND memory_id = {quote(mid)}", columns=None)
@@ -456,10 +455,6 @@ class Written:
     rows: list[dict[str, Any]]
     answer: dict[str, Any]
     updated: list[dict[str, Any]] = field(default_factory=list)
-
-
-def _idem_record_key(key: str, idem: Idempotency) -> str:
-    return f"idem:{key}:{idem.key}"
 
 
 def _stored_answer(display: str, memory_id: str, speaker: str | None, chunks: int) -> dict[str, Any]:
