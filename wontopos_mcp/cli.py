@@ -1,8 +1,14 @@
 """``wontopos-mcp``: argument parsing and start-up; no rules.
 
 The default command is the stdio MCP server, so ``uvx wontopos-mcp`` in an agent's
-config just works. A bad setting stops here with one line on stderr and exit code 2,
-never a traceback; stdout stays reserved for the protocol.
+config just works. ``--transport http`` serves the one HTTP app of ``http_app`` (MCP at
+``/mcp``, SSE at ``/sse``, REST under ``/api/v1``, ``/healthz``) with uvicorn;
+``--transport sse`` serves the same app, since SSE is part of it. An HTTP bind that is
+not loopback needs ``WONTOPOS_API_KEY``. The human commands (``speakers``, ``search``,
+``export``, ``import``, ``stats``) live in ``commands``.
+
+A bad setting stops here with one line on stderr and exit code 2, never a traceback;
+stdout stays reserved for the protocol (only the human commands print results to it).
 """
 
 from __future__ import annotations
@@ -10,15 +16,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from typing import Any
 
 from . import __version__
-from .config import TRANSPORTS, ConfigError, Settings
+from .config import TRANSPORTS, ConfigError, Settings, is_loopback
 
 EXIT_BAD_SETTING = 2
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,19 +35,36 @@ class _Parser(argparse.ArgumentParser):
         _fail(message)
 
 
+def _store_flags(parser: argparse.ArgumentParser, default: Any) -> None:
+    """The settings every command shares (the server's and the human commands')."""
+    parser.add_argument("--db", default=default, help="database directory or LanceDB URI (WONTOPOS_DB)")
+    parser.add_argument(
+        "--speaker-limit", default=default, help="people a store may register, default 50 (WONTOPOS_SPEAKER_LIMIT)"
+    )
+    parser.add_argument("--embed-model", default=default, help="embedding model (WONTOPOS_EMBED_MODEL)")
+    parser.add_argument("--model-cache", default=default, help="model cache directory (WONTOPOS_MODEL_CACHE)")
+    parser.add_argument("--log-level", default=default, help="debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="wontopos-mcp", description="Memory that knows who said it: an offline MCP memory server.")
+    from .commands import add_commands
+
+    parser = _Parser(
+        prog="wontopos-mcp",
+        description="Memory that knows who said it: an offline MCP memory server. "
+        "With no command it serves MCP (stdio by default; --transport http or sse for HTTP).",
+    )
     parser.add_argument("--version", action="version", version=f"wontopos-mcp {__version__}")
-    parser.add_argument("--db", help="database directory or LanceDB URI (WONTOPOS_DB)")
+    _store_flags(parser, None)
     parser.add_argument("--transport", choices=TRANSPORTS, help="stdio (default), http or sse (WONTOPOS_TRANSPORT)")
     parser.add_argument("--host", help="HTTP bind address, default 127.0.0.1 (WONTOPOS_HOST)")
     parser.add_argument("--port", help="HTTP port, default 8765 (WONTOPOS_PORT)")
     parser.add_argument("--allowed-hosts", help="extra Host/Origin names, comma-separated (WONTOPOS_ALLOWED_HOSTS)")
     parser.add_argument("--max-body-bytes", help="HTTP body limit, default 4 MiB (WONTOPOS_MAX_BODY_BYTES)")
-    parser.add_argument("--speaker-limit", help="people a store may register, default 50 (WONTOPOS_SPEAKER_LIMIT)")
-    parser.add_argument("--embed-model", help="embedding model (WONTOPOS_EMBED_MODEL)")
-    parser.add_argument("--model-cache", help="model cache directory (WONTOPOS_MODEL_CACHE)")
-    parser.add_argument("--log-level", help="debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)")
+    # A command's own copy of the flags sets them only when given after the command.
+    common = argparse.ArgumentParser(add_help=False)
+    _store_flags(common, argparse.SUPPRESS)
+    add_commands(parser, common)
     return parser
 
 
@@ -51,8 +75,9 @@ def _fail(message: str) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = vars(_parser().parse_args(argv))
+    names = {f.name for f in fields(Settings)}
     try:
-        settings = Settings.load(args)
+        settings = Settings.load({k: v for k, v in args.items() if k in names})
     except ConfigError as exc:
         _fail(str(exc))
     logging.basicConfig(
@@ -60,40 +85,77 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return serve(settings)
+    if args.get("command") is None:
+        return serve(settings)
+    from .commands import run
+
+    code = run(args, settings)
+    _exit_now(code)
+    return code
 
 
 def serve(settings: Settings) -> int:
     from .service import MemoryService
     from .store import ModelMismatch
 
-    if settings.transport != "stdio":
-        # Until the HTTP face has its own API-key middleware, serve HTTP on loopback only
-        # and refuse a key we could not enforce, rather than expose memories silently.
-        if settings.host not in _LOOPBACK:
-            _fail(f"refusing to serve on {settings.host}: this version serves HTTP on loopback only")
-        if settings.api_key:
-            _fail("WONTOPOS_API_KEY is set but this version's HTTP transport cannot check it yet")
+    if settings.transport != "stdio" and not settings.api_key and not is_loopback(settings.host):
+        _fail(
+            f"refusing to serve on {settings.host} without an API key: set WONTOPOS_API_KEY, "
+            "or bind a loopback address such as 127.0.0.1"
+        )
+    listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
     service = MemoryService.open(settings)
     try:
         service.store.check_model(settings.embed_model)
     except ModelMismatch as exc:
         _fail(str(exc))
-    from .mcp_server import build_server
-
-    server = build_server(service)
     try:
-        if settings.transport == "stdio":
-            server.run("stdio")
-        elif settings.transport == "http":
-            server.run("streamable-http", host=settings.host, port=settings.port)
+        if listener is None:
+            from .mcp_server import build_server
+
+            build_server(service).run("stdio")
         else:
-            server.run("sse", host=settings.host, port=settings.port)
+            _serve_http(service, settings, listener)
     except KeyboardInterrupt:
         pass
     service.close()
     _exit_now(0)
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the HTTP port now, so a port in use is one line here, not a traceback later."""
+    try:
+        family, _, _, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        return socket.create_server(address[:2], family=family)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
+def _serve_http(service: Any, settings: Settings, listener: socket.socket) -> None:
+    """``--transport http`` (and ``sse``): the one app with /mcp, /sse, /api/v1 and /healthz."""
+    import uvicorn
+
+    from .http_app import build_app
+
+    app = build_app(service, settings)
+    config = uvicorn.Config(
+        app,
+        log_level=settings.log_level,
+        log_config=None,  # uvicorn's loggers go to the root logger: stderr
+        timeout_graceful_shutdown=5,
+        lifespan="on",
+    )
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(
+        f"wontopos-mcp: serving MCP at http://{host}:{settings.port}/mcp (SSE /sse, REST /api/v1, /healthz)",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.Server(config).run(sockets=[listener])
 
 
 def _exit_now(code: int) -> None:

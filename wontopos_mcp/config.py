@@ -22,6 +22,19 @@ class ConfigError(ValueError):
     """A bad setting: the CLI prints it as one line on stderr and exits non-zero."""
 
 
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` serves this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    import ipaddress
+
+    name = host.strip().strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def default_db_dir() -> str:
     from platformdirs import user_data_dir
 

@@ -1,0 +1,94 @@
+"""The human commands (``wontopos-mcp speakers list``, ``search``, ``export``/``import``,
+``stats``) run in-process (through the CLI's own parser) on a real database under ``tmp_path`` with
+the session's real model; one subprocess checks that a refusal is one line on stderr and exit code 1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wontopos_mcp import commands
+from wontopos_mcp.cli import _parser
+from wontopos_mcp.config import Settings
+from wontopos_mcp.embeddings import ModelLoader
+from wontopos_mcp.service import MemoryService
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def service(tmp_path: Path, embedder: Any) -> Iterator[MemoryService]:
+    service = MemoryService.open(Settings.load({"db": str(tmp_path / "db")}, environ={}), models=ModelLoader.of(embedder))
+    yield service
+    service.close()
+
+
+@pytest.fixture
+def wontopos(service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Any:
+    """``wontopos("speakers", "list", "--user", "alice")`` -> (exit code, stdout, stderr)."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        args = vars(_parser().parse_args(argv))
+        code = commands.run(args, Settings(), service=service)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
+    wontopos: Any, service: MemoryService, tmp_path: Path
+) -> None:
+    assert wontopos("stores", "create", "--user", "alice")[0] == 0
+    assert wontopos("speakers", "add", "Bob", "--user", "alice")[1] == "Bob: registered (1 of 50)\n"
+    first = service.memory_add("Bob's train leaves at 8", speaker="Bob", user_id="alice", category="travel")
+    service.memory_supersede(first["id"], "Bob's train leaves at 9", user_id="alice")
+    service.memory_add("I will book the taxi", speaker="me", user_id="alice")
+
+    code, out, _ = wontopos("export", "--user", "alice")
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert code == 0
+    assert [m["content"] for m in lines] == ["Bob's train leaves at 8", "Bob's train leaves at 9", "I will book the taxi"]
+    export = tmp_path / "alice.jsonl"
+    assert wontopos("export", "--user", "alice", "--out", str(export))[0] == 0
+
+    assert wontopos("stores", "create", "--user", "copy")[0] == 0
+    code, out, _ = wontopos("import", str(export), "--user", "copy", "--json")
+    assert code == 0 and json.loads(out) == {"user_id": "copy", "stored": 3, "duplicates": 0}
+    # Run again: every line replays under its idempotency key, nothing is stored twice.
+    assert json.loads(wontopos("import", str(export), "--user", "copy", "--json")[1])["stored"] == 3
+    copied = [json.loads(line) for line in wontopos("export", "--user", "copy")[1].splitlines()]
+    assert sorted((m["content"], m.get("speaker"), m["is_superseded"]) for m in copied) == sorted(
+        (m["content"], m.get("speaker"), m["is_superseded"]) for m in lines
+    )
+    old = next(m for m in copied if m["content"].endswith("at 8"))
+    new = next(m for m in copied if m["content"].endswith("at 9"))
+    assert old["superseded_by"] == new["id"] and new["category"] == "travel"
+
+    code, out, _ = wontopos("speakers", "list", "--user", "copy")
+    assert code == 0 and out.startswith("Bob\t2 memories\t")
+    code, out, _ = wontopos("search", "when does the train leave?", "--user", "copy", "--speaker", "Bob")
+    assert code == 0 and out.splitlines()[0].endswith("[Bob] Bob's train leaves at 9")
+    stats = json.loads(wontopos("stats", "--user", "copy", "--json")[1])
+    assert stats | {"user_id": "copy"} == {
+        "user_id": "copy", "memories": 3, "current": 2, "superseded": 1, "speakers": 1, "speaker_limit": 50,
+        "by_speaker": {"Bob": 2, "me": 1},
+    }  # fmt: skip
+
+
+def test_a_refusal_is_one_line_on_stderr_and_exit_code_1(tmp_path: Path, model_cache: Path) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
+           "WONTOPOS_MODEL_CACHE": str(model_cache)}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", "speakers", "list", "--user", "nobody", "--db", str(tmp_path / "db")],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("wontopos-mcp: store 'nobody' does not exist")

@@ -1,0 +1,433 @@
+"""The HTTP face over real HTTP: the middleware (Host, Origin, API key, body limit) seen
+with a raw client, the REST error cycle, and MCP over real Streamable HTTP and SSE with
+the SDK's own clients; then the real ``wontopos-mcp --transport http`` process.
+
+Servers are real uvicorn on a free loopback port (``http_support``) over a real service:
+LanceDB under a temporary folder, the session's real model (or one that is still loading).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from http_support import KEY, LiveServer, open_service, serve, settings_for
+from mcp import Client, MCPError
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from wontopos_mcp.embeddings import ModelLoader
+from wontopos_mcp.errors import ALL_ERRORS, WontoposError
+from wontopos_mcp.http_app import error_response
+from wontopos_mcp.service import MemoryService
+
+REPO = Path(__file__).resolve().parent.parent
+LIMIT = 4096
+ALLOWED = ("mcp.example.com", "app.example.com:8443")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
+    """A server that needs the API key, allows two extra host names and takes 4 KiB bodies."""
+    settings = settings_for(
+        tmp_path_factory.mktemp("keyed"), api_key=KEY, allowed_hosts=ALLOWED, max_body_bytes=LIMIT
+    )
+    service = open_service(settings, embedder)
+    with serve(service, settings) as live:
+        yield live
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def keyless(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
+    """A server with no API key configured (loopback)."""
+    settings = settings_for(tmp_path_factory.mktemp("keyless"))
+    service = open_service(settings, embedder)
+    with serve(service, settings) as live:
+        yield live
+    service.close()
+
+
+@pytest.fixture
+def http(keyed: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=keyed.url, headers={"X-API-Key": KEY}, timeout=30) as client:
+        yield client
+
+
+def _refused(response: httpx.Response, status: int, type: str, **fields: Any) -> dict[str, Any]:
+    """``response`` is SPEC's error body with HTTP status ``status``; return ``error``."""
+    body = response.json()
+    assert response.status_code == status, body
+    assert body["type"] == "error" and body["status"] == status, body
+    assert body["error"]["type"] == type and body["error"]["message"], body
+    for name, value in fields.items():
+        assert body["error"].get(name) == value, body
+    return body["error"]
+
+
+# --- the one mapping ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("error_class", ALL_ERRORS, ids=lambda cls: cls.__name__)
+def test_every_error_maps_to_its_status_and_the_spec_body(error_class: type[WontoposError]) -> None:
+    response = error_response(error_class("what went wrong", field="speaker", speaker="Bob"))
+    assert response.status_code == error_class.status
+    assert json.loads(response.body) == {
+        "type": "error", "status": error_class.status,
+        "error": {"type": error_class.type, "message": "what went wrong", "field": "speaker", "speaker": "Bob"},
+    }  # fmt: skip
+
+
+# --- the API key ---------------------------------------------------------------------------------
+
+
+def test_without_the_key_every_route_but_healthz_is_401(keyed: LiveServer) -> None:
+    with httpx.Client(base_url=keyed.url, timeout=30) as bare:
+        for method, path in [("GET", "/api/v1/memory/collections"), ("POST", "/mcp"), ("GET", "/sse"),
+                             ("POST", "/messages/"), ("GET", "/nowhere")]:  # fmt: skip
+            response = bare.request(method, path)
+            error = _refused(response, 401, "authentication_error")
+            assert "X-API-Key" in error["message"]
+            assert response.headers["WWW-Authenticate"].startswith("Bearer")
+        wrong = bare.get("/api/v1/memory/collections", headers={"X-API-Key": "nope"})
+        assert _refused(wrong, 401, "authentication_error")["message"] == "wrong API key"
+        wrong_bearer = bare.get("/api/v1/memory/collections", headers={"Authorization": f"Basic {KEY}"})
+        _refused(wrong_bearer, 401, "authentication_error")
+
+
+def test_the_key_is_accepted_as_x_api_key_or_bearer(keyed: LiveServer) -> None:
+    with httpx.Client(base_url=keyed.url, timeout=30) as bare:
+        for headers in ({"X-API-Key": KEY}, {"Authorization": f"Bearer {KEY}"}, {"authorization": f"bearer  {KEY}"},
+                        {"X-API-Key": "stale", "Authorization": f"Bearer {KEY}"}):  # fmt: skip
+            response = bare.get("/api/v1/memory/collections", headers=headers)
+            assert response.status_code == 200, (headers, response.text)
+            assert "default" in {s["user_id"] for s in response.json()["collections"]}
+
+
+def test_healthz_is_open_and_well_known_is_404_without_auth(keyed: LiveServer) -> None:
+    with httpx.Client(base_url=keyed.url, timeout=30) as bare:
+        health = bare.get("/healthz")
+        assert health.status_code == 200
+        assert health.json() | {"version": "-"} == {"status": "ok", "version": "-", "db": "ok", "model": "ready"}
+        for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server/mcp"):
+            _refused(bare.get(path), 404, "not_found_error", path=path)
+
+
+def test_with_no_key_configured_a_sent_key_is_ignored(keyless: LiveServer) -> None:
+    for headers in ({}, {"X-API-Key": "whatever"}, {"Authorization": "Bearer whatever"}):
+        response = httpx.get(f"{keyless.url}/api/v1/memory/collections", headers=headers, timeout=30)
+        assert response.status_code == 200, response.text
+
+
+# --- Host and Origin -------------------------------------------------------------------------------
+
+
+def test_a_foreign_host_is_421_and_configured_names_pass(http: httpx.Client) -> None:
+    _refused(http.get("/healthz", headers={"Host": "evil.example"}), 421, "invalid_request_error", host="evil.example")
+    _refused(http.get("/api/v1/memory/collections", headers={"Host": "evil.example:80"}), 421, "invalid_request_error")
+    _refused(http.get("/healthz", headers={"Host": "app.example.com:9999"}), 421, "invalid_request_error")
+    for host in ("localhost:1234", "127.0.0.1", "[::1]:8765", "mcp.example.com", "MCP.example.com:443",
+                 "app.example.com:8443"):  # fmt: skip
+        assert http.get("/healthz", headers={"Host": host}).status_code == 200, host
+
+
+def test_the_sdks_own_transport_check_does_not_refuse_an_allowed_host(http: httpx.Client) -> None:
+    """Our Guard decides; the MCP transport behind it must not refuse what the settings allow."""
+    initialize = {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }  # fmt: skip
+    response = http.post(
+        "/mcp",
+        json=initialize,
+        headers={"Host": "mcp.example.com", "Origin": "https://mcp.example.com",
+                 "Accept": "application/json, text/event-stream"},  # fmt: skip
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers.get("mcp-session-id")
+
+
+def test_a_foreign_origin_is_403_and_no_origin_is_fine(http: httpx.Client) -> None:
+    for origin in ("http://evil.example", "https://localhost.evil.example", "null", "http://app.example.com:9999"):
+        _refused(http.get("/api/v1/memory/collections", headers={"Origin": origin}), 403, "permission_error",
+                 origin=origin)  # fmt: skip
+    for origin in ("http://localhost:5173", "http://127.0.0.1", "https://app.example.com:8443"):
+        assert http.get("/api/v1/memory/collections", headers={"Origin": origin}).status_code == 200, origin
+    assert http.get("/api/v1/memory/collections").status_code == 200
+
+
+# --- the body limit ---------------------------------------------------------------------------------
+
+
+def test_a_body_over_the_limit_is_413_with_max_bytes_declared_or_streamed(http: httpx.Client) -> None:
+    big = json.dumps({"content": "x" * LIMIT}).encode()
+    _refused(http.post("/api/v1/memory/store", content=big), 413, "invalid_request_error", max_bytes=LIMIT)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: chunked transfer encoding
+        for start in range(0, len(big), 1000):
+            yield big[start : start + 1000]
+
+    streamed = http.post("/api/v1/memory/store", content=chunks())
+    assert "content-length" not in streamed.request.headers
+    _refused(streamed, 413, "invalid_request_error", max_bytes=LIMIT)
+    _refused(http.post("/mcp", content=big, headers={"Content-Type": "application/json"}), 413,
+             "invalid_request_error", max_bytes=LIMIT)  # fmt: skip
+    # Just under the limit reaches the route (which refuses the over-long id itself).
+    fits = http.post("/api/v1/memory/get", json={"memory_id": "y" * (LIMIT - 100)})
+    _refused(fits, 400, "invalid_request_error", field="memory_id")
+
+
+# --- the REST cycle ---------------------------------------------------------------------------------
+
+
+def test_malformed_requests_answer_the_error_body(http: httpx.Client) -> None:
+    _refused(http.post("/api/v1/memory/search", content=b"{not json"), 400, "invalid_request_error")
+    _refused(http.post("/api/v1/memory/search", content=b"NaN"), 400, "invalid_request_error")
+    _refused(http.post("/api/v1/memory/search", json=["a list"]), 400, "invalid_request_error")
+    _refused(http.post("/api/v1/memory/search", json={"query": "x", "max_result": 5}), 400, "invalid_request_error",
+             field="max_result")  # fmt: skip
+    _refused(http.post("/api/v1/memory/search", json={"query": "x", "max_results": 50}), 400, "invalid_request_error",
+             field="max_results")  # fmt: skip
+    _refused(http.post("/api/v1/memory/search", json={"query": "x", "form": "memoir"}), 400, "invalid_request_error",
+             field="form")  # fmt: skip
+    _refused(http.post("/api/v1/memory/store", json={"content": "x", "metadata": "Bob"}), 400,
+             "invalid_request_error", field="metadata")  # fmt: skip
+    _refused(http.post("/api/v1/memory/store", json={"content": "x", "metadata": {"event_date": "soon"}}), 400,
+             "invalid_request_error", field="metadata.event_date")  # fmt: skip
+    _refused(http.post("/api/v1/memory/supersede", json={"old_memory_id": "m", "new_content": " "}), 400,
+             "invalid_request_error", field="new_content")  # fmt: skip
+    _refused(http.post("/api/v1/memory/store-turn", json={"user_msg": "", "assistant_msg": ""}), 400,
+             "invalid_request_error", field="user_msg")  # fmt: skip
+    _refused(http.post("/api/v1/memory/store", json={"content": "x"}, headers={"Idempotency-Key": "no spaces"}), 400,
+             "invalid_request_error", field="Idempotency-Key")  # fmt: skip
+    _refused(http.get("/api/v1/memory/nothing"), 404, "not_found_error", path="/api/v1/memory/nothing")
+    wrong_method = http.get("/api/v1/memory/store")
+    _refused(wrong_method, 405, "invalid_request_error")
+    assert "POST" in wrong_method.headers["Allow"]
+    _refused(http.post("/api/v1/memory/lineage", json={}), 501, "not_implemented_error", endpoint="lineage")
+    _refused(http.get("/api/v1/won/usage?days=7"), 501, "not_implemented_error", endpoint="usage")
+
+
+def test_forget_with_user_id_alone_erases_the_store_and_anything_else_is_checked(http: httpx.Client) -> None:
+    http.post("/api/v1/memory/collection", json={"user_id": "forgetful"}).raise_for_status()
+    http.post("/api/v1/memory/store", json={"user_id": "forgetful", "content": "one thing"}).raise_for_status()
+    http.post("/api/v1/memory/store", json={"user_id": "forgetful", "content": "another thing"}).raise_for_status()
+    for body, field in (({"user_id": ""}, "user_id"), ({"user_id": "  "}, "user_id"), ({"user_id": None}, "user_id"),
+                        ({"user_id": "forgetful", "memory_id": None}, "memory_id"),
+                        ({"user_id": "forgetful", "everything": True}, "everything")):  # fmt: skip
+        _refused(http.post("/api/v1/memory/forget", json=body), 400, "invalid_request_error", field=field)
+    assert http.post("/api/v1/memory/list", json={"user_id": "forgetful"}).json()["count"] == 2
+    erased = http.post("/api/v1/memory/forget", json={"user_id": "forgetful"})
+    assert erased.json() == {"user_id": "forgetful", "status": "deleted", "deleted": 2}
+
+
+def test_a_replay_carries_replayed_in_the_body_and_the_header(http: httpx.Client) -> None:
+    body = {"user_id": "default", "content": "The boiler was serviced in June", "metadata": {"category": "home"}}
+    headers = {"Idempotency-Key": "boiler:2026-06"}
+    first = http.post("/api/v1/memory/store", json=body, headers=headers)
+    assert first.status_code == 200 and "idempotent-replayed" not in first.headers
+    # The same JSON with its keys in another order is the same request.
+    again = http.post("/api/v1/memory/store", content=json.dumps(dict(reversed(body.items()))), headers=headers)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == {**first.json(), "replayed": True}
+    elsewhere = http.post("/api/v1/memory/supersede", json={"old_memory_id": first.json()["id"], "new_content": "z"},
+                          headers=headers)  # fmt: skip
+    _refused(elsewhere, 422, "invalid_request_error", field="Idempotency-Key")
+
+
+class _Gate:
+    """A model load that blocks until the test opens the gate."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.open = threading.Event()
+
+    def load(self) -> Any:
+        self.open.wait(timeout=60)
+        return self.embedder
+
+
+def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, embedder: Any) -> None:
+    gate = _Gate(embedder)
+    settings = settings_for(tmp_path)
+    loader = ModelLoader(gate.load, model=embedder.model_id)
+    service = open_service(settings, models=loader, model_wait=0.2)
+    try:
+        with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+            assert client.get("/healthz").json()["model"] == "loading"
+            refused = client.post("/api/v1/memory/search", json={"query": "anything"})
+            error = _refused(refused, 503, "unavailable_error")
+            assert refused.headers["Retry-After"] == str(max(1, -(-error["retry_after_ms"] // 1000)))
+            # Calls that need no model answer meanwhile.
+            assert client.post("/api/v1/memory/speakers", json={"speaker": "Eve"}).status_code == 200
+            gate.open.set()
+            found = client.post("/api/v1/memory/search", json={"query": "anything"})
+            assert found.status_code == 200 and found.json()["memories"] == []
+    finally:
+        gate.open.set()
+        service.close()
+
+
+class _Broken(MemoryService):
+    """A service with a bug in one method."""
+
+    def stores_list(self) -> dict[str, Any]:
+        raise RuntimeError("secret internals /var/db/password")
+
+
+def test_an_unexpected_exception_is_the_500_body_without_internals_and_is_logged(
+    tmp_path: Path, embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = settings_for(tmp_path)
+    service = _Broken.open(settings, models=ModelLoader.of(embedder))
+    try:
+        with serve(service, settings) as live, caplog.at_level(logging.ERROR):
+            response = httpx.get(f"{live.url}/api/v1/memory/collections", timeout=30)
+            error = _refused(response, 500, "api_error")
+            assert "secret" not in response.text and "RuntimeError" not in response.text
+            assert error["message"].startswith("internal error")
+    finally:
+        service.close()
+    assert any(r.exc_info and "secret internals" in str(r.exc_info[1]) for r in caplog.records)
+
+
+# --- MCP over Streamable HTTP and SSE ---------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_mcp_over_streamable_http_with_the_key(keyed: LiveServer) -> None:
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {KEY}"}, timeout=30) as http:
+            async with Client(streamable_http_client(f"{keyed.url}/mcp", http_client=http), mode="legacy") as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert {"memory_add", "memory_search", "speaker_register", "by_speaker"} <= names
+                result = await client.call_tool("speaker_register", {"speaker": "Faye"})
+                assert not result.is_error, result.content
+                assert result.structured_content["status"] in ("registered", "exists")
+                refused = await client.call_tool("memory_add", {"content": "x", "speaker": "Nobody"})
+                assert refused.is_error and refused.structured_content["error"]["field"] == "speaker"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    inner = getattr(exc, "exceptions", None)  # an exception group (Python 3.11+, or anyio's backport)
+    return [leaf for e in inner for leaf in _leaves(e)] if inner else [exc]
+
+
+@pytest.mark.anyio
+async def test_mcp_over_streamable_http_without_the_key_is_refused(keyed: LiveServer, keyless: LiveServer) -> None:
+    with anyio.fail_after(60):
+        with pytest.raises(Exception) as refused:  # the SDK wraps its MCPError in task-group exceptions
+            async with Client(f"{keyed.url}/mcp", mode="legacy") as client:
+                await client.list_tools()
+        assert _leaves(refused.value) and all(isinstance(e, MCPError) for e in _leaves(refused.value))
+        async with Client(f"{keyless.url}/mcp") as client:  # no key configured: none needed
+            assert "memory_add" in {t.name for t in (await client.list_tools()).tools}
+
+
+@pytest.mark.anyio
+async def test_mcp_over_sse_shares_the_one_engine(keyed: LiveServer) -> None:
+    headers = {"X-API-Key": KEY}
+    with anyio.fail_after(60):
+        async with Client(sse_client(f"{keyed.url}/sse", headers=headers), mode="legacy") as first:
+            assert "speakers_list" in {t.name for t in (await first.list_tools()).tools}
+            registered = await first.call_tool("speaker_register", {"speaker": "Gus"})
+            assert not registered.is_error, registered.content
+            async with Client(sse_client(f"{keyed.url}/sse", headers=headers)) as second:
+                listed = await second.call_tool("speakers_list", {})
+                assert "Gus" in {s["speaker"] for s in listed.structured_content["speakers"]}
+    async with httpx.AsyncClient(base_url=keyed.url, timeout=30) as bare:
+        _refused(await bare.get("/sse"), 401, "authentication_error")
+        speakers = await bare.get("/api/v1/memory/speakers", headers=headers)
+        assert "Gus" in {s["speaker"] for s in speakers.json()["speakers"]}
+
+
+# --- the real process ---------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _env(model_cache: Path, **extra: str) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+        "PYTHONPATH": str(REPO),
+        "PYTHONUNBUFFERED": "1",
+        "WONTOPOS_MODEL_CACHE": str(model_cache),
+        **extra,
+    }
+    for name in ("TMPDIR", "SSL_CERT_FILE"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
+
+
+@pytest.mark.anyio
+async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, model_cache: Path, embedder: Any) -> None:
+    port = _free_port()
+    command = [sys.executable, "-m", "wontopos_mcp", "--transport", "http", "--port", str(port),
+               "--db", str(tmp_path / "db")]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    async with await anyio.open_process(command, env=_env(model_cache, WONTOPOS_API_KEY=KEY), cwd=REPO) as process:
+        try:
+            with anyio.fail_after(60):
+                assert process.stderr is not None
+                said = b""
+                while b"serving MCP" not in said:  # the port is listening once this is said
+                    said += await process.stderr.receive()
+                async with httpx.AsyncClient(base_url=url, timeout=30) as bare:
+                    health = await bare.get("/healthz")
+                    assert health.status_code == 200 and health.json()["db"] == "ok"
+                    _refused(await bare.get("/api/v1/memory/collections"), 401, "authentication_error")
+                async with httpx2.AsyncClient(headers={"X-API-Key": KEY}, timeout=30) as http:
+                    async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+                        assert "memory_search" in {t.name for t in (await client.list_tools()).tools}
+                        listed = await client.call_tool("stores_list", {})
+                        assert not listed.is_error and listed.structured_content["stores"][0]["user_id"] == "default"
+        finally:
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(20):
+                code = await process.wait()
+        assert code == 0
+        assert process.stdout is not None
+        printed = b""
+        with anyio.fail_after(10):
+            try:
+                while True:
+                    printed += await process.stdout.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                pass
+        assert printed == b"", printed  # stdout stays silent; logs go to stderr
+
+
+def test_a_non_loopback_bind_without_a_key_refuses_to_start(tmp_path: Path, model_cache: Path) -> None:
+    command = [sys.executable, "-m", "wontopos_mcp", "--transport", "http", "--host", "0.0.0.0",
+               "--port", str(_free_port()), "--db", str(tmp_path / "db")]  # fmt: skip
+    done = subprocess.run(command, env=_env(model_cache), cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: refusing to serve on 0.0.0.0"), done.stderr
+    assert "WONTOPOS_API_KEY" in lines[0]
+    assert not (tmp_path / "db").exists()

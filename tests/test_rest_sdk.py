@@ -1,0 +1,283 @@
+"""The REST face driven by the official ``wontopos`` SDK (2.2.48), unchanged, pointed at a
+local server: real uvicorn on a loopback port, a real service on LanceDB under a temporary
+folder, the session's real model. Errors must arrive as the SDK's typed exceptions with
+the fields agents branch on.
+
+One server serves the whole module (with an API key and a speaker limit of 3); each test
+works in stores of its own, which nothing crosses.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import wontopos
+from http_support import KEY, open_service, serve, settings_for
+
+SPEAKER_LIMIT = 3
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Any]:
+    settings = settings_for(tmp_path_factory.mktemp("rest-sdk"), api_key=KEY, speaker_limit=SPEAKER_LIMIT)
+    service = open_service(settings, embedder)
+    with serve(service, settings) as live:
+        yield live
+    service.close()
+
+
+@pytest.fixture
+def mem(live: Any) -> Iterator[wontopos.Client]:
+    with wontopos.Client(api_key=KEY, base_url=live.url, deadline=60) as client:
+        yield client
+
+
+@pytest.fixture
+def store(mem: wontopos.Client) -> str:
+    """A fresh store for one test (ids without '-' or '.', so the SDK has nothing to warn about)."""
+    user_id = f"store_{next(_ids)}"
+    assert mem.create_store(user_id) == {"user_id": user_id, "status": "created"}
+    return user_id
+
+
+# --- the SDK's own speaker example ---------------------------------------------------------------
+
+
+def test_the_sdks_speaker_example_works_unchanged(mem: wontopos.Client, store: str) -> None:
+    registered = mem.add_speaker("Bob", user_id=store)
+    assert registered["status"] == "registered" and registered["speaker"] == "Bob"
+    bobs = mem.add("Bob said the deadline moved to Tuesday", user_id=store, speaker="Bob")
+    assert bobs["status"] == "stored" and bobs["speaker"] == "Bob"
+    mine = mem.add("I promised the summary by Friday", user_id=store, speaker="me", conversation_id="standup-0412")
+    assert mine["status"] == "stored" and mine["speaker"] == "me"
+    mem.add("The office is closed on public holidays", user_id=store)
+
+    hits = mem.search("what did Bob say about the deadline?", user_id=store, speaker="Bob")
+    assert [h["id"] for h in hits] == [bobs["id"]]
+    assert hits[0]["speaker"] == "Bob" and 0 <= hits[0]["similarity"] <= 1
+    everything = mem.search("deadline summary office", user_id=store)
+    assert {h["id"] for h in everything} >= {bobs["id"], mine["id"]}
+
+    listed = mem.list_speakers(user_id=store)
+    assert [(s["speaker"], s["memories"]) for s in listed["speakers"]] == [("Bob", 1)]
+    assert listed["limit"] == SPEAKER_LIMIT
+
+    removed = mem.remove_speaker("Bob", user_id=store)
+    assert removed == {"user_id": store, "speaker": "Bob", "status": "removed", "memories_untagged": 1}
+    assert "speaker" not in mem.get(store, bobs["id"])
+    assert mem.list_speakers(user_id=store)["speakers"] == []
+
+
+def test_search_answers_what_the_sdk_reads_and_never_another_speakers_words(mem: wontopos.Client, store: str) -> None:
+    mem.add_speaker("Ana", user_id=store)
+    mem.add_speaker("Ben", user_id=store)
+    ana = mem.add("Ana keeps bees on the roof", user_id=store, speaker="Ana")
+    mem.add("Ben keeps bees on the roof too", user_id=store, speaker="Ben")
+    full = mem.search_full("who keeps bees?", user_id=store, speaker="Ana", limit=5)
+    assert [m["id"] for m in full["memories"]] == [ana["id"]]
+    assert full["self_memories"] == [] and full["images"] == []
+    assert full["speaker"] == "Ana" and full["user_id"] == store
+    # The hosted service's options are accepted when off, and refused when asked for.
+    assert len(mem.search("bees", user_id=store, verify=0, max_images=0)) == 2
+    with pytest.raises(wontopos.BadRequestError) as refused:
+        mem.search("bees", user_id=store, verify=2)
+    assert refused.value.details["field"] == "verify"
+
+
+def test_by_speaker_pages_with_before_and_skip_ids_return_every_memory_once(
+    mem: wontopos.Client, store: str
+) -> None:
+    mem.add_speaker("Chen", user_id=store)
+    facts = [
+        "Chen moved the standup to nine",
+        "Chen owns the billing migration",
+        "Chen prefers tea to coffee",
+        "Chen is on leave the first week of May",
+        "Chen reviewed the onboarding guide",
+        "Chen's team ships on Thursdays",
+        "Chen asked for a bigger monitor",
+    ]
+    ids = {mem.add(text, user_id=store, speaker="Chen")["id"] for text in facts}
+    mem.add("Somebody else entirely said this", user_id=store)
+    seen: list[str] = []
+    before, skip = None, None
+    for _ in range(5):
+        page = mem.by_speaker("Chen", user_id=store, limit=5, before=before, skip_ids=skip)
+        seen += [m["id"] for m in page["memories"]]
+        assert page["records_to_delete"] == page["points_to_delete"] == page["chunks"] >= len(facts)
+        if not page["has_more"]:
+            assert page["next_before"] is None and page["next_skip_ids"] == []
+            break
+        before, skip = page["next_before"], page["next_skip_ids"]
+    assert sorted(seen) == sorted(ids)
+
+
+# --- stores and memories --------------------------------------------------------------------------
+
+
+def test_stores_are_created_listed_and_deleted(mem: wontopos.Client) -> None:
+    user_id = f"garden_{next(_ids)}"
+    assert mem.create_store(user_id)["status"] == "created"
+    assert mem.create_store(user_id)["status"] == "exists"
+    listed = {s["user_id"]: s for s in mem.list_stores()}
+    assert "default" in listed and user_id in listed and listed[user_id]["created_at"].endswith("Z")
+    assert mem.ping() is True
+    assert mem.delete_store(user_id) == {"user_id": user_id, "status": "deleted"}
+    assert user_id not in {s["user_id"] for s in mem.list_stores()}
+    with pytest.raises(wontopos.NotFoundError) as missing:
+        mem.add("anything", user_id=user_id)
+    assert missing.value.details["user_id"] == user_id and missing.value.type == "not_found_error"
+
+
+def test_get_list_update_delete_and_delete_all(mem: wontopos.Client, store: str) -> None:
+    mem.add_speaker("Dana", user_id=store)
+    first = mem.add("Dana's flight lands at 10 pm", user_id=store, speaker="Dana", category="travel")
+    other = mem.add("The hotel has no parking", user_id=store)
+    memory = mem.get(store, first["id"])
+    assert memory["content"] == "Dana's flight lands at 10 pm" and memory["category"] == "travel"
+    assert memory["is_superseded"] is False
+    assert mem.get(memory_id=first["id"], user_id=store)["id"] == first["id"]
+
+    updated = mem.update(first["id"], "Dana's flight lands at 11 pm", user_id=store)
+    assert updated["status"] == "stored" and updated["superseded"] == first["id"]
+    old = mem.get(store, first["id"])
+    assert old["is_superseded"] is True and old["superseded_by"] == updated["id"]
+    assert mem.get(store, updated["id"])["speaker"] == "Dana"
+
+    page = mem.list_memories(store, limit=2)
+    assert page["count"] == 2 and page["next_cursor"] is not None
+    assert [m["id"] for m in mem.export_memories(store)] == [first["id"], other["id"], updated["id"]]
+
+    assert mem.delete(store, other["id"]) == {"user_id": store, "status": "deleted", "deleted": 1}
+    with pytest.raises(wontopos.NotFoundError) as gone:
+        mem.get(store, other["id"])
+    assert gone.value.details["memory_id"] == other["id"]
+
+    erased = mem.delete_all(store)
+    assert erased == {"user_id": store, "status": "deleted", "deleted": 2}
+    assert mem.list_memories(store)["memories"] == []
+    # The store and its speakers stay.
+    assert [s["speaker"] for s in mem.list_speakers(user_id=store)["speakers"]] == ["Dana"]
+
+
+def test_add_turn_and_recall(mem: wontopos.Client, store: str) -> None:
+    turn = mem.add_turn("I moved to Lisbon last spring", "Noted: you live in Lisbon now", user_id=store)
+    results = turn["results"]
+    assert [r["status"] for r in results] == ["stored", "stored"]
+    assert "speaker" not in results[0] and results[1]["speaker"] == "me"
+    only_user = mem.add_turn("My sister is called Marta", user_id=store)
+    assert len(only_user["results"]) == 1
+
+    recalled = mem.recall("where do I live?", user_id=store, limit=5, context_limit=4)
+    assert "Lisbon" in recalled["long_term"]["memories"][0]["content"]
+    turns = recalled["short_term"]["turns"]
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"]
+    around = recalled["context"]["around_top_memory"]
+    assert [line for line in around if line.startswith("[match] ")] == [
+        "[match] " + ("[me] " if recalled["long_term"]["memories"][0].get("speaker") == "me" else "")
+        + recalled["long_term"]["memories"][0]["content"]
+    ]
+
+
+# --- errors as the SDK's typed exceptions --------------------------------------------------------
+
+
+def test_errors_arrive_as_the_sdks_typed_exceptions_with_their_fields(mem: wontopos.Client, store: str) -> None:
+    for name in ("P1", "P2", "P3"):
+        mem.add_speaker(name, user_id=store)
+    with pytest.raises(wontopos.BadRequestError) as limit:
+        mem.add_speaker("P4", user_id=store)
+    assert limit.value.status == 400 and limit.value.type == "invalid_request_error"
+    assert limit.value.details["speaker_limit"] == SPEAKER_LIMIT
+
+    with pytest.raises(wontopos.NotFoundError) as unknown:
+        mem.search("anything", user_id=store, speaker="Nobody")
+    assert unknown.value.details["speaker"] == "Nobody"
+
+    with pytest.raises(wontopos.BadRequestError) as unregistered:
+        mem.add("Carol says hi", user_id=store, speaker="Carol")
+    assert unregistered.value.details == {"field": "metadata.speaker", "speaker": "Carol"}
+
+    with pytest.raises(wontopos.BadRequestError) as blank:
+        mem.update("", "new text", user_id=store)
+    assert blank.value.details["field"] == "old_memory_id"
+
+    with pytest.raises(wontopos.BadRequestError) as reserved:
+        mem.add_speaker("Me", user_id=store)
+    assert reserved.value.details["field"] == "speaker"
+
+    collide = f"team_{next(_ids)}"
+    mem.create_store(collide)
+    with pytest.raises(wontopos.ConflictError) as conflict:
+        mem.create_store(collide.replace("_", "-"))
+    assert conflict.value.conflicts_with == collide
+
+    with pytest.raises(wontopos.AuthenticationError):
+        with wontopos.Client(api_key="not-the-key", base_url=mem._base) as stranger:
+            stranger.list_stores()
+
+
+def test_unknown_metadata_is_dropped_and_listed(mem: wontopos.Client, store: str) -> None:
+    answer = mem.add("The printer is on the second floor", user_id=store, metadata={"room": "2F", "category": "office"})
+    assert answer["status"] == "stored" and answer["ignored"] == ["room"]
+    assert mem.get(store, answer["id"])["category"] == "office"
+
+
+# --- idempotency -----------------------------------------------------------------------------------
+
+
+def test_an_idempotent_retry_stores_once_and_another_body_under_the_key_is_422(
+    mem: wontopos.Client, store: str
+) -> None:
+    first = mem.add("Invoice 1042 was paid on 3 March", user_id=store, idempotency_key="import:row-1042")
+    again = mem.add("Invoice 1042 was paid on 3 March", user_id=store, idempotency_key="import:row-1042")
+    assert first["status"] == "stored" and "replayed" not in first
+    assert again["replayed"] is True and again["id"] == first["id"]
+    assert mem.list_memories(store)["count"] == 1
+    with pytest.raises(wontopos.BadRequestError) as reused:
+        mem.add("Invoice 1043 was paid on 4 March", user_id=store, idempotency_key="import:row-1042")
+    assert reused.value.status == 422 and reused.value.details["field"] == "Idempotency-Key"
+    turn = mem.add_turn("hello there", "hi!", user_id=store, idempotency_key="turn-1")
+    assert mem.add_turn("hello there", "hi!", user_id=store, idempotency_key="turn-1") == {**turn, "replayed": True}
+
+
+def test_add_bulk_cuts_a_text_into_memories_stored_once(mem: wontopos.Client, store: str) -> None:
+    text = (
+        "The kitchen renovation starts on 2 June.\n\n"
+        "The plumber comes on Mondays and Thursdays.\n\n"
+        "The new fridge is delivered in the second week."
+    )
+    first = mem.add_bulk(text, store, category="house", idempotency_key="bulk:house-notes")
+    assert first["status"] == "stored" and first["count"] == len(first["ids"]) >= 1 and first["duplicates"] == 0
+    again = mem.add_bulk(text, store, category="house", idempotency_key="bulk:house-notes")
+    assert again == {**first, "replayed": True}
+    stored = mem.export_memories(store)
+    assert sorted(m["id"] for m in stored) == sorted(first["ids"])
+    assert {m["category"] for m in stored} == {"house"}
+    with pytest.raises(wontopos.BadRequestError) as bad:
+        mem.add_bulk("more", store, timestamp="next tuesday")
+    assert bad.value.details["field"] == "timestamp"
+
+
+# --- what this server does not serve -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "endpoint"),
+    [
+        (lambda mem, store: mem.stats(store), "stats"),
+        (lambda mem, store: mem.history(store), "history"),
+        (lambda mem, store: mem.list_models(), "models"),
+        (lambda mem, store: mem.lineage(store, "9b2d8c1e-0000-4000-8000-000000000000"), "lineage"),
+        (lambda mem, store: mem.revisions(store), "revisions"),
+    ],
+)
+def test_a_hosted_only_endpoint_is_501_naming_it(mem: wontopos.Client, store: str, call: Any, endpoint: str) -> None:
+    with pytest.raises(wontopos.ServerError) as refused:
+        call(mem, store)
+    assert refused.value.status == 501 and refused.value.type == "not_implemented_error"
+    assert refused.value.details["endpoint"] == endpoint

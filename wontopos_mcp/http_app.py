@@ -1,0 +1,328 @@
+"""The HTTP face: one Starlette app serving MCP over Streamable HTTP (``/mcp``) and SSE
+(``/sse`` + ``/messages/``), the REST API of the hosted service (``/api/v1/...``, see
+``rest``), and ``/healthz``.
+
+One engine per process: every MCP session, SSE connection and REST request uses the one
+``MemoryService`` given to :func:`build_app`. The app's lifespan runs the Streamable HTTP
+session manager and calls ``service.start()`` (model load in the background); the SSE
+transport runs the MCP server's lifespan once per connection, which only calls
+``service.start()`` again (a no-op once started), never builds another engine.
+
+One pure-ASGI middleware, :class:`Guard`, applies to every route, in this order:
+
+1. Host (DNS rebinding): loopback names, the bind address and ``allowed_hosts`` pass;
+   any other ``Host`` is 421. A request without ``Host`` (HTTP/1.0) cannot be a
+   rebinding and passes.
+2. Origin: absent is fine (not a browser); one whose host is not allowed as above is 403.
+3. ``/.well-known/*`` answers 404 without authentication (OAuth-probing clients get a
+   clean "no" rather than a 401 they would try to log in through).
+4. API key, when ``WONTOPOS_API_KEY`` is set: ``X-API-Key`` or ``Authorization: Bearer``,
+   compared in constant time, on every route but ``/healthz``; else 401. With no key
+   configured a sent key is ignored.
+5. Body limit (``max_body_bytes``): a declared ``Content-Length`` over it is refused at
+   once, and a streamed body is counted as it arrives (the body is read up to the limit
+   before the route runs); either way 413 with ``max_bytes``.
+
+The MCP SDK's own transport security is turned off for the mounted transports, since
+every request reaching them has passed the same checks here; a second copy with its own
+matching rules could only refuse what the settings allow (e.g. ``allowed_hosts``).
+
+Every refusal is SPEC's error body with the HTTP status of its ``status``, built by
+:func:`error_response`, the one place a ``WontoposError`` becomes HTTP (the middleware's
+refusals, the app's exception handler, routing's 404/405 and the 500 of a crash alike).
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from . import __version__
+from .config import is_loopback
+from .errors import (
+    APIError,
+    AuthenticationError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    UnavailableError,
+    WontoposError,
+    internal_error,
+)
+from .mcp_server import build_server
+from .rest import rest_routes
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .service import MemoryService
+
+__all__ = ["Guard", "build_app", "error_response"]
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+OPEN_PATHS = ("/healthz",)
+WELL_KNOWN = "/.well-known/"
+
+
+# --- the one mapping from WontoposError to HTTP ----------------------------------------------
+
+
+def error_response(exc: WontoposError) -> JSONResponse:
+    """SPEC's error body with HTTP status ``exc.status``; a wait the error asks for
+    (``retry_after_ms``: a model still loading, a write still running) also goes out as
+    ``Retry-After`` in whole seconds."""
+    headers: dict[str, str] = {}
+    wait_ms = exc.details.get("retry_after_ms")
+    if isinstance(wait_ms, (int, float)) and not isinstance(wait_ms, bool) and wait_ms >= 0:
+        headers["Retry-After"] = str(max(1, math.ceil(wait_ms / 1000)))
+    if isinstance(exc, AuthenticationError):
+        headers["WWW-Authenticate"] = 'Bearer realm="wontopos-mcp"'
+    return JSONResponse(exc.envelope(), status_code=exc.status, headers=headers)
+
+
+async def _on_wontopos_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, WontoposError)
+    return error_response(exc)
+
+
+async def _on_http_exception(request: Request, exc: Exception) -> Response:
+    """Routing's refusals (no such path, wrong method) in SPEC's body."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return error_response(NotFoundError(f"no route {request.method} {request.url.path}", path=request.url.path))
+    if exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        response = error_response(
+            InvalidRequestError(
+                f"{request.url.path} does not take {request.method}; it takes {allowed}",
+                status=405,
+                method=request.method,
+            )
+        )
+        if allowed:
+            response.headers["Allow"] = allowed
+        return response
+    kind = InvalidRequestError if exc.status_code < 500 else APIError
+    return error_response(kind(str(exc.detail), status=exc.status_code))
+
+
+async def _on_crash(request: Request, exc: Exception) -> Response:
+    # Starlette logs the traceback when it re-raises after this answer.
+    return error_response(internal_error())
+
+
+# --- the guard --------------------------------------------------------------------------------
+
+
+def _split_host(value: str) -> tuple[str, int | None] | None:
+    """``(name, port)`` of a ``Host`` value or an allow-list entry; None if malformed."""
+    value = value.strip().lower()
+    if not value or any(c in value for c in "@/?#\\ "):
+        return None
+    try:
+        parts = urlsplit(f"//{value}")
+        name, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not name:
+        return None
+    return name.rstrip("."), port
+
+
+class Guard:
+    """Host, Origin, API key and body limit for every HTTP request (see the module doc)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        api_key: str | None,
+        allowed_hosts: Iterable[str] = (),
+        max_body_bytes: int,
+    ) -> None:
+        self.app = app
+        self.key = api_key.encode("utf-8") if api_key else None
+        self.max_body_bytes = max_body_bytes
+        self.hosts: list[tuple[str, int | None]] = []
+        for entry in (*LOOPBACK_NAMES, *allowed_hosts):
+            # A bare IPv6 address ("::1") is bracketed, as a Host header carries it.
+            parsed = _split_host(f"[{entry}]" if entry.count(":") > 1 and "[" not in entry else entry)
+            if parsed is not None:
+                self.hosts.append(parsed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # no route speaks it: refuse the handshake
+            await receive()
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            self._check(scope)
+            receive = await self._bounded(scope, receive)
+        except WontoposError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, name: str, port: int | None) -> bool:
+        return any(name == h and (p is None or p == port) for h, p in self.hosts)
+
+    def _check(self, scope: Scope) -> None:
+        headers = Headers(scope=scope)
+        host = headers.get("host")
+        if host is not None:
+            parsed = _split_host(host)
+            if parsed is None or not self._allowed(*parsed):
+                raise InvalidRequestError(
+                    f"Host {host!r} is not served here (DNS rebinding protection); "
+                    "add the name to --allowed-hosts / WONTOPOS_ALLOWED_HOSTS to serve it",
+                    status=421,
+                    host=host[:200],
+                )
+        origin = headers.get("origin")
+        if origin is not None and not self._origin_allowed(origin):
+            raise PermissionDeniedError(
+                f"Origin {origin!r} may not call this server; add its host name to "
+                "--allowed-hosts / WONTOPOS_ALLOWED_HOSTS to allow it",
+                origin=origin[:200],
+            )
+        path: str = scope["path"]
+        if path.startswith(WELL_KNOWN):
+            raise NotFoundError(f"no route {scope['method']} {path}", path=path)
+        if self.key is not None and path not in OPEN_PATHS and not self._authenticated(headers):
+            given = "x-api-key" in headers or "authorization" in headers
+            raise AuthenticationError(
+                "wrong API key" if given else "an API key is required: send it as X-API-Key or Authorization: Bearer"
+            )
+
+    def _origin_allowed(self, origin: str) -> bool:
+        try:
+            parts = urlsplit(origin.strip())
+            name, port = parts.hostname, parts.port
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or not name:
+            return False
+        return self._allowed(name.rstrip("."), port)
+
+    def _authenticated(self, headers: Headers) -> bool:
+        assert self.key is not None
+        candidates = [headers.get("x-api-key", "")]
+        scheme, _, token = headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() == "bearer":
+            candidates.append(token.strip())
+        ok = False
+        for candidate in candidates:
+            # Every candidate is compared, so the time taken says nothing about which matched.
+            ok |= hmac.compare_digest(candidate.encode("latin-1", "replace"), self.key)
+        return ok
+
+    async def _bounded(self, scope: Scope, receive: Receive) -> Receive:
+        """Read the body up to the limit (413 past it) and hand it to the app again."""
+        limit = self.max_body_bytes
+        too_big = InvalidRequestError(
+            f"the request body is larger than {limit} bytes", status=413, max_bytes=limit
+        )
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            raise too_big
+        body = bytearray()
+        pending: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending.append(message)  # a disconnect: the app sees it in turn
+                break
+            body += message.get("body", b"")
+            if len(body) > limit:
+                raise too_big
+            if not message.get("more_body", False):
+                break
+        queued: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}, *pending]
+
+        async def replay() -> Message:
+            return queued.pop(0) if queued else await receive()
+
+        return replay
+
+
+# --- the app -----------------------------------------------------------------------------------
+
+
+async def _health(service: "MemoryService") -> dict[str, Any]:
+    """The database answers a read, and where the model stands (never waited for)."""
+    try:
+        await anyio.to_thread.run_sync(service.stores_list)
+    except Exception:  # noqa: BLE001 - reported as 503, logged whole
+        logger.exception("health check: the database did not answer")
+        raise UnavailableError("the database is not available; see the server log", db="error") from None
+    try:
+        service.models.get(timeout=0)
+        model = "ready"
+    except UnavailableError as exc:
+        model = "loading" if "retry_after_ms" in exc.details else "failed"
+    return {"status": "ok", "version": __version__, "db": "ok", "model": model}
+
+
+def build_app(service: "MemoryService", settings: "Settings") -> Starlette:
+    """The whole HTTP face over ``service``. Build one per server run: the Streamable
+    HTTP session manager inside can run only once."""
+    server = build_server(service, log_level=settings.log_level)
+    # Our Guard has checked every request first (see the module doc).
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    limit = settings.max_body_bytes
+    streamable = server.streamable_http_app(
+        streamable_http_path="/mcp", transport_security=security, max_request_body_size=limit, host=settings.host
+    )
+    sse = server.sse_app(
+        sse_path="/sse", message_path="/messages/", transport_security=security, max_request_body_size=limit
+    )
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse(await _health(service))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            service.start()
+            yield
+
+    allowed = list(settings.allowed_hosts)
+    if not is_loopback(settings.host) and settings.host not in ("0.0.0.0", "::", ""):
+        allowed.append(settings.host)  # the address it was bound to names this server
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            *rest_routes(service),
+            *streamable.routes,
+            *sse.routes,
+        ],
+        middleware=[
+            Middleware(Guard, api_key=settings.api_key, allowed_hosts=allowed, max_body_bytes=limit),
+        ],
+        exception_handlers={
+            WontoposError: _on_wontopos_error,
+            HTTPException: _on_http_exception,
+            Exception: _on_crash,
+        },
+        lifespan=lifespan,
+    )
