@@ -347,8 +347,12 @@ class Store:
         table = self.existing_chunks()
         if table is None:
             return []
+        from lancedb.query import MatchQuery
+
         try:
-            query = table.search(text, query_type="fts", fts_columns="text")
+            # A MatchQuery, never the raw string: LanceDB parses a raw string (quotes make
+            # a phrase query, which needs positions the index does not keep).
+            query = table.search(MatchQuery(text, "text"), query_type="fts")
             return query.where(where, prefilter=True).select([*columns, "_score"]).limit(k).to_arrow().to_pylist()
         except Exception:  # noqa: BLE001 - see docstring
             log.warning("full-text search failed; ranking by vectors alone", exc_info=True)
