@@ -34,7 +34,7 @@ MEMORY_FIELDS = (
     "event_date", "event_us", "when_us", "time_bucket", "category", "importance",
     "superseded", "superseded_by", "conversation_id", "role", "dup_key",
 )  # fmt: skip
-_OPTIMIZE_EVERY = 50
+_OPTIMIZE_EVERY = 20  # writes between maintenance runs: fragments slow every read
 META_FILE = "wontopos.json"
 
 
@@ -117,7 +117,7 @@ class Store:
     database opened on first use, so a server can answer ``tools/list`` first.
     """
 
-    def __init__(self, uri: str, *, flat_search_max: int = 20_000, vector_index_min_rows: int = 50_000) -> None:
+    def __init__(self, uri: str, *, flat_search_max: int = 5_000, vector_index_min_rows: int = 50_000) -> None:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
         arguments so a test can cross them with a few hundred rows."""
@@ -203,12 +203,15 @@ class Store:
 
     def registry_add(self, rows: list[dict[str, Any]]) -> None:
         self.registry.add(_arrow(rows, registry_schema()))
+        self._after_write()
 
     def registry_delete(self, where: str) -> None:
         self.registry.delete(where)
+        self._after_write()
 
     def registry_update(self, where: str, values: dict[str, Any]) -> None:
         self.registry.update(where=where, values=values)
+        self._after_write()
 
     # -- model record ----------------------------------------------------------------
 
@@ -263,7 +266,7 @@ class Store:
         """Scalar indexes for every filter, and BM25 full text (ICU splits CJK words)."""
         from lancedb.index import FTS, Bitmap, BTree
 
-        for column in ("user_id", "memory_id", "chunk_id", "created_us", "seq", "conversation_id"):
+        for column in ("user_id", "memory_id", "chunk_id", "created_us", "seq", "conversation_id", "dup_key"):
             table.create_index(column, config=BTree())
         for column in ("speaker", "superseded", "category", "chunk_idx"):
             table.create_index(column, config=Bitmap())
@@ -402,25 +405,25 @@ class Store:
         )
         return int(rows[0]["seq"]) if rows else 0
 
-    def _after_write(self, table: Any) -> None:
+    def _after_write(self, table: Any = None) -> None:
         """Maintain now and then, inside the write lock (see ``maintain``)."""
         self._writes += 1
         if self._writes % _OPTIMIZE_EVERY == 0:
             self.maintain(table)
 
     def maintain(self, table: Any | None = None) -> None:
-        """Compact fragments, bring every index up to date (old versions kept an hour, as
-        other processes may still read them), and build the vector index once the table
-        is large enough. Call inside the write lock."""
+        """Compact fragments and bring every index up to date, in both tables (old
+        versions are kept an hour, as other processes may still read them), and build
+        the vector index once the table is large enough. Call inside the write lock."""
         table = table if table is not None else self.existing_chunks()
-        if table is None:
-            return
         try:
-            if not self._has_vector_index(table) and table.count_rows() >= self.vector_index_min_rows:
-                from lancedb.index import IvfSq
+            if table is not None:
+                if not self._has_vector_index(table) and table.count_rows() >= self.vector_index_min_rows:
+                    from lancedb.index import IvfSq
 
-                table.create_index("vector", config=IvfSq(distance_type="cosine"))
-            table.optimize(cleanup_older_than=timedelta(hours=1))
+                    table.create_index("vector", config=IvfSq(distance_type="cosine"))
+                table.optimize(cleanup_older_than=timedelta(hours=1))
+            self.registry.optimize(cleanup_older_than=timedelta(hours=1))
         except Exception:  # housekeeping: a lost commit race is retried next time
             log.warning("index maintenance skipped", exc_info=True)
 
