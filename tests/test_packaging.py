@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from mcp_support import TOOLS  # the one pinned tool list
+
 import wontopos_mcp
 
 try:
@@ -16,11 +18,6 @@ except ImportError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-TOOLS = (
-    "memory_add", "memory_search", "speaker_register", "speakers_list", "by_speaker", "speaker_remove",
-    "store_create", "stores_list", "store_delete", "memory_get", "memory_list", "memory_forget",
-    "memory_supersede", "memory_add_messages", "memory_recall",
-)  # fmt: skip
 
 
 def _bash_blocks(text: str) -> list[str]:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import jsonschema
+from mcp_support import TOOLS
 
 import wontopos_mcp
 
@@ -114,7 +115,5 @@ def test_llms_txt_has_the_llmstxt_structure_and_names_every_tool():
     for section in re.split(r"^## .*$", text, flags=re.M)[1:]:
         items = [ln for ln in section.splitlines() if ln.strip()]
         assert items and all(re.match(r"- \[[^\]]+\]\([^)]+\)(: .+)?$", ln) for ln in items), items
-    from test_packaging import TOOLS
-
     for tool in TOOLS:
         assert f"`{tool}`" in text, tool
