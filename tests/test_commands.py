@@ -61,13 +61,16 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
 
     assert wontopos("stores", "create", "--user", "copy")[0] == 0
     code, out, _ = wontopos("import", str(export), "--user", "copy", "--json")
-    assert code == 0 and json.loads(out) == {"user_id": "copy", "stored": 3, "duplicates": 0}
+    assert code == 0 and json.loads(out) == {"user_id": "copy", "stored": 3, "duplicates": 0, "skipped": []}
     # Run again: every line replays under its idempotency key, nothing is stored twice.
     assert json.loads(wontopos("import", str(export), "--user", "copy", "--json")[1])["stored"] == 3
     copied = [json.loads(line) for line in wontopos("export", "--user", "copy")[1].splitlines()]
     assert sorted((m["content"], m.get("speaker"), m["is_superseded"]) for m in copied) == sorted(
         (m["content"], m.get("speaker"), m["is_superseded"]) for m in lines
     )
+    assert [m["created_at"] for m in copied if m["content"] == "I will book the taxi"] == [
+        m["created_at"] for m in lines if m["content"] == "I will book the taxi"
+    ]  # an import keeps when a memory was stored
     old = next(m for m in copied if m["content"].endswith("at 8"))
     new = next(m for m in copied if m["content"].endswith("at 9"))
     assert old["superseded_by"] == new["id"] and new["category"] == "travel"
@@ -81,6 +84,23 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
         "user_id": "copy", "memories": 3, "current": 2, "superseded": 1, "speakers": 1, "speaker_limit": 50,
         "by_speaker": {"Bob": 2, "me": 1},
     }  # fmt: skip
+
+
+def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
+    wontopos: Any, service: MemoryService, tmp_path: Path
+) -> None:
+    good = [json.dumps({"id": f"m{i}", "content": f"Fact number {i}."}) for i in range(150)]
+    bad = ["not json at all", json.dumps({"id": "x1", "content": "Hi", "speaker": "Me"}), json.dumps({"content": "no id"})]
+    source = tmp_path / "mixed.jsonl"
+    source.write_text("\n".join(good[:60] + bad + good[60:]) + "\n", encoding="utf-8")
+    code, out, err = wontopos("import", str(source), "--json")
+    summary = json.loads(out)
+    assert code == 0 and summary["stored"] == 150 and summary["duplicates"] == 0
+    assert [s["line"] for s in summary["skipped"]] == [61, 62, 63]
+    assert "not JSON" in summary["skipped"][0]["reason"] and "reserved" in summary["skipped"][1]["reason"]
+    assert "wontopos-mcp: import: 100 lines read" in err
+    assert "skipped line 62" in err
+    assert service.memory_list(limit=500)["count"] == 150
 
 
 def test_a_refusal_is_one_line_on_stderr_and_exit_code_1(tmp_path: Path, model_cache: Path) -> None:

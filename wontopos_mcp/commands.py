@@ -176,38 +176,74 @@ def _write_jsonl(service: "MemoryService", user_id: str | None, out: TextIO) -> 
     return count
 
 
+IMPORT_PROGRESS_EVERY = 100
+
+
 def _import(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+    """Import an export: speakers registered as met, dates kept (``created_at``), supersede
+    chains rebuilt, every line under its own idempotency key (a re-run stores nothing
+    twice). A line that cannot be imported is skipped and reported with the reason;
+    progress goes to stderr every 100 lines."""
     service.start()
     user_id = args["user_id"]
     service.speakers_list(user_id=user_id)  # an unknown store stops here, before reading
     counts: Counter[str] = Counter()
-    registered: set[str] = set()
-    new_ids: dict[str, str] = {}  # exported id -> imported id
-    successor_of: dict[str, str] = {}  # exported id of a newer version -> exported id it replaced
+    skipped: list[dict[str, Any]] = []
+    state = _ImportState()
     with contextlib.ExitStack() as stack:
         source = sys.stdin if args["file"] == "-" else stack.enter_context(open(args["file"], encoding="utf-8"))
+        number = 0
         for number, line in enumerate(source, 1):
-            if not line.strip():
-                continue
-            memory = _record(line, number)
-            idem = Idempotency.of(f"import:{memory['id']}", hashlib.sha256(line.strip().encode()).hexdigest())
-            speaker = memory.get("speaker")
-            if speaker is not None and speaker != "me" and speaker not in registered:
-                service.speaker_register(speaker, user_id=user_id)
-                registered.add(speaker)
-            replaced = successor_of.pop(memory["id"], None)
-            if replaced is not None and replaced in new_ids:
-                answer = service.memory_supersede(new_ids[replaced], memory["content"], user_id=user_id, idempotency=idem)
-            else:
-                fields = {k: memory.get(k) for k in ("speaker", "category", "event_date", "conversation_id")}
-                answer = service.memory_add(memory["content"], user_id=user_id, idempotency=idem, **fields)
-            counts[answer["status"]] += 1
-            if answer.get("id"):
-                new_ids[memory["id"]] = answer["id"]
-            if memory.get("superseded_by"):
-                successor_of[memory["superseded_by"]] = memory["id"]
-    summary = {"user_id": user_id or "default", "stored": counts["stored"], "duplicates": counts["duplicate"]}
-    _emit(out, args, summary, f"imported {summary['stored']} memories ({summary['duplicates']} duplicates skipped)")
+            if line.strip():
+                try:
+                    counts[_import_line(service, user_id, line, number, state)] += 1
+                except WontoposError as exc:
+                    skipped.append({"line": number, "reason": exc.message})
+            if number % IMPORT_PROGRESS_EVERY == 0:
+                print(f"wontopos-mcp: import: {number} lines read, {counts['stored']} stored", file=sys.stderr)
+    for skip in skipped:
+        print(f"wontopos-mcp: import: skipped line {skip['line']}: {skip['reason']}", file=sys.stderr)
+    summary = {
+        "user_id": user_id or "default",
+        "stored": counts["stored"],
+        "duplicates": counts["duplicate"],
+        "skipped": skipped,
+    }
+    text = f"imported {summary['stored']} memories ({summary['duplicates']} duplicates, {len(skipped)} lines skipped)"
+    _emit(out, args, summary, text)
+
+
+class _ImportState:
+    """What an import remembers across lines to rebuild supersede chains."""
+
+    def __init__(self) -> None:
+        self.registered: set[str] = set()
+        self.new_ids: dict[str, str] = {}  # exported id -> imported id
+        self.successor_of: dict[str, str] = {}  # exported id of a newer version -> the id it replaced
+
+
+def _import_line(service: "MemoryService", user_id: str | None, line: str, number: int, state: _ImportState) -> str:
+    memory = _record(line, number)
+    idem = Idempotency.of(f"import:{memory['id']}", hashlib.sha256(line.strip().encode()).hexdigest())
+    speaker = memory.get("speaker")
+    if speaker is not None and speaker != "me" and speaker not in state.registered:
+        service.speaker_register(speaker, user_id=user_id)
+        state.registered.add(speaker)
+    replaced = state.successor_of.pop(memory["id"], None)
+    if replaced is not None and replaced in state.new_ids:
+        answer = service.memory_supersede(state.new_ids[replaced], memory["content"], user_id=user_id, idempotency=idem)
+        new_id = answer["id"]
+    else:
+        keys = ("content", "speaker", "category", "event_date", "conversation_id", "created_at")
+        item = {k: memory[k] for k in keys if memory.get(k) is not None}
+        answer = service.memory_add_batch([item], user_id, idempotency=idem)
+        new_id = answer["ids"][0] if answer["ids"] else ""
+        answer = {"status": "stored" if new_id else "duplicate"}
+    if new_id:
+        state.new_ids[memory["id"]] = new_id
+    if memory.get("superseded_by"):
+        state.successor_of[memory["superseded_by"]] = memory["id"]
+    return answer["status"]
 
 
 def _record(line: str, number: int) -> dict[str, Any]:
