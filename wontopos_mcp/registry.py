@@ -48,10 +48,16 @@ class StoresAndSpeakers:
         last = self._last_seq(key)
         self.store.registry_update(f"kind = 'store' AND user_id = {quote(key)}", {"value": str(last)})
 
-    def _delete_memories(self, key: str, where: str) -> None:
+    def _delete_memories(self, key: str, where: str, *, updated: list[dict[str, Any]] | None = None) -> None:
+        """Delete the memories ``where`` selects (inside the write lock), keeping the
+        store's sequence high-water mark and their idempotency records first; rows in
+        ``updated`` are rewritten in the same commit as the delete."""
         self._remember_last_seq(key)
         self._keep_idempotency_records(key, where)
-        self.store.delete_chunks(where)
+        if updated:
+            self.store.upsert_chunks(self.store.existing_chunks(), updated, delete_where=where)
+        else:
+            self.store.delete_chunks(where)
 
     def _keep_idempotency_records(self, key: str, where: str) -> None:
         """Before memories that carry an idempotency key within its 24 hours are deleted,

@@ -375,14 +375,9 @@ class MemoryWrites(StoresAndSpeakers):
             # forgetting the newest version makes its predecessor current again; forgetting
             # a middle one links its predecessor to its successor (A -> B -> C becomes A -> C).
             previous = self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=None)
-            self._remember_last_seq(key)
-            self._keep_idempotency_records(key, gone)
-            if previous:
-                successor = row["superseded_by"]
-                relinked = [{**r, "superseded": successor is not None, "superseded_by": successor} for r in previous]
-                self.store.upsert_chunks(self.store.existing_chunks(), relinked, delete_where=gone)
-            else:
-                self.store.delete_chunks(gone)
+            successor = row["superseded_by"]
+            relinked = [{**r, "superseded": successor is not None, "superseded_by": successor} for r in previous]
+            self._delete_memories(key, gone, updated=relinked)
         return {"user_id": display, "status": "deleted", "deleted": 1}
 
     def _forget_speaker(self, name: str, confirm: int, user_id: Any) -> dict[str, Any]:
