@@ -10,6 +10,7 @@ schema the server declared for that tool, success and error alike.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,26 @@ READ_ONLY = {
     "memory_search", "speakers_list", "by_speaker", "memory_get", "memory_list", "stores_list", "memory_recall",
 }  # fmt: skip
 DESTRUCTIVE = {"memory_forget", "speaker_remove", "store_delete"}
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def server_env(model_cache: Any, **extra: str) -> dict[str, str]:
+    """What a host passes a server process: a minimal environment plus our settings. The
+    package may not be installed in the venv yet, so the repository goes on PYTHONPATH."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+        "PYTHONPATH": str(REPO),
+        "PYTHONUNBUFFERED": "1",
+        "WONTOPOS_MODEL_CACHE": str(model_cache),
+        **extra,
+    }
+    for name in ("HF_HUB_OFFLINE", "TMPDIR", "SSL_CERT_FILE"):
+        if name in os.environ:
+            env[name] = os.environ[name]
+    return env
 
 
 def settings_for(tmp_path: Path, **overrides: Any) -> Settings:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from http_support import KEY, LiveServer, open_service, serve, settings_for
 from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_support import Gate, server_env
 
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.errors import ALL_ERRORS, WontoposError
@@ -253,20 +252,8 @@ def test_a_replay_carries_replayed_in_the_body_and_the_header(http: httpx.Client
     _refused(elsewhere, 422, "invalid_request_error", field="Idempotency-Key")
 
 
-class _Gate:
-    """A model load that blocks until the test opens the gate."""
-
-    def __init__(self, embedder: Any) -> None:
-        self.embedder = embedder
-        self.open = threading.Event()
-
-    def load(self) -> Any:
-        self.open.wait(timeout=60)
-        return self.embedder
-
-
 def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, embedder: Any) -> None:
-    gate = _Gate(embedder)
+    gate = Gate(embedder)
     settings = settings_for(tmp_path)
     loader = ModelLoader(gate.load, model=embedder.model_id)
     service = open_service(settings, models=loader, model_wait=0.2)
@@ -278,11 +265,11 @@ def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, embedder:
             assert refused.headers["Retry-After"] == str(max(1, -(-error["retry_after_ms"] // 1000)))
             # Calls that need no model answer meanwhile.
             assert client.post("/api/v1/memory/speakers", json={"speaker": "Eve"}).status_code == 200
-            gate.open.set()
+            gate.event.set()
             found = client.post("/api/v1/memory/search", json={"query": "anything"})
             assert found.status_code == 200 and found.json()["memories"] == []
     finally:
-        gate.open.set()
+        gate.event.set()
         service.close()
 
 
@@ -368,28 +355,13 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _env(model_cache: Path, **extra: str) -> dict[str, str]:
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "PYTHONPATH": str(REPO),
-        "PYTHONUNBUFFERED": "1",
-        "WONTOPOS_MODEL_CACHE": str(model_cache),
-        **extra,
-    }
-    for name in ("TMPDIR", "SSL_CERT_FILE"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
 @pytest.mark.anyio
 async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, model_cache: Path, embedder: Any) -> None:
     port = _free_port()
     command = [sys.executable, "-m", "wontopos_mcp", "--transport", "http", "--port", str(port),
                "--db", str(tmp_path / "db")]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    async with await anyio.open_process(command, env=_env(model_cache, WONTOPOS_API_KEY=KEY), cwd=REPO) as process:
+    async with await anyio.open_process(command, env=server_env(model_cache, WONTOPOS_API_KEY=KEY), cwd=REPO) as process:
         try:
             with anyio.fail_after(60):
                 assert process.stderr is not None
@@ -424,7 +396,7 @@ async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, mod
 def test_a_non_loopback_bind_without_a_key_refuses_to_start(tmp_path: Path, model_cache: Path) -> None:
     command = [sys.executable, "-m", "wontopos_mcp", "--transport", "http", "--host", "0.0.0.0",
                "--port", str(_free_port()), "--db", str(tmp_path / "db")]  # fmt: skip
-    done = subprocess.run(command, env=_env(model_cache), cwd=REPO, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(command, env=server_env(model_cache), cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()

@@ -8,7 +8,6 @@ process took from spawn to answering ``tools/list`` (printed, not asserted).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
-from mcp_support import TOOLS
+from mcp_support import TOOLS, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -34,25 +33,9 @@ def _command(db: Path) -> list[str]:
     return [sys.executable, "-m", "wontopos_mcp", "--db", str(db)]
 
 
-def _env(model_cache: Any) -> dict[str, str]:
-    """What a host passes: a minimal environment plus our settings. The package may not
-    be installed in the venv yet, so the repository goes on PYTHONPATH."""
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", ""),
-        "PYTHONPATH": str(REPO),
-        "PYTHONUNBUFFERED": "1",
-        "WONTOPOS_MODEL_CACHE": str(model_cache),
-    }
-    for name in ("HF_HUB_OFFLINE", "TMPDIR", "SSL_CERT_FILE"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
 async def test_a_stdio_client_registers_a_speaker_adds_and_searches(tmp_path, model_cache) -> None:
     command, *args = _command(tmp_path / "db")
-    params = StdioServerParameters(command=command, args=args, env=_env(model_cache), cwd=str(REPO))
+    params = StdioServerParameters(command=command, args=args, env=server_env(model_cache), cwd=str(REPO))
     with anyio.fail_after(180):
         async with Client(params, mode="legacy") as client:
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS
@@ -98,7 +81,7 @@ async def test_stdout_carries_only_json_rpc_and_tools_list_answers_at_once(tmp_p
     started = time.perf_counter()
     with anyio.fail_after(120):
         async with await anyio.open_process(
-            _command(tmp_path / "db"), env=_env(model_cache), cwd=str(REPO), stderr=None
+            _command(tmp_path / "db"), env=server_env(model_cache), cwd=str(REPO), stderr=None
         ) as process:
             assert process.stdin is not None and process.stdout is not None
             stdout = BufferedByteReceiveStream(process.stdout)
