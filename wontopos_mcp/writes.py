@@ -169,24 +169,18 @@ class MemoryWrites(StoresAndSpeakers):
         nearest memories by vector, then decided by comparing the texts (``duplicates``).
         """
         scope = in_store(key) + " AND NOT superseded AND " + speaker_is(name)
-
-        def other_conversation(row: dict[str, Any]) -> bool:
-            return conversation is None or row["conversation_id"] != conversation
-
         exact = self.store.rows(
             scope + f" AND chunk_idx = 0 AND dup_key = {quote(duplicate_key(text))}",
             columns=("memory_id", "content", "conversation_id"),
         )
-        for row in filter(other_conversation, exact):
-            if is_restatement(text, row["content"]):  # the key ignores signs and symbols
+        for row in exact:  # the key ignores signs and symbols: the texts still decide
+            if _restates(text, conversation, row):
                 return row["memory_id"]
         near = self.store.vector_search(
             vector, scope, DUPLICATE_CANDIDATES, ("memory_id", "content", "conversation_id")
         )
         for row in near:
-            if 1.0 - row["_distance"] < DUPLICATE_MIN_SIMILARITY or not other_conversation(row):
-                continue
-            if is_restatement(text, row["content"]):
+            if 1.0 - row["_distance"] >= DUPLICATE_MIN_SIMILARITY and _restates(text, conversation, row):
                 return row["memory_id"]
         return None
 
@@ -257,7 +251,7 @@ class MemoryWrites(StoresAndSpeakers):
             ids, rows, duplicates = [], [], 0
             for item, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
                 mark = (duplicate_key(item.content), item.speaker)
-                if any(_same_memory(item, other) for other in seen.get(mark, ())):
+                if any(_restates(item.content, item.conversation_id, other) for other in seen.get(mark, ())):
                     duplicates += 1
                     continue
                 seq += 1
@@ -460,10 +454,11 @@ def _stored_answer(display: str, memory_id: str, speaker: str | None, chunks: in
     return answer
 
 
-def _same_memory(item: Item, other: dict[str, Any]) -> bool:
-    """Would storing ``item`` restate ``other`` (same speaker already matched)?"""
-    same_conversation = item.conversation_id is not None and other["conversation_id"] == item.conversation_id
-    return not same_conversation and is_restatement(item.content, other["content"])
+def _restates(text: str, conversation: str | None, stored: dict[str, Any]) -> bool:
+    """Would storing ``text`` restate ``stored`` (same speaker already matched)? Not when
+    both come from the same conversation: a person repeating themselves is two turns."""
+    same_conversation = conversation is not None and stored["conversation_id"] == conversation
+    return not same_conversation and is_restatement(text, stored["content"])
 
 
 def _duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:
