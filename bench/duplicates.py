@@ -1,8 +1,8 @@
 """Duplicate detection on the multilingual sets in tests/data/.
 
 Stores the first text of each pair, then writes the second, through the real service
-(real LanceDB, real model: the vector search proposes candidates, the text comparison
-decides) and prints, per language and overall:
+(real LanceDB, real model; the restatement key finds the stored memory, the text
+comparison decides) and prints, per language and overall:
 
 * restatements caught  — pairs answered ``status: "duplicate"`` (want high),
 * one-detail changes kept — pairs answered ``status: "stored"`` (want 100 %).

@@ -44,6 +44,7 @@ import numpy as np
 
 from wontopos_mcp import search
 from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
+from wontopos_mcp.duplicates import restatement_key
 from wontopos_mcp.embeddings import ModelLoader, load_embedder
 from wontopos_mcp.scope import in_store, query_without_name, quote
 from wontopos_mcp.service import MemoryService
@@ -150,6 +151,7 @@ class Topics:
         self.vectors = embedder.embed_passages(self.texts).astype(np.float32)
         self.embed_seconds = time.perf_counter() - start
         self.dup_keys = [duplicate_key(t) for t in self.texts]
+        self.restate_keys = [restatement_key(t) for t in self.texts]
         self.importance = np.array([importance(t) for t in self.texts], dtype=np.float32)
 
 
@@ -212,6 +214,7 @@ def bulk_load(store: Store, embedder: Any, topics: Topics, n: int, seed: int, no
             "content": pa.array(list(texts[topic[sl]])),
             "text": pa.array(list(texts[topic[sl]])),
             "dup_key": pa.array([topics.dup_keys[t] for t in topic[sl]]),
+            "restate_key": pa.array([topics.restate_keys[t] for t in topic[sl]]),
             "created_us": pa.array(cr),
             "seq": pa.array(seq[sl]),
             "event_date": none,
@@ -366,25 +369,37 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     def step_embed(r: int) -> None:
         vec_for[r] = embedder.embed_query(query_without_name(q(r), "Alice"))
 
+    scope_rows: dict[int, int] = {}
+
     def step_counts(r: int) -> None:
-        store.count(alice + " AND chunk_idx = 0")
-        store.count(alice)
+        scope_rows[r] = store.count(alice)
 
     def step_dense(r: int) -> None:
-        cands[r] = search._dense_candidates(store, vec_for[r], alice, 10)
+        cands[r] = search._dense_candidates(store, vec_for[r], alice, 10, scope_rows[r])
 
     def step_bm25(r: int) -> None:
-        search._add_bm25(store, vec_for[r], q(r), alice, 40, cands[r])
+        matches = store.text_search(q(r), alice, 40, (*search._KEYS, "vector"))
+        search._add_bm25(vec_for[r], matches, cands[r])
         search._fuse(cands[r])
+
+    def step_both(r: int) -> None:
+        store.vector_and_text_search(vec_for[r], q(r), alice, 40, search._KEYS, (*search._KEYS, "vector"),
+                                     scope_rows=scope_rows[r])  # fmt: skip
 
     neighbour_rows: list[int] = []
 
     def step_neighbours(r: int) -> None:
-        lines = search._neighbourhoods(store, vec_for[r], cands[r])
-        neighbour_rows.append(sum(len(v) for v in lines.values()))
+        before = len(cands[r])
+        search._neighbours(store, vec_for[r], cands[r])
+        neighbour_rows.append(len(cands[r]) - before)
 
-    steps = {"embed_query": step_embed, "2 x count": step_counts, "dense candidates (k=40)": step_dense,
-             "bm25 candidates + fusion": step_bm25, "neighbourhood fetch": step_neighbours}  # fmt: skip
+    def step_fields(r: int) -> None:
+        ranked = sorted((c for c in cands[r].values() if c.in_scope), key=lambda c: -c.fused)[:10]
+        search._with_memory_fields(store, ranked)
+
+    steps = {"embed_query": step_embed, "count of the scope": step_counts, "dense candidates (k=40)": step_dense,
+             "bm25 candidates (k=40) + fusion": step_bm25, "  both searches side by side": step_both,
+             "neighbourhood fetch": step_neighbours, "memory fields of the 10": step_fields}  # fmt: skip
     step_times: dict[str, list[float]] = {k: [] for k in steps}
     for r in range(min(args.rounds, 15)):
         for name, fn in steps.items():  # in order: each step needs the previous one
@@ -394,18 +409,23 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     print("  memory_search speaker=Alice, step by step (search.py internals, same calls):")
     for name, ts in step_times.items():
         print(f"    {name:<36}{ms(ts)}")
-    others = sum(statistics.median(ts) for name, ts in step_times.items() if name != "neighbourhood fetch")
-    print(f"    neighbourhood fetch read {statistics.median(neighbour_rows):,.0f} memories (median) with their "
-          f"vectors; the other steps sum to {others * 1000:.1f} ms")  # fmt: skip
+    runs = ("embed_query", "count of the scope", "  both searches side by side", "neighbourhood fetch",
+            "memory fields of the 10")  # fmt: skip
+    path = sum(statistics.median(step_times[name]) for name in runs)
+    print(f"    neighbourhood fetch added {statistics.median(neighbour_rows):,.0f} neighbours (median) with their "
+          f"vectors; the steps memory_search runs ({', '.join(n.strip() for n in runs)}) sum to {path * 1000:.1f} ms")  # fmt: skip
 
     # -- where by_speaker spends its time (Alice, first page) -----------------------------------
     said = in_store("u0") + " AND speaker = 'Alice'"
+    # The time window the reads above settled on (none: a speaker this small is sorted whole).
+    span = service._spans.get((service._resolve("u0")[0], "Alice", True))
+    window = said + " AND chunk_idx = 0" + ("" if span is None else f" AND created_us > {service._now_us() - span}")
     page_steps = {
         "_resolve + _require_registered (registry)": lambda r: (
             service._resolve("u0"), service._require_registered("u0", "Alice", writing=False)),
-        "page rows (order by created_us, seq; 21)": lambda r: store.rows(
-            said + " AND chunk_idx = 0", order=(("created_us", False), ("seq", False)), limit=21),
         "count of the speaker's chunk rows": lambda r: store.count(said),
+        "count of the page's time window": lambda r: store.count(window),
+        "page rows (the window's newest 21)": lambda r: service._newest_first(window, 21),
     }  # fmt: skip
     page_times = interleaved(page_steps, min(args.rounds, 15))
     print("  by_speaker Alice first page, step by step (the calls service.by_speaker makes):")
@@ -435,28 +455,21 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         _, rows = service._new_rows("floor", memory, [t], vectors, seq=floor_seq[0])
         table.add(pa.Table.from_pylist(rows, schema=table.schema))
 
-    dup_vec: dict[int, Any] = {}
-
     def find_duplicate(r: int) -> None:
-        service._find_duplicate("u0", text(r, 3), "Alice", f"bench-{r // 10}", dup_vec[r])
+        service._find_duplicate("u0", text(r, 3), "Alice", f"bench-{r // 10}")
 
     dup_scope = in_store("u0") + " AND NOT superseded AND speaker = 'Alice'"
+    dup_keys = {r: (duplicate_key(text(r, 3)), restatement_key(text(r, 3))) for r in range(args.rounds + 3)}
 
-    def dup_exact(r: int) -> None:  # the first query of _find_duplicate
-        store.rows(dup_scope + f" AND chunk_idx = 0 AND dup_key = {quote(duplicate_key(text(r, 3)))}",
+    def dup_lookup(r: int) -> None:  # the one query of _find_duplicate
+        dk, rk = dup_keys[r]
+        store.rows(dup_scope + f" AND chunk_idx = 0 AND (dup_key = {quote(dk)} OR restate_key = {quote(rk)})",
                    columns=("memory_id", "content", "conversation_id"))  # fmt: skip
-
-    def dup_near(r: int) -> None:  # the second
-        store.vector_search(dup_vec[r], dup_scope, 8, ("memory_id", "content", "conversation_id"))
-
-    for r in range(args.rounds + 3):
-        dup_vec[r] = embedder.embed_passages([text(r, 3)])[0]
     writes = {
         "memory_add speaker=Alice": add,
         "floor: embed_passages + 1 append": floor,
         "service._find_duplicate": find_duplicate,
-        "  of which: exact dup_key lookup": dup_exact,
-        "  of which: nearest 8 by vector": dup_near,
+        "  of which: the key lookup": dup_lookup,
         "service._resolve (store lookup)": lambda r: service._resolve("u0"),
         "service._require_registered": lambda r: service._require_registered("u0", "Alice", writing=True),
         "service._last_seq (next seq)": lambda r: service._last_seq("u0"),

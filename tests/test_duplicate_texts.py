@@ -1,8 +1,9 @@
 """The restatement decision on the multilingual sets: a one-detail change is never
 taken for a duplicate (no fact lost), and near-verbatim restatements are caught.
 
-The rates through the whole service (vector candidates + this decision) are printed by
-``bench/duplicates.py``; ``test_service_duplicates`` covers the service end to end.
+The rates through the whole service (restatement-key lookup + this decision) are printed
+by ``bench/duplicates.py``; ``test_restatement_key`` proves the key and this decision
+agree; it and ``test_service`` cover the service end to end.
 """
 
 from __future__ import annotations
@@ -54,3 +55,14 @@ def test_restatement_is_symmetric_in_refusing_detail_changes(stored, new):
 def test_case_punctuation_spacing_and_width_alone_never_make_a_new_memory():
     assert is_restatement("  BOB   is allergic to peanuts!!", "Bob is allergic to peanuts.")
     assert is_restatement("締め切りは３月１２日です", "締め切りは3月12日です。")
+
+
+@pytest.mark.parametrize(
+    "stored, new",
+    [("OK.", "Yes."), ("Yes.", "No."), ("It is.", "It was."), ("Sure.", "Okay then."), ("はい。", "いいえ。")],
+)
+def test_replies_without_any_detail_restate_only_the_same_words(stored, new):
+    """"OK." and "Yes." carry no content word, number or symbol: without their words
+    as content they would all restate each other and a later "Yes." would be dropped."""
+    assert not is_restatement(new, stored)
+    assert is_restatement(stored.upper(), stored)

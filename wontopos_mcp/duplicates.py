@@ -1,16 +1,21 @@
-"""Is a new text a restatement of a stored one? The text decides; embeddings only find
-candidates.
+"""Is a new text a restatement of a stored one? The text decides, and only the text.
 
-Cosine similarity cannot tell "dinner at 8 pm" from "dinner at 10 pm" (0.99), so the
-vector search only proposes the nearest current memories; this module then compares
-the texts. A text is a restatement when, once case, spacing, punctuation and Unicode
-form are normalised and *function words* (articles, particles, copulas, fillers,
+Cosine similarity cannot tell "dinner at 8 pm" from "dinner at 10 pm" (0.99), so no
+embedding is involved: a text is a restatement when, once case, spacing, punctuation and
+Unicode form are normalised and *function words* (articles, particles, copulas, fillers,
 politeness endings) are set aside, every detail is the same:
 
 * the same numbers (digits in any script, after NFKC),
 * the same negations (count of negation markers per language),
+* the same symbols (currency, math, emoji),
 * the same content words, in the same order (so swapped actors — "Bob paid Alice" /
   "Alice paid Bob" — differ), compared after a light stem (case endings, plurals).
+
+Each of these is a function of one text, compared by equality, so they hash into a
+*restatement key* (``restatement_key``): two texts have the same key exactly when one
+restates the other. Writes store the key and find every restated memory with one
+indexed equality lookup — exhaustive, unlike a nearest-k vector search, and without a
+vector.
 
 Anything else is stored: when in doubt, store. The lists are small and per script;
 they only ever *remove* differences that carry no detail, so a gap in them makes the
@@ -19,6 +24,8 @@ detector store more, never lose a fact.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import unicodedata
 
@@ -77,14 +84,32 @@ _LATIN_SUFFIXES = ("es", "s", "en", "e", "n", "а", "я", "ы", "и", "у", "ю"
 
 def is_restatement(new: str, stored: str) -> bool:
     """True when ``new`` says what ``stored`` says, detail for detail."""
-    a, b = normalized(new), normalized(stored)
-    if _numbers(new) != _numbers(stored):
-        return False
-    if _negations(a) != _negations(b):
-        return False
-    if _symbols(new) != _symbols(stored):
-        return False
-    return _content(a) == _content(b)
+    return _parts(new) == _parts(stored)
+
+
+def restatement_key(text: str) -> str:
+    """Equal keys mean "one text restates the other" (``is_restatement``).
+
+    A hash of the same parts ``is_restatement`` compares, so a write finds the memories
+    it restates by an indexed equality lookup instead of a vector search for candidates:
+    exhaustive (a nearest-k search can miss the restated memory) and no vector needed.
+    """
+    canonical = json.dumps(_parts(text), separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:32]
+
+
+def _parts(text: str) -> tuple[list[str], tuple[int, int], list[str], list[str]]:
+    """Every detail of a text: numbers, negations, symbols, content words. Two texts
+    restate each other exactly when these are equal.
+
+    A text with no detail at all ("OK.", "Yes.", "It is.") keeps its function words as
+    its content: otherwise every such reply would restate every other one.
+    """
+    norm = normalized(text)
+    numbers, negations, symbols, content = _numbers(text), _negations(norm), _symbols(text), _content(norm)
+    if not (numbers or symbols or content):
+        content = _words(norm)
+    return numbers, negations, symbols, content
 
 
 def _numbers(text: str) -> list[str]:

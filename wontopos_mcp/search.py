@@ -22,13 +22,14 @@ Ranking, as measured on real two-person conversations (NOTES "Retrieval"):
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .records import RECORD_FIELDS
 from .scope import quote, quote_all
-from .store import MEMORY_FIELDS
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -45,6 +46,10 @@ DENSE_WEIGHT = 0.7
 NEIGHBOUR_WEIGHTS = {-1: 0.5, 1: 0.1}
 NEIGHBOUR_SPAN = 16  # how far (in store order) a conversation's neighbours are looked for
 _CANDIDATE_FLOOR = 40
+# What candidate searches read: every column read costs time for each row (at 1M rows,
+# 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
+# memory fields are read once at the end.
+_KEYS = ("memory_id", "user_id", "conversation_id", "seq")
 
 
 @dataclass
@@ -67,16 +72,20 @@ def search_memories(
     ``mode`` is for evaluation (``bench/retrieval.py``): ``vector`` ranks by cosine
     alone, ``bm25`` by full text alone (cosine breaks ties), ``hybrid`` is the product.
     """
-    scope_memories = store.count(where + " AND chunk_idx = 0")
-    wanted = min(limit, scope_memories)
-    if wanted == 0:
+    scope_rows = store.count(where)
+    if scope_rows == 0:
         return []
     vector = embedder.embed_query(query)
-    candidates = _dense_candidates(store, vector, where, wanted)
+    k = max(limit * 4, _CANDIDATE_FLOOR)
     if mode == "vector":
+        candidates = _dense_candidates(store, vector, where, limit, scope_rows)
         scores = {mid: c.dense for mid, c in candidates.items()}
     else:
-        _add_bm25(store, vector, query, where, max(wanted * 4, _CANDIDATE_FLOOR), candidates)
+        nearest, matches = store.vector_and_text_search(
+            vector, query, where, k, _KEYS, (*_KEYS, "vector"), scope_rows=scope_rows
+        )
+        candidates = _dense_candidates(store, vector, where, limit, scope_rows, first=nearest)
+        _add_bm25(vector, matches, candidates)
         if mode == "bm25":
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
@@ -85,16 +94,30 @@ def search_memories(
     ranked = sorted(
         (c for c in candidates.values() if c.in_scope),
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
-    )
-    return [(c.row, c.dense) for c in ranked[:wanted]]
+    )[:limit]
+    return _with_memory_fields(store, ranked)
 
 
-def _dense_candidates(store: "Store", vector: Any, where: str, wanted: int) -> dict[str, Candidate]:
-    """At least ``wanted`` distinct in-scope memories by cosine (more chunks until then)."""
-    scope_rows = store.count(where)
+def _with_memory_fields(store: "Store", ranked: list[Candidate]) -> list[tuple[dict[str, Any], float]]:
+    """The winners' memory rows, best first, with their cosine similarity."""
+    if not ranked:
+        return []
+    ids = [c.row["memory_id"] for c in ranked]
+    where = f"user_id = {quote(ranked[0].row['user_id'])} AND chunk_idx = 0 AND memory_id IN {quote_all(ids)}"
+    rows = {row["memory_id"]: row for row in store.rows(where, columns=RECORD_FIELDS)}
+    return [(rows[c.row["memory_id"]], c.dense) for c in ranked if c.row["memory_id"] in rows]
+
+
+def _dense_candidates(
+    store: "Store", vector: Any, where: str, wanted: int, scope_rows: int, *, first: list[dict[str, Any]] | None = None
+) -> dict[str, Candidate]:
+    """At least ``wanted`` distinct in-scope memories by cosine (more chunks until then),
+    or all of them when the scope holds fewer: the search stops asking once it has
+    every chunk row of the scope. ``first``: the rows of a first search already made."""
     k = max(wanted * 4, _CANDIDATE_FLOOR)
     while True:
-        rows = store.vector_search(vector, where, k, MEMORY_FIELDS, scope_rows=scope_rows)
+        rows = first if first is not None else store.vector_search(vector, where, k, _KEYS, scope_rows=scope_rows)
+        first = None
         found: dict[str, Candidate] = {}
         for row in rows:
             similarity = 1.0 - float(row.pop("_distance"))
@@ -106,11 +129,9 @@ def _dense_candidates(store: "Store", vector: Any, where: str, wanted: int) -> d
         k *= 4
 
 
-def _add_bm25(
-    store: "Store", vector: Any, query: str, where: str, k: int, candidates: dict[str, Candidate]
-) -> None:
+def _add_bm25(vector: Any, matches: list[dict[str, Any]], candidates: dict[str, Candidate]) -> None:
     """BM25 scores for the candidates, and BM25-only hits added with their cosine."""
-    for row in store.text_search(query, where, k, (*MEMORY_FIELDS, "vector")):
+    for row in matches:
         score = float(row.pop("_score"))
         chunk_vector = row.pop("vector")
         held = candidates.get(row["memory_id"])
@@ -135,62 +156,75 @@ def _fuse(candidates: dict[str, Candidate]) -> None:
 def _propagate(store: "Store", vector: Any, candidates: dict[str, Candidate]) -> dict[str, float]:
     """Each candidate's fused score plus shares of its neighbours' fused scores."""
     scores = {mid: c.fused for mid, c in candidates.items()}
-    order = _neighbourhoods(store, vector, candidates)
-    for mid, c in candidates.items():
-        if not c.in_scope:
-            continue
-        line = order.get(c.row["conversation_id"])
-        if not line:
-            continue
-        at = line.index(mid) if mid in line else -1
-        if at < 0:
-            continue
-        for offset, weight in NEIGHBOUR_WEIGHTS.items():
-            j = at + offset
-            if 0 <= j < len(line) and line[j] in candidates:
-                scores[mid] += weight * candidates[line[j]].fused
+    for mid, around in _neighbours(store, vector, candidates).items():
+        for offset, other in around:
+            if other in candidates:
+                scores[mid] += NEIGHBOUR_WEIGHTS[offset] * candidates[other].fused
     return scores
 
 
-def _neighbourhoods(store: "Store", vector: Any, candidates: dict[str, Candidate]) -> dict[Any, list[str]]:
-    """Memories around the candidates in write order, per conversation (``None`` = no
-    conversation: store order). Neighbours not yet candidates join as out-of-scope
-    candidates scored by cosine alone (their BM25 is unknown: counted as none).
+def _neighbours(store: "Store", vector: Any, candidates: dict[str, Candidate]) -> dict[str, list[tuple[int, str]]]:
+    """(offset, memory id) of each in-scope candidate's neighbours: the memories just
+    before and after it in write order, in its own conversation (``None`` = no
+    conversation: store order), at most ``NEIGHBOUR_SPAN`` apart. Neighbours not yet
+    candidates join as out-of-scope candidates scored by cosine alone (their BM25 is
+    unknown: counted as none).
 
-    Two small reads: the ids and order of the memories in a window around each
-    candidate (no vectors), then the vectors of the few neighbours actually used.
+    Two small reads: the ids and order of the memories in the stretches of write order
+    around the candidates (no vectors), then the vectors of the few neighbours used.
     """
     in_scope = [c for c in candidates.values() if c.in_scope]
     if not in_scope:
         return {}
     store_key = in_scope[0].row["user_id"]
-    windows = " OR ".join(sorted({_window(c.row) for c in in_scope}))
+    spans = _merged_spans(sorted(c.row["seq"] for c in in_scope))
+    # Windows bound ``seq`` only: a conversation term inside the OR would stop LanceDB
+    # from using the seq index (a full scan, ~250 ms at 1M rows); rows of other
+    # conversations are told apart here instead.
+    windows = " OR ".join(f"(seq >= {low} AND seq <= {high})" for low, high in spans)
     where = f"user_id = {quote(store_key)} AND chunk_idx = 0 AND NOT superseded AND ({windows})"
-    lines: dict[Any, list[str]] = {}
+    lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
     for row in store.rows(where, columns=("memory_id", "conversation_id", "seq"), order=(("seq", True),)):
-        lines.setdefault(row["conversation_id"], []).append(row["memory_id"])
-    wanted: set[str] = set()
+        lines.setdefault((row["conversation_id"], _span_of(spans, row["seq"])), []).append((row["seq"], row["memory_id"]))
+    found: dict[str, list[tuple[int, str]]] = {}
     for c in in_scope:
-        line = lines.get(c.row["conversation_id"], [])
-        at = line.index(c.row["memory_id"]) if c.row["memory_id"] in line else -1
-        if at >= 0:
-            wanted.update(line[j] for j in (at + o for o in NEIGHBOUR_WEIGHTS) if 0 <= j < len(line))
-    wanted -= set(candidates)
+        line = lines.get((c.row["conversation_id"], _span_of(spans, c.row["seq"])), [])
+        ids = [mid for _, mid in line]
+        if c.row["memory_id"] not in ids:
+            continue
+        at = ids.index(c.row["memory_id"])
+        found[c.row["memory_id"]] = [
+            (offset, ids[at + offset])
+            for offset in NEIGHBOUR_WEIGHTS
+            if 0 <= at + offset < len(line) and abs(line[at + offset][0] - c.row["seq"]) <= NEIGHBOUR_SPAN
+        ]
+    wanted = {mid for around in found.values() for _, mid in around} - set(candidates)
     if wanted:
         _score_newcomers(candidates, _neighbour_candidates(store, vector, store_key, sorted(wanted)))
-    return lines
+    return found
 
 
-def _window(row: dict[str, Any]) -> str:
-    """The stretch of write order around one memory, in its own conversation."""
-    same = "conversation_id IS NULL" if row["conversation_id"] is None else f"conversation_id = {quote(row['conversation_id'])}"
-    return f"(seq >= {row['seq'] - NEIGHBOUR_SPAN} AND seq <= {row['seq'] + NEIGHBOUR_SPAN} AND {same})"
+def _span_of(spans: list[tuple[int, int]], seq: int) -> int:
+    return bisect.bisect_right(spans, (seq, float("inf"))) - 1
+
+
+def _merged_spans(seqs: list[int]) -> list[tuple[int, int]]:
+    """The stretches of write order within ``NEIGHBOUR_SPAN`` of each sorted ``seq``,
+    overlapping ones merged."""
+    spans: list[tuple[int, int]] = []
+    for seq in seqs:
+        low, high = seq - NEIGHBOUR_SPAN, seq + NEIGHBOUR_SPAN
+        if spans and low <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], high))
+        else:
+            spans.append((low, high))
+    return spans
 
 
 def _neighbour_candidates(store: "Store", vector: Any, store_key: str, ids: list[str]) -> dict[str, Candidate]:
     where = f"user_id = {quote(store_key)} AND memory_id IN {quote_all(ids)}"
     found: dict[str, Candidate] = {}
-    for row in store.rows(where, columns=(*MEMORY_FIELDS, "vector")):
+    for row in store.rows(where, columns=(*_KEYS, "vector")):
         similarity = float(np.dot(vector, row.pop("vector")))
         held = found.get(row["memory_id"])
         if held is None or similarity > held.dense:

@@ -16,6 +16,7 @@ string that reaches a ``where`` clause goes through :func:`sql_str`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -32,10 +33,33 @@ CHUNKS = "chunks"
 MEMORY_FIELDS = (
     "memory_id", "user_id", "speaker", "content", "n_chunks", "created_us", "seq",
     "event_date", "event_us", "when_us", "time_bucket", "category", "importance",
-    "superseded", "superseded_by", "conversation_id", "role", "dup_key",
+    "superseded", "superseded_by", "conversation_id", "role", "dup_key", "restate_key",
 )  # fmt: skip
 _OPTIMIZE_EVERY = 20  # writes between maintenance runs: fragments slow every read
 META_FILE = "wontopos.json"
+_VECTOR_INDEX_KEY = "index:vector"  # registry row: table size when the vector index was last built
+_REINDEX_GROWTH = 10
+_BITMAP_COLUMNS = ("user_id", "speaker", "superseded", "category", "chunk_idx")
+
+
+_LOOP: Any = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _run(coro: Any) -> Any:
+    """Run a coroutine of LanceDB's async API on this process's one background loop.
+
+    Reads go through the async API: its sync wrapper makes about six round trips to
+    its own loop per query (schema look-ups included), ~1.5 ms each time; one hop here.
+    """
+    global _LOOP
+    if _LOOP is None:
+        with _LOOP_LOCK:
+            if _LOOP is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="wontopos-lancedb", daemon=True).start()
+                _LOOP = loop
+    return asyncio.run_coroutine_threadsafe(coro, _LOOP).result()
 
 
 def sql_str(value: str) -> str:
@@ -80,6 +104,7 @@ def chunk_schema(dim: int) -> Any:
             pa.field("content", pa.string(), nullable=False),
             pa.field("text", pa.string(), nullable=False),
             pa.field("dup_key", pa.string(), nullable=False),
+            pa.field("restate_key", pa.string(), nullable=False),
             pa.field("created_us", pa.int64(), nullable=False),
             pa.field("seq", pa.int64(), nullable=False),
             pa.field("event_date", pa.string()),
@@ -130,6 +155,11 @@ class Store:
         self._db: Any = None
         self._registry: Any = None
         self._chunks: Any = None
+        self._adb: Any = None  # the same database through LanceDB's async API (reads)
+        self._aregistry: Any = None
+        self._achunks: Any = None
+        self._indexed = False  # the chunks table has its vector index (never dropped)
+        self._seq_floor: dict[str, int] = {}  # per store: a seq known to be given (see max_seq)
         self._on_open: list[Callable[[], None]] = []
         self._ready = False  # set only once the registry is open and the hooks have run
         self._writes = 0
@@ -158,6 +188,7 @@ class Store:
                 os.makedirs(self.uri, exist_ok=True)
                 self._file_lock = FileLock(os.path.join(self.uri, ".wontopos.lock"), thread_local=False)
             db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
+            self._adb = _run(lancedb.connect_async(self.uri, read_consistency_interval=timedelta(0)))
             self._db = db
             with self.write_lock():
                 self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
@@ -195,11 +226,18 @@ class Store:
 
     # -- registry ------------------------------------------------------------------
 
+    def _registry_reader(self) -> Any:
+        self.connect()  # waits while another thread is opening (the hooks run first)
+        if self._aregistry is None:
+            self._aregistry = _run(self._adb.open_table(REGISTRY))
+        return self._aregistry
+
     def registry_rows(self, where: str) -> list[dict[str, Any]]:
-        return self.registry.search().where(where).limit(None).to_list()
+        table = self._registry_reader()
+        return _run(table.query().where(where).to_arrow()).to_pylist()
 
     def registry_count(self, where: str) -> int:
-        return self.registry.count_rows(where)
+        return _run(self._registry_reader().count_rows(where))
 
     def registry_add(self, rows: list[dict[str, Any]]) -> None:
         self.registry.add(_arrow(rows, registry_schema()))
@@ -266,9 +304,11 @@ class Store:
         """Scalar indexes for every filter, and BM25 full text (ICU splits CJK words)."""
         from lancedb.index import FTS, Bitmap, BTree
 
-        for column in ("user_id", "memory_id", "chunk_id", "created_us", "seq", "conversation_id", "dup_key"):
+        # user_id is a bitmap, not a B-tree: at 1M rows a B-tree lookup of a large store
+        # materialises every row id (~35 ms per filtered query); the bitmap takes ~2 ms.
+        for column in ("memory_id", "chunk_id", "created_us", "seq", "conversation_id", "dup_key", "restate_key"):
             table.create_index(column, config=BTree())
-        for column in ("speaker", "superseded", "category", "chunk_idx"):
+        for column in _BITMAP_COLUMNS:
             table.create_index(column, config=Bitmap())
         table.create_index("text", config=FTS(base_tokenizer="icu", stem=True, remove_stop_words=True))
 
@@ -276,14 +316,44 @@ class Store:
         """The chunks table if it exists yet (reads that need no model use this)."""
         self.connect()
         if self._chunks is None and CHUNKS in self._table_names():
-            self._chunks = self._db.open_table(CHUNKS)
+            table = self._db.open_table(CHUNKS)
+            self._upgrade(table)
+            self._chunks = table
         return self._chunks
+
+    def _upgrade(self, table: Any) -> None:
+        """Bring a table made by an earlier version up to this schema (once, < 10 s at 1M):
+        user_id's index becomes a bitmap; ``restate_key`` is added, filled with the old
+        rows' ``dup_key`` (so old rows are still found as exact restatements; only
+        near-verbatim detection against them is lost)."""
+        from lancedb.index import Bitmap, BTree
+
+        stale = [i.name for i in table.list_indices() if i.columns == ["user_id"] and i.index_type != "Bitmap"]
+        missing = "restate_key" not in table.schema.names
+        if not stale and not missing:
+            return
+        with self.write_lock():
+            table.checkout_latest()
+            if "restate_key" not in table.schema.names:
+                table.add_columns({"restate_key": "dup_key"})
+                table.create_index("restate_key", config=BTree())
+            for name in [i.name for i in table.list_indices() if i.columns == ["user_id"] and i.index_type != "Bitmap"]:
+                table.drop_index(name)
+                table.create_index("user_id", config=Bitmap(), replace=True)
 
     # -- chunk reads ---------------------------------------------------------------------
 
+    def _reader(self) -> Any | None:
+        """The chunks table through the async API, once it exists."""
+        if self._achunks is None:
+            if self.existing_chunks() is None:
+                return None
+            self._achunks = _run(self._adb.open_table(CHUNKS))
+        return self._achunks
+
     def count(self, where: str) -> int:
-        table = self.existing_chunks()
-        return 0 if table is None else table.count_rows(where)
+        table = self._reader()
+        return 0 if table is None else _run(table.count_rows(where))
 
     def rows(
         self,
@@ -293,24 +363,25 @@ class Store:
         order: Sequence[tuple[str, bool]] = (),
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        table = self.existing_chunks()
+        table = self._reader()
         if table is None:
             return []
         from lancedb.query import ColumnOrdering
 
-        query = table.search().where(where)
+        query = table.query().where(where)
         if columns is not None:
             query = query.select(list(columns))
         if order:
             query = query.order_by([ColumnOrdering(column_name=c, ascending=asc) for c, asc in order])
-        query = query.limit(limit) if limit is not None else query.limit(None)
-        return query.to_arrow().to_pylist()
+        if limit is not None:
+            query = query.limit(limit)
+        return _run(query.to_arrow()).to_pylist()
 
     def column(self, where: str, column: str) -> list[Any]:
-        table = self.existing_chunks()
+        table = self._reader()
         if table is None:
             return []
-        return table.search().where(where).select([column]).limit(None).to_arrow().column(column).to_pylist()
+        return _run(table.query().where(where).select([column]).to_arrow()).column(column).to_pylist()
 
     def vector_search(
         self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
@@ -322,24 +393,10 @@ class Store:
         again over every partition when the index returned fewer rows than exist: an IVF
         index probes a fixed number of partitions and can miss a small scope's rows.
         """
-        table = self.existing_chunks()
+        table = self._reader()
         if table is None:
             return []
-        rows_in_scope = table.count_rows(where) if scope_rows is None else scope_rows
-        wanted = min(k, rows_in_scope)
-        query = (
-            table.search(vector, vector_column_name="vector")
-            .distance_type("cosine")
-            .where(where, prefilter=True)
-            .select([*columns, "_distance"])
-            .limit(k)
-        )
-        if rows_in_scope <= self.flat_search_max or not self._has_vector_index(table):
-            return query.bypass_vector_index().to_arrow().to_pylist()
-        found = query.refine_factor(10).to_arrow().to_pylist()
-        if len(found) < wanted:
-            found = query.maximum_nprobes(0).to_arrow().to_pylist()
-        return found
+        return _run(self._nearest(table, vector, where, k, columns, scope_rows))
 
     def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
         """BM25 full-text search of chunk text inside ``where``; rows carry ``_score``.
@@ -347,22 +404,63 @@ class Store:
         Any text is a plain match query (no query syntax); a query the tokenizer cannot
         use answers no rows rather than an error: full text is one signal of several.
         """
-        table = self.existing_chunks()
+        table = self._reader()
         if table is None:
             return []
+        return _run(self._bm25(table, text, where, k, columns))
+
+    def vector_and_text_search(
+        self, vector: Any, text: str, where: str, k: int, columns: Sequence[str], text_columns: Sequence[str],
+        *, scope_rows: int | None = None,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+        """``vector_search`` and ``text_search`` at once: LanceDB runs them side by side."""
+        table = self._reader()
+        if table is None:
+            return [], []
+
+        async def both() -> Any:
+            return await asyncio.gather(
+                self._nearest(table, vector, where, k, columns, scope_rows), self._bm25(table, text, where, k, text_columns)
+            )
+
+        dense, text_rows = _run(both())
+        return dense, text_rows
+
+    async def _nearest(
+        self, table: Any, vector: Any, where: str, k: int, columns: Sequence[str], scope_rows: int | None
+    ) -> list[dict[str, Any]]:
+        def query() -> Any:
+            return (
+                table.query().nearest_to(vector).column("vector").distance_type("cosine")
+                .where(where).select([*columns]).limit(k)
+            )  # fmt: skip
+
+        if not await self._has_vector_index(table):
+            return (await query().bypass_vector_index().to_arrow()).to_pylist()
+        rows_in_scope = await table.count_rows(where) if scope_rows is None else scope_rows
+        if rows_in_scope <= self.flat_search_max:
+            return (await query().bypass_vector_index().to_arrow()).to_pylist()
+        found = (await query().refine_factor(10).to_arrow()).to_pylist()
+        if len(found) < min(k, rows_in_scope):
+            found = (await query().refine_factor(10).maximum_nprobes(0).to_arrow()).to_pylist()
+        return found
+
+    async def _bm25(self, table: Any, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
         from lancedb.query import MatchQuery
 
         try:
             # A MatchQuery, never the raw string: LanceDB parses a raw string (quotes make
             # a phrase query, which needs positions the index does not keep).
-            query = table.search(MatchQuery(text, "text"), query_type="fts")
-            return query.where(where, prefilter=True).select([*columns, "_score"]).limit(k).to_arrow().to_pylist()
-        except Exception:  # noqa: BLE001 - see docstring
+            query = table.query().nearest_to_text(MatchQuery(text, "text")).where(where).select([*columns]).limit(k)
+            return (await query.to_arrow()).to_pylist()
+        except Exception:  # noqa: BLE001 - see text_search
             log.warning("full-text search failed; ranking by vectors alone", exc_info=True)
             return []
 
-    def _has_vector_index(self, table: Any) -> bool:
-        return any(index.columns == ["vector"] for index in table.list_indices())
+    async def _has_vector_index(self, table: Any) -> bool:
+        if not self._indexed:
+            self._indexed = any(index.columns == ["vector"] for index in await table.list_indices())
+        return self._indexed
 
     # -- chunk writes (call inside write_lock) ----------------------------------------------
 
@@ -397,13 +495,20 @@ class Store:
         return before
 
     def max_seq(self, user_key: str) -> int:
-        rows = self.rows(
-            f"user_id = {sql_str(user_key)} AND chunk_idx = 0",
-            columns=("seq",),
-            order=(("seq", False),),
-            limit=1,
-        )
-        return int(rows[0]["seq"]) if rows else 0
+        """The highest ``seq`` among the store's rows.
+
+        Sequence numbers only grow, so the last answer is a floor: later calls read just
+        the rows above it (a B-tree range, a few ms at 1M rows), including rows other
+        processes wrote since. Only the first call per store sorts the store.
+        """
+        floor = self._seq_floor.get(user_key)
+        if floor is None:
+            rows = self.rows(f"user_id = {sql_str(user_key)}", columns=("seq",), order=(("seq", False),), limit=1)
+            top = int(rows[0]["seq"]) if rows else 0
+        else:
+            top = max([floor, *self.column(f"user_id = {sql_str(user_key)} AND seq > {floor}", "seq")])
+        self._seq_floor[user_key] = top
+        return top
 
     def _after_write(self, table: Any = None) -> None:
         """Maintain now and then, inside the write lock (see ``maintain``)."""
@@ -418,14 +523,36 @@ class Store:
         table = table if table is not None else self.existing_chunks()
         try:
             if table is not None:
-                if not self._has_vector_index(table) and table.count_rows() >= self.vector_index_min_rows:
-                    from lancedb.index import IvfSq
-
-                    table.create_index("vector", config=IvfSq(distance_type="cosine"))
+                self._index_vectors(table)
                 table.optimize(cleanup_older_than=timedelta(hours=1))
             self.registry.optimize(cleanup_older_than=timedelta(hours=1))
         except Exception:  # housekeeping: a lost commit race is retried next time
             log.warning("index maintenance skipped", exc_info=True)
+
+    def _index_vectors(self, table: Any) -> None:
+        """Build the IVF_SQ index once the table has ``vector_index_min_rows`` rows, and
+        build it again each time the table has grown tenfold since: its partition count
+        is fixed when it is built, so partitions would otherwise grow with the table and
+        every probe would scan more. The size at the last build is kept in the registry."""
+        from lancedb.index import IvfSq
+
+        rows = table.count_rows()
+        has_index = any(index.columns == ["vector"] for index in table.list_indices())
+        if not has_index and rows < self.vector_index_min_rows:
+            return
+        record = self.registry_rows(f"key = {sql_str(_VECTOR_INDEX_KEY)}")
+        built_at = int(record[0]["value"]) if record else (rows if has_index else 0)
+        if has_index and rows < built_at * _REINDEX_GROWTH:
+            if not record:
+                self._record_index_size(rows)
+            return
+        table.create_index("vector", config=IvfSq(distance_type="cosine"), replace=True)
+        self._record_index_size(rows)
+
+    def _record_index_size(self, rows: int) -> None:
+        self.registry.delete(f"key = {sql_str(_VECTOR_INDEX_KEY)}")
+        row = {"key": _VECTOR_INDEX_KEY, "kind": "index", "user_id": "", "name": "vector", "created_us": 0, "value": str(rows)}
+        self.registry.add(_arrow([row], registry_schema()))
 
     def close(self) -> None:
         with self._thread_lock:
@@ -433,3 +560,7 @@ class Store:
             self._chunks = None
             self._registry = None
             self._db = None
+            self._adb = None
+            self._achunks = None
+            self._aregistry = None
+            self._indexed = False

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
-from .batch import Item, cut_text, parse_items
+from .batch import cut_text, parse_items
 from .conversation import Message, parse_messages
 from .dates import month_bucket, parse_moment
-from .duplicates import is_restatement
+from .duplicates import is_restatement, restatement_key
 from .errors import ConflictError, InvalidRequestError, NotFoundError
 from .idempotency import WINDOW_US, Idempotency, Running, parse_record, record_key, record_row, replayed
 from .names import check_speaker
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     from .embeddings import Embedder, ModelLoader
 
 DEFAULT_CATEGORY = "general"
-# Near-duplicate candidates: the nearest chunks of the same speaker above this cosine
-# similarity go to the text comparison (which decides); below it nothing is a restatement.
-DUPLICATE_CANDIDATES = 8
-DUPLICATE_MIN_SIMILARITY = 0.80
 
 
 class MemoryWrites(StoresAndSpeakers):
@@ -72,7 +68,7 @@ class MemoryWrites(StoresAndSpeakers):
 
         def write(embedded: Embedded) -> Written:
             check()
-            duplicate = self._find_duplicate(key, text, name, conversation, embedded.vectors[0][0])
+            duplicate = self._find_duplicate(key, text, name, conversation)
             if duplicate is not None:
                 return Written([], _duplicate_answer(display, duplicate))
             memory_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0])
@@ -160,27 +156,23 @@ class MemoryWrites(StoresAndSpeakers):
             self.store.add_chunks(table, rows)
         return answer
 
-    def _find_duplicate(
-        self, key: str, text: str, name: str | None, conversation: str | None, vector: Any
-    ) -> str | None:
+    def _find_duplicate(self, key: str, text: str, name: str | None, conversation: str | None) -> str | None:
         """A current memory this text restates, by the same speaker, from another conversation.
 
-        Exact restatements are found by their normalised key; near-verbatim ones among the
-        nearest memories by vector, then decided by comparing the texts (``duplicates``).
+        Every restatement, exact or near-verbatim, has the text's restatement key
+        (``duplicates.restatement_key``), so one indexed equality lookup finds them all;
+        no vector search, and no candidate missed. The normalised key is matched too:
+        rows written before the restatement key carry their ``dup_key`` in its place
+        (``Store._upgrade``), so exact restatements of them are still found. ``_restates``
+        still compares the texts and applies the conversation rule.
         """
-        scope = in_store(key) + " AND NOT superseded AND " + speaker_is(name)
-        exact = self.store.rows(
-            scope + f" AND chunk_idx = 0 AND dup_key = {quote(duplicate_key(text))}",
-            columns=("memory_id", "content", "conversation_id"),
-        )
-        for row in exact:  # the key ignores signs and symbols: the texts still decide
+        dk, rk = quote(duplicate_key(text)), quote(restatement_key(text))
+        where = (
+            in_store(key) + " AND NOT superseded AND " + speaker_is(name)
+            + f" AND chunk_idx = 0 AND (dup_key = {dk} OR restate_key = {rk})"
+        )  # fmt: skip
+        for row in self.store.rows(where, columns=("memory_id", "content", "conversation_id")):
             if _restates(text, conversation, row):
-                return row["memory_id"]
-        near = self.store.vector_search(
-            vector, scope, DUPLICATE_CANDIDATES, ("memory_id", "content", "conversation_id")
-        )
-        for row in near:
-            if 1.0 - row["_distance"] >= DUPLICATE_MIN_SIMILARITY and _restates(text, conversation, row):
                 return row["memory_id"]
         return None
 
@@ -207,6 +199,7 @@ class MemoryWrites(StoresAndSpeakers):
             "speaker": memory["speaker"],
             "content": memory["content"],
             "dup_key": duplicate_key(memory["content"]),
+            "restate_key": restatement_key(memory["content"]),
             "created_us": created,
             "seq": self._last_seq(key) + 1 if seq is None else seq,
             "event_date": event[1] if event else None,
@@ -231,9 +224,10 @@ class MemoryWrites(StoresAndSpeakers):
     ) -> dict[str, Any]:
         """Store many memories with one embedding pass and one commit (imports, bulk).
 
-        Duplicates are checked by their normalised text only (against the store and
-        within the batch); the near-verbatim vector check of single writes would cost
-        one search per item. Items may carry ``created_at`` (an import keeps its dates).
+        Duplicates are checked as single writes check them, exact and near-verbatim
+        restatements alike, against the store and within the batch: by their keys (one
+        lookup per 500 items), then by the texts. Items may carry ``created_at`` (an
+        import keeps its dates).
         """
         parsed = parse_items(items)
         key, display = self._resolve(user_id)
@@ -246,12 +240,13 @@ class MemoryWrites(StoresAndSpeakers):
 
         def write(embedded: Embedded) -> Written:
             check()
-            seen = self._stored_keys(key, parsed)
+            keys = [(duplicate_key(item.content), restatement_key(item.content)) for item in parsed]
+            seen = self._stored_restated(key, sorted(set(keys)))
             seq = self._last_seq(key)
             ids, rows, duplicates = [], [], 0
-            for item, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
-                mark = (duplicate_key(item.content), item.speaker)
-                if any(_restates(item.content, item.conversation_id, other) for other in seen.get(mark, ())):
+            for item, item_keys, chunks, vectors in zip(parsed, keys, embedded.chunks, embedded.vectors):
+                marks = [(k, item.speaker) for k in item_keys]
+                if any(_restates(item.content, item.conversation_id, o) for m in marks for o in seen.get(m, ())):
                     duplicates += 1
                     continue
                 seq += 1
@@ -260,7 +255,8 @@ class MemoryWrites(StoresAndSpeakers):
                     "event": item.event, "conversation_id": item.conversation_id, "role": None,
                 }  # fmt: skip
                 memory_id, new_rows = self._new_rows(key, memory, chunks, vectors, seq=seq, created=item.created_us)
-                seen.setdefault(mark, []).append({"content": item.content, "conversation_id": item.conversation_id})
+                for mark in marks:
+                    seen.setdefault(mark, []).append({"content": item.content, "conversation_id": item.conversation_id})
                 ids.append(memory_id)
                 rows += new_rows
             answer = {"user_id": display, "status": "stored", "ids": ids, "count": len(ids), "duplicates": duplicates}
@@ -284,14 +280,23 @@ class MemoryWrites(StoresAndSpeakers):
         items = [{"content": p, "category": category, "created_at": created} for p in pieces]
         return self.memory_add_batch(items, user_id, idempotency=idempotency)
 
-    def _stored_keys(self, key: str, items: list[Item]) -> dict[tuple[str, str | None], list[dict[str, Any]]]:
-        """Current memories of the store whose normalised text equals an item's."""
-        keys = sorted({duplicate_key(item.content) for item in items})
+    def _stored_restated(
+        self, key: str, keys: list[tuple[str, str]]
+    ) -> dict[tuple[str, str | None], list[dict[str, Any]]]:
+        """Current memories of the store matching one of these (normalised key, restatement
+        key) pairs as ``_find_duplicate`` matches them, filed under both their keys with
+        their speaker."""
         found: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
+        columns = ("dup_key", "restate_key", "speaker", "content", "conversation_id")
         for start in range(0, len(keys), 500):
-            where = in_store(key) + f" AND chunk_idx = 0 AND NOT superseded AND dup_key IN {quote_all(keys[start:start + 500])}"
-            for row in self.store.rows(where, columns=("dup_key", "speaker", "content", "conversation_id")):
-                found.setdefault((row["dup_key"], row["speaker"]), []).append(row)
+            dks, rks = zip(*keys[start : start + 500])
+            where = (
+                in_store(key) + " AND chunk_idx = 0 AND NOT superseded"
+                + f" AND (dup_key IN {quote_all(list(dks))} OR restate_key IN {quote_all(list(rks))})"
+            )  # fmt: skip
+            for row in self.store.rows(where, columns=columns):
+                for mark in {(row["dup_key"], row["speaker"]), (row["restate_key"], row["speaker"])}:
+                    found.setdefault(mark, []).append(row)
         return found
 
     def memory_add_messages(
@@ -316,7 +321,7 @@ class MemoryWrites(StoresAndSpeakers):
             seq = self._last_seq(key)
             results, rows = [], []
             for message, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
-                duplicate = self._find_duplicate(key, message.content, message.speaker, conversation, vectors[0])
+                duplicate = self._find_duplicate(key, message.content, message.speaker, conversation)
                 if duplicate is not None:
                     results.append(_duplicate_answer(display, duplicate))
                     continue
