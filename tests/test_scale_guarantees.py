@@ -320,3 +320,80 @@ def test_a_fully_quoted_query_keeps_its_full_text_signal(
         hits = world.store.text_search(query, where("Big"), 50, ("memory_id", "text"))
     assert not [r for r in caplog.records if "full-text search failed" in r.getMessage()]
     assert hits and all("kitchen" in h["text"] or "green" in h["text"] for h in hits)
+
+
+# -- (e) growth, upgrades and row ids that move --------------------------------------------------
+
+
+def recorded_index_size(store: Store) -> int | None:
+    rows = store.registry_rows("key = 'index:vector'")
+    return int(rows[0]["value"]) if rows else None
+
+
+def test_the_vector_index_is_built_again_once_the_table_has_grown_tenfold(tmp_path: Path, embedder: Any) -> None:
+    service = make_service(tmp_path / "db", embedder)
+    store = service.store
+    grow = lambda n, seed: bulk_insert(service, embedder, mixed_plan(np.random.default_rng(seed), {"me": n}), seed=seed)  # noqa: E731
+    grow(INDEX_MIN, 3)
+    with store.write_lock():
+        store.maintain()
+    built = recorded_index_size(store)
+    assert has_vector_index(store) and built == INDEX_MIN
+    grow(INDEX_MIN * 10 - built - 1, 4)  # one row short of tenfold: kept
+    with store.write_lock():
+        store.maintain()
+    assert recorded_index_size(store) == built
+    grow(1, 5)
+    with store.write_lock():
+        store.maintain()
+    table = store.existing_chunks()
+    assert recorded_index_size(store) == table.count_rows() == INDEX_MIN * 10
+    assert [ix.index_type for ix in table.list_indices() if ix.columns == ["vector"]] == ["IvfSq"]
+    assert len(set(store.column(in_store(STORE), "chunk_id"))) == INDEX_MIN * 10
+    got = service.memory_search(TOPICS[0], limit=10, user_id=STORE)["memories"]
+    assert len({m["id"] for m in got}) == 10
+    service.close()
+
+
+def test_a_database_from_before_the_bitmap_and_the_restatement_key_is_upgraded_on_open(
+    tmp_path: Path, embedder: Any
+) -> None:
+    from lancedb.index import BTree
+
+    service = make_service(tmp_path / "db", embedder)
+    old = service.memory_add("The spare key is under the blue flower pot.", user_id=STORE)["id"]
+    table = service.store.existing_chunks()
+    table.drop_columns(["restate_key"])  # as the previous version wrote it
+    table.drop_index("user_id_idx")
+    table.create_index("user_id", config=BTree())
+    service.close()
+
+    service = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
+    table = service.store.existing_chunks()
+    kinds = {tuple(ix.columns): ix.index_type for ix in table.list_indices()}
+    assert kinds[("user_id",)] == "Bitmap" and kinds[("restate_key",)] == "BTree"
+    rows = service.store.rows(in_store(STORE), columns=("memory_id", "dup_key", "restate_key"))
+    assert [r["memory_id"] for r in rows] == [old] and rows[0]["restate_key"] == rows[0]["dup_key"]
+    again = service.memory_add("the spare key is under the BLUE flower pot", user_id=STORE)
+    assert again["status"] == "duplicate" and again["duplicate_of"] == old
+    assert service.memory_add("The spare key is under the red flower pot.", user_id=STORE)["status"] == "stored"
+    service.close()
+
+
+def test_rows_read_by_a_row_id_that_compaction_moved_are_still_the_right_memories(tmp_path: Path, embedder: Any) -> None:
+    """Search reads winners by the row ids its queries gave; compaction in between (here
+    forced) renumbers rows, and the read must notice and look them up by id instead."""
+    service = make_service(tmp_path / "db", embedder)
+    store = service.store
+    ids = [service.memory_add(f"Note {i}: the boiler was serviced on day {i}.", user_id=STORE)["id"] for i in range(12)]
+    seen = {r["memory_id"]: r["_rowid"] for r in store.rows(in_store(STORE), columns=("memory_id",), row_ids=True)}
+    service.memory_forget(memory_id=ids[0], user_id=STORE)
+    from datetime import timedelta
+
+    store.existing_chunks().optimize(cleanup_older_than=timedelta(hours=1))  # 11 fragments into one
+    now = {r["memory_id"]: r["_rowid"] for r in store.rows(in_store(STORE), columns=("memory_id",), row_ids=True)}
+    assert any(seen[m] != now[m] for m in now)  # the premise: row ids moved
+    fetched = search._fetch(store, STORE, seen, ("content",))
+    assert set(fetched) == set(ids[1:])  # the forgotten one is gone, every other is found
+    assert all(fetched[m]["content"] == f"Note {i}: the boiler was serviced on day {i}." for i, m in enumerate(ids) if i)
+    service.close()

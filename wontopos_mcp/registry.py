@@ -8,7 +8,7 @@ registry change happens under the database's write lock, where the checks that d
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,15 +32,16 @@ class StoresAndSpeakers:
 
     # -- write order --------------------------------------------------------------------
 
-    def _last_seq(self, key: str) -> int:
+    def _last_seq(self, key: str, recorded: int | None = None) -> int:
         """The store's highest sequence number ever given, deleted memories included.
 
         Deletes record the high-water mark on the store's registry row first, so a
         number is never given twice and a ``memory_list`` cursor stays a place in the
-        store's write order.
+        store's write order. ``recorded``: that mark, when the caller has just read it.
         """
-        rows = self.store.registry_rows(f"kind = 'store' AND user_id = {quote(key)}")
-        recorded = int(rows[0]["value"]) if rows and rows[0]["value"] else 0
+        if recorded is None:
+            rows = self.store.registry_rows(f"kind = 'store' AND user_id = {quote(key)}")
+            recorded = _recorded_seq(rows[0]) if rows else 0
         return max(self.store.max_seq(key), recorded)
 
     def _remember_last_seq(self, key: str) -> None:
@@ -86,17 +87,28 @@ class StoresAndSpeakers:
 
     def _resolve(self, user_id: Any) -> tuple[str, str]:
         """(key, id as created) of an existing store, else 404 saying how to create it."""
-        if user_id is None:
-            user_id = DEFAULT_STORE
-        store_id = check_store_id(user_id)
-        rows = self.store.registry_rows(store_where(store_id))
-        if not rows:
-            raise NotFoundError(
-                f"store '{store_id}' does not exist; create it first with store_create "
-                f"(user_id='{store_id}') or use the built-in 'default' store",
-                user_id=store_id,
-            )
-        return store_key(store_id), rows[0]["name"]
+        key, display, _ = self._checked(user_id)
+        return key, display
+
+    def _checked(
+        self, user_id: Any, speakers: Sequence[tuple[str | None, str]] = (), *, writing: bool = True
+    ) -> tuple[str, str, int]:
+        """(key, id as created, recorded sequence high-water mark) of an existing store,
+        after checking it and every (speaker, field) named, with ONE registry read. The
+        store is checked first, then the speakers in order (SPEC's precedence); an
+        unregistered speaker is 400 for a write, 404 for a read."""
+        store_id = check_store_id(DEFAULT_STORE if user_id is None else user_id)
+        key = store_key(store_id)
+        people = [(name, field) for name, field in speakers if name is not None and name != ME]
+        wanted = [_store_row_key(store_id), *(speaker_key(key, name) for name, _ in people)]
+        found = {row["key"]: row for row in self.store.registry_rows(f"key IN {quote_all(sorted(set(wanted)))}")}
+        if wanted[0] not in found:
+            raise _missing_store(store_id)
+        for name, field in people:
+            if speaker_key(key, name) not in found:
+                raise _unregistered(name, field, writing=writing)
+        store_row = found[wanted[0]]
+        return key, store_row["name"], _recorded_seq(store_row)
 
     def store_create(self, user_id: Any) -> dict[str, Any]:
         store_id = check_store_id(user_id)
@@ -154,14 +166,7 @@ class StoresAndSpeakers:
     def _require_registered(self, key: str, name: str, *, writing: bool, field: str = "speaker") -> None:
         if name == ME or self._speaker_row(key, name) is not None:
             return
-        if writing:
-            raise InvalidRequestError(
-                f"speaker '{name}' is not registered in this store. Register it first: "
-                f"speaker_register(speaker='{name}'); 'me' (the assistant) needs no registration",
-                field=field,
-                speaker=name,
-            )
-        raise NotFoundError(f"speaker '{name}' is not registered in this store", field=field, speaker=name)
+        raise _unregistered(name, field, writing=writing)
 
     def _speaker_count(self, key: str) -> int:
         return self.store.registry_count(f"kind = 'speaker' AND user_id = {quote(key)}")
@@ -221,9 +226,37 @@ class StoresAndSpeakers:
         return {"user_id": display, "speaker": name, "status": "removed", "memories_untagged": untagged}
 
 
+def _missing_store(store_id: str) -> NotFoundError:
+    return NotFoundError(
+        f"store '{store_id}' does not exist; create it first with store_create "
+        f"(user_id='{store_id}') or use the built-in 'default' store",
+        user_id=store_id,
+    )
+
+
+def _unregistered(name: str, field: str, *, writing: bool) -> InvalidRequestError | NotFoundError:
+    """A write names an unregistered speaker: 400; a read or removal: 404."""
+    if writing:
+        return InvalidRequestError(
+            f"speaker '{name}' is not registered in this store. Register it first: "
+            f"speaker_register(speaker='{name}'); 'me' (the assistant) needs no registration",
+            field=field,
+            speaker=name,
+        )
+    return NotFoundError(f"speaker '{name}' is not registered in this store", field=field, speaker=name)
+
+
+def _recorded_seq(store_row: dict[str, Any]) -> int:
+    return int(store_row["value"]) if store_row["value"] else 0
+
+
+def _store_row_key(store_id: str) -> str:
+    return f"store:{store_key(store_id)}"
+
+
 def _registry_row(kind: str, key: str, user_key: str, name: str, created_us: int) -> dict[str, Any]:
     return {"key": key, "kind": kind, "user_id": user_key, "name": name, "created_us": created_us, "value": None}
 
 
 def _store_row(store_id: str, created_us: int) -> dict[str, Any]:
-    return _registry_row("store", f"store:{store_key(store_id)}", store_key(store_id), store_id, created_us)
+    return _registry_row("store", _store_row_key(store_id), store_key(store_id), store_id, created_us)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import validation as v
 from .batch import cut_text, parse_items
-from .conversation import Message, parse_messages
+from .conversation import parse_messages
 from .dates import month_bucket, parse_moment
 from .duplicates import is_restatement, restatement_key
 from .errors import ConflictError, InvalidRequestError, NotFoundError
@@ -30,6 +31,16 @@ if TYPE_CHECKING:
     from .embeddings import Embedder, ModelLoader
 
 DEFAULT_CATEGORY = "general"
+T = TypeVar("T")
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _embedding_pool() -> ThreadPoolExecutor:
+    """Threads that embed a write's texts while its checks run (see ``_write_once``)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="wontopos-embed")
+    return _POOL
 
 
 class MemoryWrites(StoresAndSpeakers):
@@ -61,20 +72,18 @@ class MemoryWrites(StoresAndSpeakers):
             "conversation_id": conversation, "role": None,
         }  # fmt: skip
 
-        def check() -> None:
-            self._resolve(user_id)
-            if name is not None:
-                self._require_registered(key, name, writing=True)
+        def decide() -> tuple[str | None, int]:
+            _, _, recorded = self._checked(user_id, [(name, "speaker")])
+            return self._find_duplicate(key, text, name, conversation), self._last_seq(key, recorded)
 
-        def write(embedded: Embedded) -> Written:
-            check()
-            duplicate = self._find_duplicate(key, text, name, conversation)
+        def write(embedded: Embedded, decided: tuple[str | None, int]) -> Written:
+            duplicate, last_seq = decided
             if duplicate is not None:
                 return Written([], _duplicate_answer(display, duplicate))
-            memory_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0])
+            memory_id, rows = self._new_rows(key, memory, embedded.chunks[0], embedded.vectors[0], seq=last_seq + 1)
             return Written(rows, _stored_answer(display, memory_id, name, len(rows)))
 
-        return self._write_once(key, idempotency, [text], check, write)
+        return self._write_once(key, idempotency, [text], decide, write)
 
     # -- idempotent commits --------------------------------------------------------------------
 
@@ -83,26 +92,41 @@ class MemoryWrites(StoresAndSpeakers):
         key: str,
         idem: Idempotency | None,
         texts: list[str],
-        check: Callable[[], object],
-        write: Callable[[Embedded], Written],
+        decide: Callable[[], T],
+        write: Callable[[Embedded, T], Written],
     ) -> dict[str, Any]:
         """Embed ``texts`` and run one memory write, at most once per idempotency key.
 
-        ``check`` (store and speaker) runs before the model is needed; the texts are
-        embedded outside the write lock; ``write`` runs inside it, where it checks again
-        and decides what to write; the commit carries the key with the memories.
+        ``decide`` makes the reads a write depends on (store, speakers, the memory,
+        duplicates, the next sequence number) and refuses a bad call. It runs before
+        the model is needed, while the texts are embedded when the model is loaded, and
+        runs again inside the write lock only if the database changed since (LanceDB
+        table versions, other processes' commits included): a write then costs about
+        its embedding plus one append. ``write`` builds the rows from the embedding
+        and the decision; the commit carries the idempotency key with the memories.
         """
         replay = self._replay(key, idem)
         if replay is not None:
             return replay
-        check()
+        embedding = self._embed_meanwhile(texts)
+        seen = self.store.versions()
+        decided = decide()
         with self._running.guard(key, idem):
-            embedded = self._embed(texts)
+            embedded = embedding.result() if embedding is not None else self._embed(texts)
             with self.store.write_lock():
                 replay = self._replay(key, idem)
                 if replay is not None:
                     return replay
-                return self._commit(key, idem, write(embedded))
+                if self.store.versions() != seen:
+                    decided = decide()
+                return self._commit(key, idem, write(embedded, decided))
+
+    def _embed_meanwhile(self, texts: list[str]) -> Future[Embedded] | None:
+        """Embed on a worker thread when the model is loaded (else the caller waits for
+        it after the checks, which must never wait for the model)."""
+        if not texts or not self.models.ready:
+            return None
+        return _embedding_pool().submit(self._embed, texts)
 
     def _embed(self, texts: list[str]) -> Embedded:
         """Chunk and embed texts in one batch; makes sure the chunks table exists.
@@ -233,13 +257,9 @@ class MemoryWrites(StoresAndSpeakers):
         key, display = self._resolve(user_id)
 
         def check() -> None:
-            self._resolve(user_id)
-            for item in parsed:
-                if item.speaker is not None:
-                    self._require_registered(key, item.speaker, writing=True, field=f"items[{item.index}].speaker")
+            self._checked(user_id, [(item.speaker, f"items[{item.index}].speaker") for item in parsed])
 
-        def write(embedded: Embedded) -> Written:
-            check()
+        def write(embedded: Embedded, _: None) -> Written:
             keys = [(duplicate_key(item.content), restatement_key(item.content)) for item in parsed]
             seen = self._stored_restated(key, sorted(set(keys)))
             seq = self._last_seq(key)
@@ -313,11 +333,9 @@ class MemoryWrites(StoresAndSpeakers):
         key, display = self._resolve(user_id)
 
         def check() -> None:
-            self._resolve(user_id)
-            self._require_all_registered(key, parsed)
+            self._checked(user_id, [(m.speaker, f"messages[{m.index}].name") for m in parsed])
 
-        def write(embedded: Embedded) -> Written:
-            check()
+        def write(embedded: Embedded, _: None) -> Written:
             seq = self._last_seq(key)
             results, rows = [], []
             for message, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
@@ -336,11 +354,6 @@ class MemoryWrites(StoresAndSpeakers):
             return Written(rows, {"user_id": display, "conversation_id": conversation, "results": results})
 
         return self._write_once(key, idempotency, [m.content for m in parsed], check, write)
-
-    def _require_all_registered(self, key: str, messages: list[Message]) -> None:
-        for message in messages:
-            if message.speaker is not None:
-                self._require_registered(key, message.speaker, writing=True, field=f"messages[{message.index}].name")
 
     # -- memories: forget and supersede -----------------------------------------------------------
 
@@ -407,8 +420,7 @@ class MemoryWrites(StoresAndSpeakers):
             self._resolve(user_id)
             return _refuse_superseded(self._memory_row(key, mid))
 
-        def write(embedded: Embedded) -> Written:
-            old = check()
+        def write(embedded: Embedded, old: dict[str, Any]) -> Written:
             memory = {
                 "content": text, "speaker": old["speaker"], "category": old["category"], "event": None,
                 "conversation_id": old["conversation_id"], "role": None,  # a correction, not a turn said
