@@ -14,19 +14,21 @@ stored state are repeated inside the write lock, where they decide.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
 from .conversation import context_line, context_window
-from .dates import format_us, parse_moment
+from .dates import format_us, parse_moment, to_us
 from .errors import InvalidRequestError
 from .idempotency import Running
 from .names import check_speaker
-from .records import memory_record
+from .records import RECORD_FIELDS, memory_record
 from .scope import filter_clauses, in_store, query_without_name, quote, quote_all
 from .writes import MemoryWrites
 
@@ -52,6 +54,7 @@ class MemoryService(MemoryWrites):
         speaker_limit: int = 50,
         clock: Callable[[], datetime] = _utcnow,
         model_wait: float = 20.0,
+        window_cap: int = 1024,
     ) -> None:
         self.store = store
         self.models = models
@@ -59,6 +62,8 @@ class MemoryService(MemoryWrites):
         self.clock = clock
         self.model_wait = model_wait
         self._running = Running()
+        self.window_cap = window_cap  # by_speaker: most rows a time window may hold before it narrows
+        self._spans = _SpanHints()
         store.on_open(self._ensure_default_store)
 
     @classmethod
@@ -136,14 +141,9 @@ class MemoryService(MemoryWrites):
         key, display = self._resolve(user_id)
         self._require_registered(key, name, writing=False)
         said = in_store(key) + f" AND speaker = {quote(name)}"
-        where = said + " AND chunk_idx = 0"
-        if before_us is not None:
-            where += f" AND created_us <= {before_us}"
-        if skip:
-            where += f" AND memory_id NOT IN {quote_all(skip)}"
-        rows = self.store.rows(where, order=(("created_us", False), ("seq", False)), limit=limit + 1)
-        page, has_more = rows[:limit], len(rows) > limit
         chunks = self.store.count(said)
+        rows = self._newest_said(key, name, said, before_us, skip, limit + 1, chunks) if chunks else []
+        page, has_more = rows[:limit], len(rows) > limit
         next_before, next_skip = None, []
         if has_more and page:
             last = page[-1]["created_us"]
@@ -162,6 +162,119 @@ class MemoryService(MemoryWrites):
             "next_before": next_before,
             "next_skip_ids": next_skip,
         }
+
+    def _newest_said(
+        self, key: str, name: str, said: str, before_us: int | None, skip: list[str], want: int, chunks: int
+    ) -> list[dict[str, Any]]:
+        """The speaker's newest ``want`` memories at or before ``before_us``, not in ``skip``.
+
+        Exactly what ``rows(scope, order=(created_us desc, seq desc), limit=want)`` gives,
+        but LanceDB sorts every row its filter matches, and a speaker's whole scope is
+        slow to sort (720 ms for 320k memories at 1M rows). So only a time window
+        ``lower < created_us <= before`` is sorted (just ``lower < created_us`` on a first
+        page: memories may carry future dates).
+
+        Why the window gives the same answer: every row outside it has ``created_us <=
+        lower``, so it is older than every row inside it. When the window holds at least
+        ``want`` rows, its newest ``want`` (ties by seq included: a tie never straddles
+        ``lower``) are therefore the newest ``want`` overall. When it holds fewer, they are
+        the whole answer only once a count has found no row at or below ``lower`` (made
+        after the window was sized, so any row that exists throughout is seen); otherwise
+        the window widens. A window reaching below year 1, where no timestamp is, is
+        dropped for the unbounded query, and so is a window that never settles.
+
+        The window is sized by counting it first (indexes: ~3 ms, growing with the table
+        rows in the time range) before it is sorted (~3 µs per row in it): more than
+        ``window_cap`` rows and it narrows, fewer than ``want`` and it widens (at most
+        ×16, by the density seen), bisecting once both a short and a too-full span are
+        known. It starts from the span that served this speaker last (first page and later
+        pages apart; a later page's scaled to hold about ``window_cap // 8`` rows), else
+        from a day. That memory is a hint only: another process may have written or
+        deleted since; correctness never rests on it.
+        """
+        first_page = before_us is None
+        skip_clause = f" AND memory_id NOT IN {quote_all(skip)}" if skip else ""
+        scope = said + " AND chunk_idx = 0" + skip_clause
+        cap, target = self.window_cap, max(1, self.window_cap // 8)
+        if first_page and chunks <= cap:  # few rows: sorting them all is cheap
+            rows = self._newest_first(scope, want)
+            self._guess_later_span(key, name, rows, target)
+            return rows
+        upper = "" if first_page else f" AND created_us <= {before_us}"
+        anchor = self._now_us() if before_us is None else before_us
+        hint_key = (key, name, first_page)
+        span = self._spans.get(hint_key) or _COLD_SPAN_US
+        short, short_n, big = 0, -1, None  # widest span known short (its count), narrowest known too full
+        older_known = False  # a count found rows below a short window that its widening has not reached yet
+        for _ in range(_WINDOW_STEPS):
+            lower = anchor - span
+            if lower < _FLOOR_US:
+                break
+            window = scope + upper + f" AND created_us > {lower}"
+            n = self.store.count(window)
+            if n > cap and span - short > 1:
+                big = span
+                span = _between(short, big) if short else max(1, min(span // 2, span * target // n))
+                continue
+            if n > short_n:
+                older_known = False
+            # Fewer than want and the last widening found none more: perhaps all there is.
+            # (A first page's empty window is not: the speaker has memories somewhere.)
+            settled = big is None and n <= short_n and not older_known and not (first_page and n == 0)
+            if n >= want or settled:
+                if n < want and self.store.count(scope + f" AND created_us <= {lower}"):
+                    older_known = True
+                else:
+                    rows = self._newest_first(window, want)
+                    if len(rows) >= want:
+                        self._remember_span(hint_key, span, n, rows, target)
+                        return rows
+                    if n < want or not self.store.count(scope + f" AND created_us <= {lower}"):
+                        return rows
+                    n = len(rows)  # rows went away since the count: keep looking
+            found_more = n > short_n
+            short, short_n = span, n
+            if big is not None:
+                span = _between(short, big)
+            elif n == 0 or not found_more:
+                span *= _GROWTH
+            else:  # as many times wider as the rows seen are short of a full window, assuming even density
+                span *= min(_GROWTH, max(2, -(-max(target, want) // n)))
+        if big is not None:
+            rows = self._newest_first(scope + upper + f" AND created_us > {anchor - big}", want)
+            if len(rows) >= want:
+                return rows
+        return self._newest_first(scope + upper, want)
+
+    def _newest_first(self, where: str, limit: int) -> list[dict[str, Any]]:
+        """A page's rows: record fields only (each column costs about a millisecond at 1M rows)."""
+        order = (("created_us", False), ("seq", False))
+        return self.store.rows(where, columns=(*RECORD_FIELDS, "seq"), order=order, limit=limit)
+
+    def _remember_span(
+        self, hint_key: tuple[str, str, bool], span: int, n: int, rows: list[dict[str, Any]], target: int
+    ) -> None:
+        """Keep the span that served this page as the next page's starting window.
+
+        A first page's window is anchored at now, and the gap from now to a speaker's
+        newest memory is no guide to the density further back, so it is kept as it was.
+        A later page's span is scaled to hold about ``target`` rows.
+        """
+        key, name, first_page = hint_key
+        if first_page:
+            self._spans.put(hint_key, span)
+            self._guess_later_span(key, name, rows, target)
+        else:
+            scaled = span * target // max(1, n)
+            self._spans.put(hint_key, max(_MIN_HINT_US, span // _GROWTH, min(span * _GROWTH, scaled)))
+
+    def _guess_later_span(self, key: str, name: str, rows: list[dict[str, Any]], target: int) -> None:
+        """The later pages' first span, if none is known yet: from the older half of a first page."""
+        if len(rows) < 2:
+            return
+        half = len(rows) // 2
+        per_row = (rows[half]["created_us"] - rows[-1]["created_us"]) / max(1, len(rows) - 1 - half)
+        self._spans.put((key, name, False), max(_MIN_HINT_US, int(per_row * target)), replace=False)
 
     def memory_recall(
         self, query: Any, limit: Any = 10, context_limit: Any = 10, user_id: Any = None
@@ -211,6 +324,49 @@ class MemoryService(MemoryWrites):
             "count": len(page),
             "next_cursor": str(page[-1]["seq"]) if more else None,
         }
+
+
+# -- by_speaker's window (MemoryService._newest_said) ----------------------------------------------
+
+_COLD_SPAN_US = 86_400_000_000  # a day: the first window for a speaker not seen yet
+_GROWTH = 16  # most a window widens (or narrows, going by density) in one step
+_WINDOW_STEPS = 24  # counts before giving up on windows (bisection halves a range per step)
+_MIN_HINT_US = 1_000
+_FLOOR_US = to_us(datetime(1, 1, 1, tzinfo=timezone.utc))  # no timestamp is older (SPEC dates: years 0001-9999)
+
+
+def _between(short: int, big: int) -> int:
+    """A span between a known-short and a known-too-full one (geometric while far apart)."""
+    if big - short <= 1:
+        return big
+    middle = math.isqrt(short * big) if short and big > 4 * short else (short + big) // 2
+    return min(big - 1, max(short + 1, middle))
+
+
+class _SpanHints:
+    """Per (store, speaker, first page or not): the window span to try first. Bounded, thread-safe."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._spans: OrderedDict[tuple[str, str, bool], int] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, bool]) -> int | None:
+        with self._lock:
+            span = self._spans.get(key)
+            if span is not None:
+                self._spans.move_to_end(key)
+            return span
+
+    def put(self, key: tuple[str, str, bool], span: int, *, replace: bool = True) -> None:
+        with self._lock:
+            if not replace and key in self._spans:
+                return
+            self._spans[key] = span
+            self._spans.move_to_end(key)
+            while len(self._spans) > self._size:
+                self._spans.popitem(last=False)
+
 
 def _turn(row: dict[str, Any]) -> dict[str, Any]:
     turn: dict[str, Any] = {"role": row["role"], "content": row["content"]}
