@@ -102,23 +102,30 @@ def _with_memory_fields(store: "Store", ranked: list[Candidate]) -> list[tuple[d
     """The winners' memory rows, best first, with their cosine similarity."""
     if not ranked:
         return []
-    wanted = {c.row["memory_id"]: c.row["_rowid"] for c in ranked}
+    wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
     rows = _fetch(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS)
-    return [(rows[c.row["memory_id"]], c.dense) for c in ranked if c.row["memory_id"] in rows]
+    return [(rows[c.row["memory_id"]][0], c.dense) for c in ranked if c.row["memory_id"] in rows]
 
 
-def _fetch(store: "Store", store_key: str, wanted: dict[str, int], columns: tuple[str, ...]) -> dict[str, dict[str, Any]]:
-    """Rows of these memories (memory id -> row id of one of its chunks, as a query gave
-    it a moment ago) read by row id, ~5x faster than by a filter at 1M rows; each is
-    checked, and the few that moved (compaction) or went (a delete) since are looked up
-    by memory id instead."""
+def _fetch(
+    store: "Store", store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...]
+) -> dict[str, list[dict[str, Any]]]:
+    """Chunk rows of these memories (memory id -> row ids of its chunks, as a query gave
+    them a moment ago) read by row id, ~5x faster than by a filter at 1M rows. Each row
+    is checked; a memory any of whose rows moved (compaction) or went (a delete) since
+    is looked up by its id instead (all its chunks)."""
     columns = columns if "memory_id" in columns else (*columns, "memory_id")
-    taken = store.take(list(wanted.values()), columns)
-    found = {mid: taken[rid] for mid, rid in wanted.items() if taken.get(rid, {}).get("memory_id") == mid}
+    taken = store.take([rid for rids in wanted.values() for rid in rids], columns)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for mid, rids in wanted.items():
+        rows = [taken.get(rid) for rid in rids]
+        if all(row is not None and row["memory_id"] == mid for row in rows):
+            found[mid] = rows  # type: ignore[assignment]
     missing = [mid for mid in wanted if mid not in found]
     if missing:
-        where = f"user_id = {quote(store_key)} AND chunk_idx = 0 AND memory_id IN {quote_all(missing)}"
-        found.update((row["memory_id"], row) for row in store.rows(where, columns=columns))
+        where = f"user_id = {quote(store_key)} AND memory_id IN {quote_all(missing)}"
+        for row in store.rows(where, columns=columns):
+            found.setdefault(row["memory_id"], []).append(row)
     return found
 
 
@@ -184,8 +191,9 @@ def _neighbours(store: "Store", vector: Any, candidates: dict[str, Candidate]) -
     candidates join as out-of-scope candidates scored by cosine alone (their BM25 is
     unknown: counted as none).
 
-    Two small reads: the ids and order of the memories in the stretches of write order
-    around the candidates (no vectors), then the vectors of the few neighbours used.
+    Two small reads: the ids, order and row ids of the chunks in the stretches of write
+    order around the candidates (no vectors), then, by row id, the vectors of the few
+    neighbours used.
     """
     in_scope = [c for c in candidates.values() if c.in_scope]
     if not in_scope:
@@ -196,13 +204,15 @@ def _neighbours(store: "Store", vector: Any, candidates: dict[str, Candidate]) -
     # from using the seq index (a full scan, ~250 ms at 1M rows); rows of other
     # conversations are told apart here instead.
     windows = " OR ".join(f"(seq >= {low} AND seq <= {high})" for low, high in spans)
-    where = f"user_id = {quote(store_key)} AND chunk_idx = 0 AND NOT superseded AND ({windows})"
+    where = f"user_id = {quote(store_key)} AND NOT superseded AND ({windows})"
     lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
-    row_ids: dict[str, int] = {}
-    columns = ("memory_id", "conversation_id", "seq")
+    row_ids: dict[str, list[int]] = {}  # every chunk: a neighbour scores by its best one
+    columns = ("memory_id", "conversation_id", "seq", "chunk_idx")
     for row in store.rows(where, columns=columns, order=(("seq", True),), row_ids=True):
-        lines.setdefault((row["conversation_id"], _span_of(spans, row["seq"])), []).append((row["seq"], row["memory_id"]))
-        row_ids[row["memory_id"]] = row["_rowid"]
+        row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])
+        if row["chunk_idx"] == 0:
+            line = lines.setdefault((row["conversation_id"], _span_of(spans, row["seq"])), [])
+            line.append((row["seq"], row["memory_id"]))
     found: dict[str, list[tuple[int, str]]] = {}
     for c in in_scope:
         line = lines.get((c.row["conversation_id"], _span_of(spans, c.row["seq"])), [])
@@ -238,11 +248,15 @@ def _merged_spans(seqs: list[int]) -> list[tuple[int, int]]:
     return spans
 
 
-def _neighbour_candidates(store: "Store", vector: Any, store_key: str, wanted: dict[str, int]) -> dict[str, Candidate]:
-    """Neighbours as out-of-scope candidates, their cosine taken on their first chunk."""
+def _neighbour_candidates(
+    store: "Store", vector: Any, store_key: str, wanted: dict[str, list[int]]
+) -> dict[str, Candidate]:
+    """Neighbours as out-of-scope candidates, scored by their best chunk's cosine."""
     found: dict[str, Candidate] = {}
-    for mid, row in _fetch(store, store_key, wanted, (*_KEYS, "vector")).items():
-        found[mid] = Candidate(row, float(np.dot(vector, row.pop("vector"))), in_scope=False)
+    for mid, rows in _fetch(store, store_key, wanted, (*_KEYS, "vector")).items():
+        best = max(rows, key=lambda row: float(np.dot(vector, row["vector"])))
+        similarity = float(np.dot(vector, best.pop("vector")))
+        found[mid] = Candidate(best, similarity, in_scope=False)
     return found
 
 

@@ -112,9 +112,7 @@ class MemoryService(MemoryWrites):
         limit = v.integer(limit, field="limit", low=5, high=20)
         scope_filters = filter_clauses(filters)
         include_superseded = v.boolean(include_superseded, field="include_superseded")
-        key, display = self._resolve(user_id)
-        if name is not None:
-            self._require_registered(key, name, writing=False)
+        key, display, _ = self._checked(user_id, [(name, "speaker")], writing=False)
         where = " AND ".join(
             [in_store(key)]
             + ([f"speaker = {quote(name)}"] if name is not None else [])
@@ -138,8 +136,7 @@ class MemoryService(MemoryWrites):
         limit = v.integer(limit, field="limit", low=5, high=20)
         before_us = None if before is None else parse_moment(before, field="before")[0]
         skip = [] if skip_ids is None else v.string_list(skip_ids, field="skip_ids", max_items=v.MAX_SKIP_IDS)
-        key, display = self._resolve(user_id)
-        self._require_registered(key, name, writing=False)
+        key, display, _ = self._checked(user_id, [(name, "speaker")], writing=False)
         said = in_store(key) + f" AND speaker = {quote(name)}"
         chunks = self.store.count(said)
         rows = self._newest_said(key, name, said, before_us, skip, limit + 1, chunks) if chunks else []
