@@ -1,7 +1,7 @@
 """Synthetic scale benchmark: 10k and 100k memories (1M with ``--sizes 10000,100000,1000000``).
 
 One fresh database per size, with the store's production thresholds
-(``flat_search_max`` 20,000 chunk rows, IVF_SQ index from 50,000 rows). The stores and
+(``flat_search_max`` 5,000 chunk rows, IVF_SQ index from 50,000 rows). The stores and
 speakers are registered through the service; the memories are NOT embedded one by one:
 rows with every field ``memory_add`` writes (``service._new_rows``) are generated in bulk
 and written straight into the chunks table with ``table.add`` (pyarrow, 100k rows per
@@ -268,7 +268,7 @@ def vector_index(store: Store) -> str:
 def path_of(store: Store, rows_in_scope: int) -> str:
     indexed = vector_index(store) != "none"
     if rows_in_scope > store.flat_search_max and indexed:
-        return "IVF_SQ index (refine 10)"
+        return "IVF_SQ index (refined)"
     return "flat (exact)"
 
 

@@ -113,6 +113,9 @@ class MemoryWrites(StoresAndSpeakers):
         decided = decide()
         with self._running.guard(key, idem):
             embedded = embedding.result() if embedding is not None else self._embed(texts)
+            if texts:  # only now: a call refused by its checks leaves no trace
+                embedder = self._embedder()
+                self.store.chunks(embedder.model_id, embedder.dim)
             with self.store.write_lock():
                 replay = self._replay(key, idem)
                 if replay is not None:
@@ -129,12 +132,10 @@ class MemoryWrites(StoresAndSpeakers):
         return _embedding_pool().submit(self._embed, texts)
 
     def _embed(self, texts: list[str]) -> Embedded:
-        """Chunk and embed texts in one batch; makes sure the chunks table exists.
-        No texts need no model."""
+        """Chunk and embed texts in one batch. No texts need no model."""
         if not texts:
             return Embedded([], [])
         embedder = self._embedder()
-        self.store.chunks(embedder.model_id, embedder.dim)
         chunked = [chunk_text(t, embedder.max_chars) for t in texts]
         flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
         vectors, at = [], 0
