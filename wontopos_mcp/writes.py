@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,15 +31,6 @@ if TYPE_CHECKING:
 
 DEFAULT_CATEGORY = "general"
 T = TypeVar("T")
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _embedding_pool() -> ThreadPoolExecutor:
-    """Threads that embed a write's texts while its checks run (see ``_write_once``)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="wontopos-embed")
-    return _POOL
 
 
 class MemoryWrites(StoresAndSpeakers):
@@ -99,21 +89,21 @@ class MemoryWrites(StoresAndSpeakers):
 
         ``decide`` makes the reads a write depends on (store, speakers, the memory,
         duplicates, the next sequence number) and refuses a bad call. It runs before
-        the model is needed, while the texts are embedded when the model is loaded, and
-        runs again inside the write lock only if the database changed since (LanceDB
-        table versions, other processes' commits included): a write then costs about
-        its embedding plus one append. ``write`` builds the rows from the embedding
-        and the decision; the commit carries the idempotency key with the memories.
+        the model is needed, and runs again inside the write lock only if the database
+        changed since (LanceDB table versions, other processes' commits included), so
+        the lock is held for little more than the append. (Embedding on another thread
+        meanwhile was measured slower on two cores: onnxruntime already uses both.)
+        ``write`` builds the rows from the embedding and the decision; the commit
+        carries the idempotency key with the memories.
         """
         replay = self._replay(key, idem)
         if replay is not None:
             return replay
-        embedding = self._embed_meanwhile(texts)
         seen = self.store.versions()
         decided = decide()
         with self._running.guard(key, idem):
-            embedded = embedding.result() if embedding is not None else self._embed(texts)
-            if texts:  # only now: a call refused by its checks leaves no trace
+            embedded = self._embed(texts)
+            if texts:  # the table the rows go to (made once, on the first write)
                 embedder = self._embedder()
                 self.store.chunks(embedder.model_id, embedder.dim)
             with self.store.write_lock():
@@ -123,13 +113,6 @@ class MemoryWrites(StoresAndSpeakers):
                 if self.store.versions() != seen:
                     decided = decide()
                 return self._commit(key, idem, write(embedded, decided))
-
-    def _embed_meanwhile(self, texts: list[str]) -> Future[Embedded] | None:
-        """Embed on a worker thread when the model is loaded (else the caller waits for
-        it after the checks, which must never wait for the model)."""
-        if not texts or not self.models.ready:
-            return None
-        return _embedding_pool().submit(self._embed, texts)
 
     def _embed(self, texts: list[str]) -> Embedded:
         """Chunk and embed texts in one batch. No texts need no model."""
@@ -186,15 +169,16 @@ class MemoryWrites(StoresAndSpeakers):
 
         Every restatement, exact or near-verbatim, has the text's restatement key
         (``duplicates.restatement_key``), so one indexed equality lookup finds them all;
-        no vector search, and no candidate missed. The normalised key is matched too:
-        rows written before the restatement key carry their ``dup_key`` in its place
-        (``Store._upgrade``), so exact restatements of them are still found. ``_restates``
-        still compares the texts and applies the conversation rule.
+        no vector search, and no candidate missed. The normalised key is looked for in
+        the same column: rows written before the restatement key carry their ``dup_key``
+        there (``Store._upgrade``), so exact restatements of them are still found (one
+        indexed column rather than an OR of two: ~5.5 -> ~4.5 ms at 1M rows).
+        ``_restates`` still compares the texts and applies the conversation rule.
         """
-        dk, rk = quote(duplicate_key(text)), quote(restatement_key(text))
+        keys = quote_all([restatement_key(text), duplicate_key(text)])
         where = (
             in_store(key) + " AND NOT superseded AND " + speaker_is(name)
-            + f" AND chunk_idx = 0 AND (dup_key = {dk} OR restate_key = {rk})"
+            + f" AND chunk_idx = 0 AND restate_key IN {keys}"
         )  # fmt: skip
         for row in self.store.rows(where, columns=("memory_id", "content", "conversation_id")):
             if _restates(text, conversation, row):
