@@ -132,6 +132,16 @@ def chunk_schema(dim: int) -> Any:
     )
 
 
+def _indexes_on(column: str, indexes: Any) -> list[Any]:
+    """The indexes (of ``list_indices()``, sync or async) on exactly ``column``."""
+    return [index for index in indexes if index.columns == [column]]
+
+
+def _stale_user_id_indexes(table: Any) -> list[str]:
+    """Names of user_id indexes that are not the bitmap (B-trees of earlier versions)."""
+    return [index.name for index in _indexes_on("user_id", table.list_indices()) if index.index_type != "Bitmap"]
+
+
 class ModelMismatch(RuntimeError):
     """The database was built with another embedding model (a start-up error)."""
 
@@ -361,16 +371,14 @@ class Store:
         near-verbatim detection against them is lost)."""
         from lancedb.index import Bitmap, BTree
 
-        stale = [i.name for i in table.list_indices() if i.columns == ["user_id"] and i.index_type != "Bitmap"]
-        missing = "restate_key" not in table.schema.names
-        if not stale and not missing:
+        if not _stale_user_id_indexes(table) and "restate_key" in table.schema.names:
             return
         with self.write_lock():
             table.checkout_latest()
             if "restate_key" not in table.schema.names:
                 table.add_columns({"restate_key": "dup_key"})
                 table.create_index("restate_key", config=BTree())
-            for name in [i.name for i in table.list_indices() if i.columns == ["user_id"] and i.index_type != "Bitmap"]:
+            for name in _stale_user_id_indexes(table):
                 table.drop_index(name)
                 table.create_index("user_id", config=Bitmap(), replace=True)
 
@@ -526,7 +534,7 @@ class Store:
 
     async def _has_vector_index(self, table: Any) -> bool:
         if not self._indexed:
-            self._indexed = any(index.columns == ["vector"] for index in await table.list_indices())
+            self._indexed = bool(_indexes_on("vector", await table.list_indices()))
         return self._indexed
 
     # -- chunk writes (call inside write_lock) ----------------------------------------------
@@ -604,7 +612,7 @@ class Store:
         from lancedb.index import IvfSq
 
         rows = table.count_rows()
-        has_index = any(index.columns == ["vector"] for index in table.list_indices())
+        has_index = bool(_indexes_on("vector", table.list_indices()))
         if not has_index and rows < self.vector_index_min_rows:
             return
         record = self.registry_rows(f"key = {sql_str(_VECTOR_INDEX_KEY)}")
