@@ -103,9 +103,6 @@ class MemoryWrites(StoresAndSpeakers):
         decided = decide()
         with self._running.guard(key, idem):
             embedded = self._embed(texts)
-            if texts:  # the table the rows go to (made once, on the first write)
-                embedder = self._embedder()
-                self.store.chunks(embedder.model_id, embedder.dim)
             with self.store.write_lock():
                 replay = self._replay(key, idem)
                 if replay is not None:
@@ -115,10 +112,12 @@ class MemoryWrites(StoresAndSpeakers):
                 return self._commit(key, idem, write(embedded, decided))
 
     def _embed(self, texts: list[str]) -> Embedded:
-        """Chunk and embed texts in one batch. No texts need no model."""
+        """Chunk and embed texts in one batch; makes sure the chunks table exists (after
+        the write's checks passed: a refused call leaves no trace). No texts need no model."""
         if not texts:
             return Embedded([], [])
         embedder = self._embedder()
+        self.store.chunks(embedder.model_id, embedder.dim)
         chunked = [chunk_text(t, embedder.max_chars) for t in texts]
         flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
         vectors, at = [], 0
