@@ -36,7 +36,6 @@ MEMORY_FIELDS = (
     "event_date", "event_us", "when_us", "time_bucket", "category", "importance",
     "superseded", "superseded_by", "conversation_id", "role", "dup_key", "restate_key",
 )  # fmt: skip
-_OPTIMIZE_EVERY = 20  # writes between maintenance runs: fragments slow every read
 META_FILE = "wontopos.json"
 _VECTOR_INDEX_KEY = "index:vector"  # registry row: table size when the vector index was last built
 _REINDEX_GROWTH = 10
@@ -159,13 +158,22 @@ class Store:
     database opened on first use, so a server can answer ``tools/list`` first.
     """
 
-    def __init__(self, uri: str, *, flat_search_max: int = 5_000, vector_index_min_rows: int = 50_000) -> None:
+    def __init__(
+        self,
+        uri: str,
+        *,
+        flat_search_max: int = 5_000,
+        vector_index_min_rows: int = 50_000,
+        retain: timedelta | None = None,
+    ) -> None:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
-        arguments so a test can cross them with a few hundred rows."""
+        arguments so a test can cross them with a few hundred rows. ``retain``: how long
+        old versions are kept for readers (``maintenance.RETAIN``)."""
         self.uri = uri
         self.flat_search_max = flat_search_max
         self.vector_index_min_rows = vector_index_min_rows
+        self.retain = retain
         self._remote = is_remote(uri)
         self._thread_lock = threading.RLock()
         self._file_lock: Any = None
@@ -181,7 +189,6 @@ class Store:
         self._cache_lock = threading.Lock()
         self._on_open: list[Callable[[], None]] = []
         self._ready = False  # set only once the registry is open and the hooks have run
-        self._writes = 0
 
     def on_open(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` once, right after the database is first opened."""
@@ -586,21 +593,32 @@ class Store:
         return top
 
     def _after_write(self, table: Any = None) -> None:
-        """Maintain now and then, inside the write lock (see ``maintain``)."""
-        self._writes += 1
-        if self._writes % _OPTIMIZE_EVERY == 0:
-            self.maintain(table)
+        """Upkeep after a commit, inside the write lock, decided from the table's state
+        (``maintenance``): whichever process writes keeps the database healthy."""
+        from .maintenance import maintain
+
+        table = table if table is not None else self._registry
+        try:
+            done = maintain(table, retain=self.retain)
+            if table is not self._registry and (done["compacted"] or done["indexed"]):
+                self._index_vectors(table)
+        except Exception:  # housekeeping: the next commit decides again
+            log.warning("table upkeep skipped", exc_info=True)
 
     def maintain(self, table: Any | None = None) -> None:
-        """Compact fragments and bring every index up to date, in both tables (old
-        versions are kept an hour, as other processes may still read them), and build
-        the vector index once the table is large enough. Call inside the write lock."""
+        """Bring both tables fully up to date now: one fragment each, every index
+        current, the vector index built once the table is large enough, old versions
+        removed once no reader can need them. Call inside the write lock. (Commits run
+        the cheaper tiered upkeep of ``maintenance`` instead.)"""
+        from .maintenance import RETAIN
+
+        retain = RETAIN if self.retain is None else self.retain
         table = table if table is not None else self.existing_chunks()
         try:
             if table is not None:
                 self._index_vectors(table)
-                table.optimize(cleanup_older_than=timedelta(hours=1))
-            self.registry.optimize(cleanup_older_than=timedelta(hours=1))
+                table.optimize(cleanup_older_than=retain)
+            self.registry.optimize(cleanup_older_than=retain)
         except Exception:  # housekeeping: a lost commit race is retried next time
             log.warning("index maintenance skipped", exc_info=True)
 

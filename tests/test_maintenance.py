@@ -1,0 +1,194 @@
+"""Upkeep keeps a database small and fast whatever the number or lifetime of the processes
+writing it (``maintenance``): tiered compaction, index updates, old versions removed.
+
+The policy is checked on its own (pure functions over fragment sizes), then on real
+databases: one written by 30 short-lived processes of 20 writes each must stay within
+3x its compacted size (the issue's disk target) with every memory there exactly once,
+and rows not yet in the indexes must still be found by every kind of read.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp_support import server_env
+
+from wontopos_mcp import maintenance
+from wontopos_mcp.maintenance import FAN_IN, TIER_BASE, Fragment, index_due, merge_run, tier
+
+pytest_plugins = ("core_fixtures",)
+
+
+def simulate(appends: list[int]) -> tuple[list[int], int]:
+    """Fragment sizes after appending ``appends`` rows one commit at a time, running the
+    policy after each commit as the store does; and the rows rewritten in all."""
+    sizes: list[int] = []
+    rewritten = 0
+    for rows in appends:
+        sizes.append(rows)
+        merge = merge_run([Fragment(i, n, 0) for i, n in enumerate(sizes)])
+        if merge:
+            start, end = merge[0], merge[-1] + 1
+            assert merge == list(range(start, end)), "a merge is one contiguous stretch"
+            rewritten += sum(sizes[start:end])
+            sizes[start:end] = [sum(sizes[start:end])]
+    return sizes, rewritten
+
+
+def test_tiers_grow_by_the_fan_in():
+    assert [tier(n) for n in (0, 1, TIER_BASE - 1, TIER_BASE, TIER_BASE * FAN_IN - 1, TIER_BASE * FAN_IN)] == [
+        0, 0, 0, 1, 1, 2
+    ]  # fmt: skip
+
+
+def test_single_row_commits_rewrite_each_row_a_logarithmic_number_of_times():
+    n = 20_000
+    sizes, rewritten = simulate([1] * n)
+    assert sum(sizes) == n
+    levels = tier(n) + 1
+    # Tier 0 merges its own output again until it passes TIER_BASE (at most
+    # TIER_BASE / FAN_IN times per row); every higher tier rewrites a row once.
+    assert rewritten <= n * (TIER_BASE // FAN_IN + levels)
+    # A full compaction per 20 writes (the old policy) would have rewritten ~n²/40 rows.
+    assert rewritten < n * n / 40 / 50
+
+
+@pytest.mark.parametrize("batch", [1, 7, 100, 1000])
+def test_the_fragment_count_stays_bounded_by_tiers(batch: int):
+    sizes, _ = simulate([batch] * (30_000 // batch))
+    levels = tier(30_000) + 1
+    assert len(sizes) <= 2 * FAN_IN * levels, sizes
+
+
+def test_a_large_fragment_is_never_rewritten_for_a_few_small_ones():
+    big = TIER_BASE * FAN_IN**3
+    fragments = [Fragment(0, big, 0), *(Fragment(i, 1, 0) for i in range(1, FAN_IN + 1))]
+    assert merge_run(fragments) == list(range(1, FAN_IN + 1))
+
+
+def test_a_fragment_with_many_deleted_rows_is_rewritten_alone():
+    fragments = [Fragment(0, 5000, 0), Fragment(1, 800, 200), Fragment(2, 3, 0)]
+    assert merge_run(fragments) == [1]
+    assert merge_run([Fragment(0, 5000, 10)]) == []
+
+
+def test_indexes_fold_new_rows_in_by_share_of_the_table_within_bounds():
+    assert not index_due(maintenance.INDEX_LAG_MIN - 1, 0)
+    assert index_due(maintenance.INDEX_LAG_MIN, 0)
+    assert not index_due(1000, 100_000)  # 1/16 of 100k is 6,250, capped at INDEX_LAG_MAX
+    assert index_due(maintenance.INDEX_LAG_MAX, 10**8)
+
+
+# -- real databases -------------------------------------------------------------------------
+
+WRITER = """
+import sys
+from wontopos_mcp import Memory
+proc = int(sys.argv[1])
+with Memory(db=sys.argv[2]) as mem:
+    for i in range(int(sys.argv[3])):
+        mem.add(f"Process {proc} noted item {i}: the parcel for flat {proc * 100 + i} arrives on day {i}.",
+                user_id="many")
+"""
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def compacted_bytes(path: Path, scratch: Path) -> int:
+    """The floor: a copy with every table compacted and every old version removed."""
+    import lancedb
+
+    copy = scratch / "floor"
+    shutil.copytree(path, copy)
+    db = lancedb.connect(str(copy))
+    for name in db.list_tables().tables:
+        db.open_table(name).optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    return disk_bytes(copy)
+
+
+def test_thirty_short_lived_processes_keep_the_database_within_three_times_its_floor(
+    tmp_path: Path, model_cache: Any, embedder: Any, make_service: Any
+) -> None:
+    """Each process lives for 20 writes (a host's short stdio session, a CLI call): no
+    counter inside a process could ever reach a maintenance round; the table's own state
+    must. Two run at a time, sharing the database through its lock."""
+    db = tmp_path / "db"
+    make_service(db=db).store_create("many")
+    env = {**server_env(model_cache), "WONTOPOS_LOG_LEVEL": "error"}
+    processes, writes = 30, 20
+
+    def write(proc: int) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-c", WRITER, str(proc), str(db), str(writes)]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(write, range(processes)))
+    assert [r.returncode for r in results] == [0] * processes, [r.stderr[-2000:] for r in results if r.returncode]
+    size, floor = disk_bytes(db), compacted_bytes(db, tmp_path)
+    assert size <= 3 * floor, f"{size / 1e6:.1f} MB on disk against a {floor / 1e6:.1f} MB floor"
+
+    service = make_service(db=db)
+    contents = [m["content"] for m in _all_memories(service, "many")]
+    assert len(contents) == processes * writes
+    assert len(set(contents)) == processes * writes
+    import lance
+
+    fragments = lance.dataset(str(db / "chunks.lance")).get_fragments()
+    assert len(fragments) <= 2 * FAN_IN * (tier(processes * writes) + 1)
+
+
+def _all_memories(service: Any, user_id: str) -> list[dict[str, Any]]:
+    memories, cursor = [], None
+    while True:
+        page = service.memory_list(limit=500, cursor=cursor, user_id=user_id)
+        memories += page["memories"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return memories
+
+
+def test_rows_outside_the_indexes_are_found_by_every_read(service: Any) -> None:
+    """Indexes lag the table by up to ``index_due``'s share; the newest rows are then
+    read by a scan beside the index, and must be found as if indexed."""
+    service.speaker_register("Bob")
+    for i in range(maintenance.INDEX_LAG_MIN + 5):
+        service.memory_add(f"Routine entry {i} about the garden hose and the tomatoes.")
+    newest = service.memory_add("Bob said the zeppelin tickets are booked for Thursday.", speaker="Bob")
+    import lance
+
+    dataset = lance.dataset(str(Path(service.store.uri) / "chunks.lance"))
+    outside, _ = maintenance.unindexed_rows(dataset, maintenance.fragments_of(dataset))
+    assert outside > 0, "the newest rows should still be outside the indexes"
+    found = service.memory_search("zeppelin tickets", speaker="Bob", limit=5)["memories"]
+    assert [m["id"] for m in found] == [newest["id"]]
+    assert service.by_speaker("Bob")["memories"][0]["id"] == newest["id"]
+    assert service.memory_get(newest["id"])["memory"]["content"].startswith("Bob said")
+    again = service.memory_add("Bob said the zeppelin tickets are booked for Thursday.", speaker="Bob")
+    assert again["status"] == "duplicate" and again["duplicate_of"] == newest["id"]
+
+
+def test_upkeep_removes_versions_older_than_the_retention(tmp_path: Path, embedder: Any) -> None:
+    """With no retention (a store argument, so a test need not wait), each cleanup round
+    leaves only the versions committed since the previous one."""
+    from wontopos_mcp.embeddings import ModelLoader
+    from wontopos_mcp.service import MemoryService
+    from wontopos_mcp.store import Store
+
+    service = MemoryService(Store(str(tmp_path / "db"), retain=timedelta(0)), ModelLoader.of(embedder))
+    for i in range(3 * maintenance.CLEANUP_EVERY):
+        service.memory_add(f"Entry number {i} in the long diary of the lighthouse keeper.")
+    import lance
+
+    versions = [v["version"] for v in lance.dataset(str(tmp_path / "db" / "chunks.lance")).versions()]
+    assert len(versions) <= maintenance.CLEANUP_EVERY + 1, versions
+    assert versions[-1] >= 3 * maintenance.CLEANUP_EVERY
+    service.close()
