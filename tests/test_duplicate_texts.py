@@ -41,9 +41,9 @@ def test_the_pairs_that_differ_in_a_word_that_is_no_filler_are_stored():
 
 # The held-out set was written before SPEC's stricter rule and counts articles, particles,
 # sentence-final and polite endings and unpunctuated discourse words ("Pues mi hermana…",
-# "其实我…") as restatements; SPEC stores them. 50/80 measured with issue 9's rule (64/80
+# "其实我…") as restatements; SPEC stores them. 52/80 measured with issue 9's rule (64/80
 # before, when function words and light stems were set aside): the floor is that value.
-@pytest.mark.parametrize("name, floor", [("duplicates.json", 1.0), ("duplicates_heldout.json", 50 / 80)])
+@pytest.mark.parametrize("name, floor", [("duplicates.json", 1.0), ("duplicates_heldout.json", 52 / 80)])
 def test_restatements_are_caught(name, floor):
     pairs = _pairs(name, "restatements")
     caught = sum(is_restatement(b, a) for _, a, b in pairs)
