@@ -16,9 +16,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wontopos_mcp.duplicates import is_restatement, restatement_key
+from wontopos_mcp.duplicates import _FILLER_PHRASES, _FILLERS, is_restatement, restatement_key
 from wontopos_mcp.scope import in_store
 from wontopos_mcp.service import MemoryService
+from wontopos_mcp.text import duplicate_key
 
 pytest_plugins = ("core_fixtures",)
 
@@ -26,14 +27,15 @@ DATA = Path(__file__).parent / "data"
 
 
 def _sets() -> dict[str, list[tuple[str, str]]]:
-    """Every [stored, new] pair of both data files, by language (restatements and changes)."""
+    """Every [stored, new] pair of both data files, by language (restatements, changes, rewordings)."""
     by_lang: dict[str, list[tuple[str, str]]] = {}
     for name in ("duplicates.json", "duplicates_heldout.json"):
         raw = json.loads((DATA / name).read_text(encoding="utf-8"))
         for lang, sets in raw.items():
             if not lang.startswith("_"):
                 pairs = by_lang.setdefault(lang, [])
-                pairs.extend((a, b) for kind in ("restatements", "changes") for a, b in sets[kind])
+                kinds = ("restatements", "changes", "rewordings")
+                pairs.extend((a, b) for kind in kinds for a, b in sets.get(kind, []))
     return by_lang
 
 
@@ -60,7 +62,7 @@ def test_every_two_texts_of_a_language_have_one_key_exactly_when_one_restates_th
                 if not _agree(a, b):
                     disagree.append((lang, a, b))
     assert disagree == []
-    assert restated >= 90  # not vacuous: 95 pairs restate each other today (31 dev + 64 held-out)
+    assert restated >= 85  # not vacuous: 87 pairs restate each other (29 dev + 52 held-out pairs, shared texts)
 
 
 def _full_width(text: str) -> str:
@@ -98,9 +100,9 @@ def _change_digit(text: str, at: int) -> str:
     return text[:i] + str((int(text[i]) + 1) % 10) + text[i + 1 :]
 
 
-FILLERS = st.sampled_from(["really", "actually,", "okay", "the", "ja", "очень"])
+FILLERS = st.sampled_from(["well,", "actually,", ", um,", "uhm", "えーと、", "嗯，", "really", "okay", "the", "ja"])
 NEGATIONS = st.sampled_from(["not", "never", "nicht", "не", "不"])
-# Mutations that keep a restatement (form, fillers) and ones that change a detail.
+# Mutations that keep a restatement (form, fillers) and ones that change a word or detail.
 MUTATIONS = st.one_of(
     st.just(str.upper),
     st.just(str.casefold),
@@ -138,6 +140,17 @@ def test_any_two_texts_have_one_key_exactly_when_one_restates_the_other(a, b):
     assert _agree(a, a + b) and _agree(a.upper(), a)
 
 
+FILLER_WORDS = _FILLERS | {word for phrase in _FILLER_PHRASES for word in phrase} | {"cannot"}
+WORDS = st.from_regex(r"[a-zA-Zäöüß0-9]{1,8}", fullmatch=True).filter(lambda w: w.casefold() not in FILLER_WORDS)
+
+
+@given(st.lists(st.tuples(WORDS, st.sampled_from([" ", "  ", ", ", ". ", "!", "? ", ": "])), min_size=1, max_size=8))
+def test_a_text_without_fillers_contractions_symbols_or_cjk_has_its_normalised_key(words):
+    """So rows an upgrade keyed by their ``dup_key`` are still found by the new key."""
+    text = "".join(word + sep for word, sep in words)
+    assert restatement_key(text) == duplicate_key(text)
+
+
 def test_the_key_is_a_32_character_hex_digest_like_the_duplicate_key():
     assert re.fullmatch(r"[0-9a-f]{32}", restatement_key("Bob is allergic to peanuts."))
     assert restatement_key("Bob is allergic to peanuts.") == restatement_key("  bob IS allergic to peanuts!!")
@@ -172,15 +185,15 @@ def test_a_batch_skips_a_near_verbatim_restatement_of_a_stored_memory_and_keeps_
     stored = service.memory_add("Bob is allergic to peanuts.", speaker="Bob")["id"]
     answer = service.memory_add_batch(
         [
-            {"content": "Bob is really allergic to peanuts, okay.", "speaker": "Bob"},  # near-verbatim
+            {"content": "Well, Bob is, um, allergic to peanuts!", "speaker": "Bob"},  # fillers aside, the same
             {"content": "Bob is allergic to shellfish.", "speaker": "Bob"},  # one detail changed
-            {"content": "Bob is really allergic to peanuts, okay."},  # untagged: another speaker
+            {"content": "Well, Bob is, um, allergic to peanuts!"},  # untagged: another speaker
         ]
     )
     assert (answer["count"], answer["duplicates"]) == (2, 1)
     contents = {m["content"]: m for m in service.memory_list()["memories"]}
     assert set(contents) == {"Bob is allergic to peanuts.", "Bob is allergic to shellfish.",
-                             "Bob is really allergic to peanuts, okay."}  # fmt: skip
+                             "Well, Bob is, um, allergic to peanuts!"}  # fmt: skip
     assert contents["Bob is allergic to peanuts."]["id"] == stored
 
 
@@ -190,10 +203,10 @@ def test_a_batch_skips_near_verbatim_restatements_within_itself_but_not_within_o
     answer = service.memory_add_batch(
         [
             {"content": "The meeting is on Friday."},
-            {"content": "the meeting is really on friday!"},  # restates the first: skipped
+            {"content": "well, the meeting is on friday!"},  # restates the first: skipped
             {"content": "The meeting is on Tuesday."},
             {"content": "OK.", "conversation_id": "standup"},
-            {"content": "ok, okay", "conversation_id": "standup"},  # same conversation: two turns
+            {"content": "ok!", "conversation_id": "standup"},  # same conversation: two turns
             {"content": "OK!", "conversation_id": "retro"},  # another conversation: skipped
         ]
     )
@@ -221,3 +234,26 @@ def test_a_memory_written_before_the_restatement_key_is_still_found_as_an_exact_
 
     assert (single["status"], single["duplicate_of"]) == ("duplicate", old_id)
     assert (batch["count"], batch["duplicates"]) == (1, 1)
+
+
+def test_a_row_whose_key_came_from_an_earlier_rule_is_never_taken_for_a_restatement(
+    service: MemoryService,
+) -> None:
+    """Rows keep the ``restate_key`` their version computed; the rule that made "on Prince
+    Consort Road" and "on the Prince Consort Road" one key before issue 9 is gone. A key
+    only finds candidates: the texts decide, so such a row is at worst missed, never matched."""
+    key = service._resolve(None)[0]
+    embedder = service._embedder()
+    text, new = "The Church on Prince Consort Road.", "The Church on the Prince Consort Road."
+    memory = {"content": text, "speaker": None, "category": "general", "event": None,
+              "conversation_id": None, "role": None}  # fmt: skip
+    _, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]))
+    table = service.store.chunks(embedder.model_id, embedder.dim)
+    service.store.add_chunks(table, [{**row, "restate_key": restatement_key(new)} for row in rows])
+
+    single = service.memory_add(new)
+    batch = service.memory_add_batch([{"content": new, "speaker": None}], user_id=None)
+
+    assert single["status"] == "stored"
+    assert (batch["count"], batch["duplicates"]) == (0, 1)  # the single write's copy, not the old row
+    assert sorted(m["content"] for m in service.memory_list()["memories"]) == sorted([new, text])
