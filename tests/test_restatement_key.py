@@ -257,3 +257,23 @@ def test_a_row_whose_key_came_from_an_earlier_rule_is_never_taken_for_a_restatem
     assert single["status"] == "stored"
     assert (batch["count"], batch["duplicates"]) == (0, 1)  # the single write's copy, not the old row
     assert sorted(m["content"] for m in service.memory_list()["memories"]) == sorted([new, text])
+
+
+def test_an_exact_repeat_of_a_row_keyed_by_an_earlier_rule_is_still_a_duplicate(service: MemoryService) -> None:
+    """Rows written between 4774e8d and issue 9 carry a restatement key the current rule
+    never produces; single writes also match the normalised key (``dup_key``), so an
+    exact repeat of such a row is still caught, by single and batch writes alike."""
+    key = service._resolve(None)[0]
+    embedder = service._embedder()
+    text = "The landlord wants the rent by the fifth."
+    memory = {"content": text, "speaker": None, "category": "general", "event": None,
+              "conversation_id": None, "role": None}  # fmt: skip
+    old_id, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]))
+    table = service.store.chunks(embedder.model_id, embedder.dim)
+    service.store.add_chunks(table, [{**row, "restate_key": "f" * 32} for row in rows])
+
+    single = service.memory_add("The landlord wants the rent by the fifth!")
+    batch = service.memory_add_batch([{"content": "the landlord wants the rent by the fifth"}])
+
+    assert (single["status"], single["duplicate_of"]) == ("duplicate", old_id)
+    assert (batch["count"], batch["duplicates"]) == (0, 1)

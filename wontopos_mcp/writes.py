@@ -168,16 +168,18 @@ class MemoryWrites(StoresAndSpeakers):
 
         Every restatement, exact or near-verbatim, has the text's restatement key
         (``duplicates.restatement_key``), so one indexed equality lookup finds them all;
-        no vector search, and no candidate missed. The normalised key is looked for in
-        the same column: rows written before the restatement key carry their ``dup_key``
-        there (``Store._upgrade``), so exact restatements of them are still found (one
-        indexed column rather than an OR of two: ~5.5 -> ~4.5 ms at 1M rows).
+        no vector search, and no candidate missed. Rows written before the current key
+        function carry another key (``dup_key`` before 4774e8d, the looser key of
+        4774e8d..6f096ab), so the normalised key is also looked up in ``dup_key``: exact
+        restatements of such rows are still caught (~1 ms more at 1M rows than one
+        column), near-verbatim ones of them only missed, never wrongly matched.
         ``_restates`` still compares the texts and applies the conversation rule.
         """
-        keys = quote_all([restatement_key(text), duplicate_key(text)])
+        dup = duplicate_key(text)
         where = (
             in_store(key) + " AND NOT superseded AND " + speaker_is(name)
-            + f" AND chunk_idx = 0 AND restate_key IN {keys}"
+            + f" AND chunk_idx = 0 AND (restate_key IN {quote_all([restatement_key(text), dup])}"
+            + f" OR dup_key = {quote(dup)})"
         )  # fmt: skip
         for row in self.store.rows(where, columns=("memory_id", "content", "conversation_id")):
             if _restates(text, conversation, row):
