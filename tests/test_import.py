@@ -94,7 +94,7 @@ def test_an_import_with_bad_lines_round_trips_every_created_at_and_reports_the_s
     original = _export(wontopos, "alice")
     assert original["Bob's train leaves at 8"]["is_superseded"]  # the chain as exported
     first, a, b, c, taxi = exported
-    latin1 = json.dumps({"id": "x-latin1", "content": "Café au lait"}).encode("latin-1")
+    latin1 = json.dumps({"id": "x-latin1", "content": "Café au lait"}, ensure_ascii=False).encode("latin-1")
     # With --batch 2, B follows A across a batch boundary and C follows B within one.
     lines = [first, a, b, latin1, b"", c, taxi[: len(taxi) // 2], taxi]
     source = _write(tmp_path / "alice.jsonl", lines)
