@@ -258,3 +258,20 @@ def test_a_batch_refused_as_a_whole_is_written_line_by_line_skipping_only_the_li
     assert code == 1 and summary["stored"] == 2
     assert [s["line"] for s in summary["skipped"]] == [2]
     assert summary["skipped"][0]["reason"].startswith("speaker 'Zed' is not registered in this store")
+
+
+def test_a_missing_file_is_one_line_and_creates_no_store(wontopos: Any, tmp_path: Path) -> None:
+    code, out, err = wontopos("import", str(tmp_path / "nothing.jsonl"), "--user", "copy")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("wontopos-mcp: No such file or directory: ")
+    assert "copy" not in [s["user_id"] for s in json.loads(wontopos("stores", "list", "--json")[1])["stores"]]
+
+
+def test_a_line_repeated_in_the_file_is_stored_once(wontopos: Any, exported: list[bytes], tmp_path: Path) -> None:
+    changed = json.dumps(json.loads(exported[0]) | {"content": "Grandma's birthday is in June"}).encode()
+    source = _write(tmp_path / "twice.jsonl", [exported[0], exported[0], changed])
+    code, out, _ = wontopos("import", source, "--user", "copy", "--json")
+    summary = json.loads(out)
+    assert code == 1 and (summary["stored"], summary["already_there"]) == (1, 1)
+    assert [s["line"] for s in summary["skipped"]] == [3]
+    assert len(_export(wontopos, "copy")) == 1

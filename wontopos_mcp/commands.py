@@ -43,6 +43,8 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
+import stat
 import sys
 import time
 from collections import Counter
@@ -206,45 +208,46 @@ def _import(service: "MemoryService", args: dict[str, Any], out: TextIO) -> int:
 
     The target store is created when missing (said on stderr). Progress goes to stderr
     after every batch, with the file's line count and the rate."""
-    batch = v.integer(args.get("batch", IMPORT_BATCH), field="--batch", low=1, high=MAX_BATCH_ITEMS)
-    service.start()
+    batch = v.integer(args["batch"], field="--batch", low=1, high=MAX_BATCH_ITEMS)
     user_id = args["user_id"]
-    if user_id is not None and service.store_create(user_id)["status"] == "created":
-        print(f"wontopos-mcp: import: created store {user_id!r}", file=sys.stderr)
-    run = _Import(service, user_id)
+    importer = _Import(service, user_id)
     with contextlib.ExitStack() as stack:
         stdin = args["file"] == "-"
         source = sys.stdin.buffer if stdin else stack.enter_context(open(args["file"], "rb"))
-        total = None if stdin else _count_lines(args["file"])
+        # A pipe or FIFO given as a path cannot be read twice: only a regular file is counted.
+        total = None if stdin or not stat.S_ISREG(os.fstat(source.fileno()).st_mode) else _count_lines(args["file"])
+        service.start()
+        if user_id is not None and service.store_create(user_id)["status"] == "created":
+            print(f"wontopos-mcp: import: created store {user_id!r}", file=sys.stderr)
         pending: list[_Line] = []
         for number, raw in enumerate(source, 1):
-            line = run.read(number, raw)
+            line = importer.read(number, raw)
             if line is not None:
                 pending.append(line)
             if len(pending) >= batch:
-                run.send(pending)
+                importer.send(pending)
                 pending = []
-                run.progress(number, total)
-        run.send(pending)
-        run.progress(run.lines, total)
-    run.skipped.sort(key=lambda skip: skip["line"])
-    for skip in run.skipped:
+                importer.progress(number, total)
+        importer.send(pending)
+        importer.progress(importer.lines, total)
+    skipped = sorted(importer.skipped, key=lambda skip: skip["line"])
+    for skip in skipped:
         print(f"wontopos-mcp: import: skipped line {skip['line']}: {skip['reason']}", file=sys.stderr)
     summary = {
         "user_id": user_id or "default",
-        "lines": run.lines,
-        "stored": run.counts["stored"],
-        "already_there": run.counts["exists"],
-        "duplicates": run.counts["duplicate"],
-        "skipped": run.skipped,
+        "lines": importer.lines,
+        "stored": importer.counts["stored"],
+        "already_there": importer.counts["exists"],
+        "duplicates": importer.counts["duplicate"],
+        "skipped": skipped,
     }
     text = (
         f"imported {_many(summary['stored'], 'memory', 'memories')} "
         f"({summary['already_there']} already there, {_many(summary['duplicates'], 'duplicate', 'duplicates')}, "
-        f"{_many(len(run.skipped), 'line', 'lines')} skipped)"
+        f"{_many(len(skipped), 'line', 'lines')} skipped)"
     )
     _emit(out, args, summary, text)
-    return EXIT_REFUSED if run.skipped else 0
+    return EXIT_REFUSED if skipped else 0
 
 
 def _many(n: int, one: str, more: str) -> str:

@@ -308,6 +308,7 @@ class MemoryWrites(StoresAndSpeakers):
                 if origin is not None:
                     carry_key(new_rows, origin, {"user_id": display, "id": memory_id, "status": "stored"})
                     batch_rows[memory_id] = new_rows
+                    known[origin.idem.key] = (memory_id, origin.idem.fingerprint)  # the same line again: exists
                 for mark in marks:
                     seen.setdefault(mark, []).append(new_rows[0])
                 ids.append(memory_id)
