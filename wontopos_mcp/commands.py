@@ -378,9 +378,10 @@ class _Unreadable(Exception):
 def _read_line(number: int, text: str) -> _Line:
     """A line as an exported memory, checked as ``memory_add_batch`` will check it."""
     try:
-        memory = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _Unreadable(f"not valid JSON ({exc.msg} at column {exc.colno}): cut short or damaged") from None
+        memory = json.loads(text.rstrip("\r\n"))
+    except json.JSONDecodeError as exc:  # "Unterminated string starting at", "Expecting value"...
+        where = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise _Unreadable(f"not valid JSON ({where}): cut short or damaged") from None
     except RecursionError:
         raise _Unreadable("nested too deeply to be an exported memory") from None
     if not isinstance(memory, dict) or not isinstance(memory.get("id"), str) or "content" not in memory:
