@@ -61,9 +61,12 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
 
     assert wontopos("stores", "create", "--user", "copy")[0] == 0
     code, out, _ = wontopos("import", str(export), "--user", "copy", "--json")
-    assert code == 0 and json.loads(out) == {"user_id": "copy", "stored": 3, "duplicates": 0, "skipped": []}
-    # Run again: every line replays under its idempotency key, nothing is stored twice.
-    assert json.loads(wontopos("import", str(export), "--user", "copy", "--json")[1])["stored"] == 3
+    assert code == 0 and json.loads(out) == {
+        "user_id": "copy", "lines": 3, "stored": 3, "already_there": 0, "duplicates": 0, "skipped": [],
+    }  # fmt: skip
+    # Run again: every line's idempotency key is found, nothing is stored twice.
+    rerun = json.loads(wontopos("import", str(export), "--user", "copy", "--json")[1])
+    assert (rerun["stored"], rerun["already_there"]) == (0, 3)
     copied = [json.loads(line) for line in wontopos("export", "--user", "copy")[1].splitlines()]
     assert sorted((m["content"], m.get("speaker"), m["is_superseded"]) for m in copied) == sorted(
         (m["content"], m.get("speaker"), m["is_superseded"]) for m in lines
@@ -93,12 +96,12 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     bad = ["not json at all", json.dumps({"id": "x1", "content": "Hi", "speaker": "Me"}), json.dumps({"content": "no id"})]
     source = tmp_path / "mixed.jsonl"
     source.write_text("\n".join(good[:60] + bad + good[60:]) + "\n", encoding="utf-8")
-    code, out, err = wontopos("import", str(source), "--json")
+    code, out, err = wontopos("import", str(source), "--json", "--batch", "100")
     summary = json.loads(out)
-    assert code == 0 and summary["stored"] == 150 and summary["duplicates"] == 0
+    assert code == 1 and summary["stored"] == 150 and summary["duplicates"] == 0
     assert [s["line"] for s in summary["skipped"]] == [61, 62, 63]
-    assert "not JSON" in summary["skipped"][0]["reason"] and "reserved" in summary["skipped"][1]["reason"]
-    assert "wontopos-mcp: import: 100 lines read" in err
+    assert "not valid JSON" in summary["skipped"][0]["reason"] and "reserved" in summary["skipped"][1]["reason"]
+    assert "wontopos-mcp: import: 103 of 153 lines, " in err and "wontopos-mcp: import: 153 of 153 lines, " in err
     assert "skipped line 62" in err
     assert service.memory_list(limit=500)["count"] == 150
 

@@ -16,10 +16,25 @@ is one line on stderr and exit code 1 (``2`` for bad usage or settings).
 
 ``export`` writes every memory of a store, oldest first, one JSON object per line, as
 ``memory_list`` returns it (superseded versions included, flagged). ``import`` reads such
-a file into an existing store: it registers each speaker it meets, adds each memory, and
-rebuilds supersede chains (a memory that superseded an earlier one in the file supersedes
-its imported copy). Each line is written under the idempotency key ``import:<id>``, so an
-import that stopped half-way can simply be run again within 24 hours.
+a file into a store, creating the store when it does not exist (said on stderr). It
+reads bytes and decodes each line on its own, so a line that is not UTF-8, not JSON
+(cut short), or not an exported memory is one skipped line, reported with its number
+and reason, and the exit code is then 1; blank lines are ignored. Lines go
+``IMPORT_BATCH`` at a time through ``memory_add_batch`` (one embedding pass and one
+commit per batch), each keeping its ``created_at``. Supersede chains are rebuilt: the
+newer version supersedes the imported copy of the older one, both with their exported
+``created_at``.
+
+Idempotency: each line is written under the key ``import:<exported id>``, carried on its
+own rows in the commit that stores it (one key per memory, not one per batch, so batch
+boundaries may move between runs). Before a batch is embedded, the core looks up which
+of its keys the store already holds, at any age, not only within the 24 h of other
+idempotent writes (an imported memory keeps its exported ``created_at``, often older than
+24 h, which the usual window would miss); those lines count as *already there* and are
+not embedded again, and the look-up is repeated under the write lock. So a re-run, or a
+run after an import stopped half-way, stores only what is missing, and a line whose id
+was imported with other content is skipped. A memory forgotten after its import is no
+longer there, and a re-run imports it again.
 """
 
 from __future__ import annotations
@@ -28,12 +43,17 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
+import stat
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import InvalidRequestError, WontoposError
+from . import validation as v
+from .batch import MAX_BATCH_ITEMS, Origin, check_item
+from .errors import ConflictError, InvalidRequestError, WontoposError
 from .idempotency import Idempotency
 
 if TYPE_CHECKING:
@@ -41,6 +61,7 @@ if TYPE_CHECKING:
     from .service import MemoryService
 
 EXIT_REFUSED = 1
+IMPORT_BATCH = 250  # lines per memory_add_batch call of an import (--batch)
 # The first run of a command that needs the model may convert it (seconds); wait longer
 # than a server call would.
 MODEL_WAIT = 180.0
@@ -77,6 +98,10 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
 
     imported = command("import", "read memories from a JSON Lines export into a store")
     imported.add_argument("file", help="the export file ('-' for stdin)")
+    imported.add_argument(
+        "--batch", type=int, default=IMPORT_BATCH, metavar="N",
+        help=f"lines per write: one embedding pass and one commit each (default {IMPORT_BATCH})",
+    )  # fmt: skip
 
     command("stats", "count a store's memories and speakers")
 
@@ -93,8 +118,7 @@ def run(args: dict[str, Any], settings: "Settings", *, service: "MemoryService |
         service = MemoryService.open(settings, model_wait=MODEL_WAIT)
     try:
         name = args["command"] if args.get("action") is None else f"{args['command']} {args['action']}"
-        _HANDLERS[name](service, args, sys.stdout)
-        return 0
+        return _HANDLERS[name](service, args, sys.stdout) or 0
     except WontoposError as exc:
         print(f"wontopos-mcp: {exc.message} ({exc.status} {exc.type})", file=sys.stderr)
         return EXIT_REFUSED
@@ -176,84 +200,203 @@ def _write_jsonl(service: "MemoryService", user_id: str | None, out: TextIO) -> 
     return count
 
 
-IMPORT_PROGRESS_EVERY = 100
+_IMPORTED = ("content", "speaker", "category", "event_date", "conversation_id", "created_at")
 
 
-def _import(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
-    """Import an export: speakers registered as met, dates kept (``created_at``), supersede
-    chains rebuilt, every line under its own idempotency key (a re-run stores nothing
-    twice). A line that cannot be imported is skipped and reported with the reason;
-    progress goes to stderr every 100 lines."""
-    service.start()
+def _import(service: "MemoryService", args: dict[str, Any], out: TextIO) -> int:
+    """Import an export in batches; exit code 1 when a line was skipped.
+
+    The target store is created when missing (said on stderr). Progress goes to stderr
+    after every batch, with the file's line count and the rate."""
+    batch = v.integer(args["batch"], field="--batch", low=1, high=MAX_BATCH_ITEMS)
     user_id = args["user_id"]
-    service.speakers_list(user_id=user_id)  # an unknown store stops here, before reading
-    counts: Counter[str] = Counter()
-    skipped: list[dict[str, Any]] = []
-    state = _ImportState()
+    importer = _Import(service, user_id)
     with contextlib.ExitStack() as stack:
-        source = sys.stdin if args["file"] == "-" else stack.enter_context(open(args["file"], encoding="utf-8"))
-        number = 0
-        for number, line in enumerate(source, 1):
-            if line.strip():
-                try:
-                    counts[_import_line(service, user_id, line, number, state)] += 1
-                except WontoposError as exc:
-                    skipped.append({"line": number, "reason": exc.message})
-            if number % IMPORT_PROGRESS_EVERY == 0:
-                print(f"wontopos-mcp: import: {number} lines read, {counts['stored']} stored", file=sys.stderr)
+        stdin = args["file"] == "-"
+        source = sys.stdin.buffer if stdin else stack.enter_context(open(args["file"], "rb"))
+        # A pipe or FIFO given as a path cannot be read twice: only a regular file is counted.
+        total = None if stdin or not stat.S_ISREG(os.fstat(source.fileno()).st_mode) else _count_lines(args["file"])
+        service.start()
+        if user_id is not None and service.store_create(user_id)["status"] == "created":
+            print(f"wontopos-mcp: import: created store {user_id!r}", file=sys.stderr)
+        pending: list[_Line] = []
+        for number, raw in enumerate(source, 1):
+            line = importer.read(number, raw)
+            if line is not None:
+                pending.append(line)
+            if len(pending) >= batch:
+                importer.send(pending)
+                pending = []
+                importer.progress(number, total)
+        importer.send(pending)
+        importer.progress(importer.lines, total)
+    skipped = sorted(importer.skipped, key=lambda skip: skip["line"])
     for skip in skipped:
         print(f"wontopos-mcp: import: skipped line {skip['line']}: {skip['reason']}", file=sys.stderr)
     summary = {
         "user_id": user_id or "default",
-        "stored": counts["stored"],
-        "duplicates": counts["duplicate"],
+        "lines": importer.lines,
+        "stored": importer.counts["stored"],
+        "already_there": importer.counts["exists"],
+        "duplicates": importer.counts["duplicate"],
         "skipped": skipped,
     }
-    text = f"imported {summary['stored']} memories ({summary['duplicates']} duplicates, {len(skipped)} lines skipped)"
+    text = (
+        f"imported {_many(summary['stored'], 'memory', 'memories')} "
+        f"({summary['already_there']} already there, {_many(summary['duplicates'], 'duplicate', 'duplicates')}, "
+        f"{_many(len(skipped), 'line', 'lines')} skipped)"
+    )
     _emit(out, args, summary, text)
+    return EXIT_REFUSED if skipped else 0
 
 
-class _ImportState:
-    """What an import remembers across lines to rebuild supersede chains."""
-
-    def __init__(self) -> None:
-        self.registered: set[str] = set()
-        self.new_ids: dict[str, str] = {}  # exported id -> imported id
-        self.successor_of: dict[str, str] = {}  # exported id of a newer version -> the id it replaced
+def _many(n: int, one: str, more: str) -> str:
+    return f"{n} {one if n == 1 else more}"
 
 
-def _import_line(service: "MemoryService", user_id: str | None, line: str, number: int, state: _ImportState) -> str:
-    memory = _record(line, number)
-    idem = Idempotency.of(f"import:{memory['id']}", hashlib.sha256(line.strip().encode()).hexdigest())
-    speaker = memory.get("speaker")
-    if speaker is not None and speaker != "me" and speaker not in state.registered:
-        service.speaker_register(speaker, user_id=user_id)
-        state.registered.add(speaker)
-    replaced = state.successor_of.pop(memory["id"], None)
-    if replaced is not None and replaced in state.new_ids:
-        answer = service.memory_supersede(state.new_ids[replaced], memory["content"], user_id=user_id, idempotency=idem)
-        new_id = answer["id"]
-    else:
-        keys = ("content", "speaker", "category", "event_date", "conversation_id", "created_at")
-        item = {k: memory[k] for k in keys if memory.get(k) is not None}
-        answer = service.memory_add_batch([item], user_id, idempotency=idem)
-        new_id = answer["ids"][0] if answer["ids"] else ""
-        answer = {"status": "stored" if new_id else "duplicate"}
-    if new_id:
-        state.new_ids[memory["id"]] = new_id
-    if memory.get("superseded_by"):
-        state.successor_of[memory["superseded_by"]] = memory["id"]
-    return answer["status"]
+def _count_lines(path: str) -> int:
+    """Lines in a file (a last one without a newline counts), read in 1 MiB blocks."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as file:
+        while block := file.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
 
 
-def _record(line: str, number: int) -> dict[str, Any]:
+class _Line:
+    """One exported memory read from the file, checked, waiting for its batch."""
+
+    def __init__(self, number: int, memory: dict[str, Any], item: dict[str, Any], idem: Idempotency) -> None:
+        self.number, self.memory, self.item, self.idem = number, memory, item, idem
+        self.replaces: str | None = None  # exported id of the memory this one superseded
+
+
+class _Import:
+    """One import run: reads lines, registers speakers, writes batches, counts.
+
+    Supersede chains are rebuilt from the export's ``superseded_by``: the line of the
+    newer version names the older one's exported id; its imported copy (stored in an
+    earlier batch, in this one, or found already there) is what the new copy supersedes.
+    """
+
+    def __init__(self, service: "MemoryService", user_id: str | None) -> None:
+        self.service, self.user_id = service, user_id
+        self.counts: Counter[str] = Counter()
+        self.skipped: list[dict[str, Any]] = []
+        self.lines = 0
+        self.started = time.monotonic()
+        self.speakers: dict[str, str | None] = {}  # speaker -> why it could not be registered (None: registered)
+        self.copies: dict[str, str] = {}  # exported id of a superseded memory -> id of its imported copy
+        self.successor_of: dict[str, str] = {}  # exported id of a newer version -> exported id it replaced
+
+    def skip(self, number: int, reason: str) -> None:
+        self.skipped.append({"line": number, "reason": reason})
+
+    def read(self, number: int, raw: bytes) -> _Line | None:
+        """The line checked on its own; ``None`` for a blank line or a skipped one."""
+        self.lines = number
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.skip(number, f"not UTF-8 text (byte 0x{raw[exc.start]:02X} at column {exc.start + 1}); "
+                      "save the file as UTF-8")  # fmt: skip
+            return None
+        text = text.removeprefix("\ufeff") if number == 1 else text
+        if not text.strip():
+            return None
+        try:
+            line = _read_line(number, text)
+        except _Unreadable as exc:
+            self.skip(number, str(exc))
+            return None
+        except WontoposError as exc:  # a field the core refuses: its message names the field
+            self.skip(number, exc.message)
+            return None
+        replaced = line.memory.get("superseded_by")
+        if isinstance(replaced, str):
+            self.successor_of[replaced] = line.memory["id"]
+        line.replaces = self.successor_of.pop(line.memory["id"], None)
+        speaker = line.item.get("speaker")
+        if speaker is not None and speaker != "me" and speaker not in self.speakers:
+            try:
+                self.service.speaker_register(speaker, user_id=self.user_id)
+                self.speakers[speaker] = None
+            except WontoposError as exc:
+                self.speakers[speaker] = exc.message
+        if speaker is not None and self.speakers.get(speaker) is not None:
+            self.skip(number, f"its speaker {speaker!r} could not be registered: {self.speakers[speaker]}")
+            return None
+        return line
+
+    def send(self, lines: list[_Line]) -> None:
+        """Write lines as one batch; when the batch is refused as a whole (a speaker
+        removed meanwhile...), line by line, so only the lines at fault are skipped."""
+        if not lines:
+            return
+        ids = {line.memory["id"]: i for i, line in enumerate(lines)}
+        origins = [Origin(line.idem, self._target(line, ids, i)) for i, line in enumerate(lines)]
+        try:
+            answer = self.service.memory_add_batch([line.item for line in lines], self.user_id, origins=origins)
+        except (InvalidRequestError, ConflictError) as exc:
+            if len(lines) == 1:
+                self.skip(lines[0].number, exc.message)
+            else:
+                for line in lines:
+                    self.send([line])
+            return
+        for line, result in zip(lines, answer["results"]):
+            self.counts[result["status"]] += 1
+            if result["status"] == "refused":
+                self.skip(line.number, result["reason"])
+            elif result["status"] in ("stored", "exists") and line.memory.get("superseded_by"):
+                self.copies[line.memory["id"]] = result["id"]
+
+    def _target(self, line: _Line, ids: dict[str, int], index: int) -> str | int | None:
+        """What the line's copy supersedes: an earlier line of the batch, or a copy stored before."""
+        if line.replaces is None:
+            return None
+        earlier = ids.get(line.replaces)
+        if earlier is not None and earlier < index:
+            return earlier
+        return self.copies.get(line.replaces)
+
+    def progress(self, number: int, total: int | None) -> None:
+        rate = number / max(time.monotonic() - self.started, 1e-6)
+        of = f"{number} of {total} lines" if total is not None else f"{number} lines"
+        print(
+            f"wontopos-mcp: import: {of}, {rate:.1f} lines/s: {self.counts['stored']} stored, "
+            f"{self.counts['exists']} already there, {len(self.skipped)} skipped",
+            file=sys.stderr,
+        )
+
+
+class _Unreadable(Exception):
+    """A line that is not an exported memory; its message is the reason, for a human."""
+
+
+def _read_line(number: int, text: str) -> _Line:
+    """A line as an exported memory, checked as ``memory_add_batch`` will check it."""
     try:
-        memory = json.loads(line)
-    except ValueError:
-        raise InvalidRequestError(f"line {number} is not JSON", field="file", line=number) from None
+        memory = json.loads(text.rstrip("\r\n"))
+    except json.JSONDecodeError as exc:  # "Unterminated string starting at", "Expecting value"...
+        where = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise _Unreadable(f"not valid JSON ({where}): cut short or damaged") from None
+    except RecursionError:
+        raise _Unreadable("nested too deeply to be an exported memory") from None
     if not isinstance(memory, dict) or not isinstance(memory.get("id"), str) or "content" not in memory:
-        raise InvalidRequestError(f"line {number} is not an exported memory (id, content)", field="file", line=number)
-    return memory
+        raise _Unreadable('not an exported memory: it needs an "id" and a "content"')
+    item = {k: memory[k] for k in _IMPORTED if memory.get(k) is not None}
+    try:
+        fields = json.dumps(item, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Unreadable("it holds a lone surrogate escape (such as \\ud800), which is not text") from None
+    check_item(item)
+    try:
+        idem = Idempotency.of(f"import:{memory['id']}", hashlib.sha256(fields).hexdigest())
+    except InvalidRequestError:
+        raise _Unreadable(f"its id {memory['id'][:60]!r} is not an exported memory id") from None
+    return _Line(number, memory, item, idem)
 
 
 def _stats(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import validation as v
-from .batch import cut_text, parse_items
+from .batch import Origin, carry_key, cut_text, forget_marks, known_result, not_current, parse_items, stored_target
 from .conversation import parse_messages
 from .dates import month_bucket, parse_moment
 from .duplicates import is_restatement, restatement_key
@@ -230,7 +230,12 @@ class MemoryWrites(StoresAndSpeakers):
         return memory_id, rows
 
     def memory_add_batch(
-        self, items: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
+        self,
+        items: Any,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+        origins: Sequence[Origin] | None = None,
     ) -> dict[str, Any]:
         """Store many memories with one embedding pass and one commit (imports, bulk).
 
@@ -238,37 +243,114 @@ class MemoryWrites(StoresAndSpeakers):
         restatements alike, against the store and within the batch: by their keys (one
         lookup per 500 items), then by the texts. Items may carry ``created_at`` (an
         import keeps its dates).
+
+        ``origins`` (the ``import`` command, one per item) make it an import batch, and
+        the answer gains ``results``, one per item (``stored`` / ``exists`` /
+        ``duplicate`` / ``refused`` with a ``reason``). Each item is written under its
+        own key, looked up at any age: an imported memory keeps its exported
+        ``created_at``, which the 24 h window (measured on ``created_at``) would miss. An
+        item whose key is in the store already ``exists`` and is not embedded again; the
+        same key with other fields is refused. An item that supersedes a memory is stored
+        with its own ``created_at`` and the old one's speaker, category and conversation
+        (SPEC), unchecked for duplicates (as ``memory_supersede``), and only if that
+        memory is current; when the item it supersedes was not stored, it is a plain
+        memory.
         """
         parsed = parse_items(items)
         key, display = self._resolve(user_id)
+        if origins is not None and (idempotency is not None or len(origins) != len(parsed)):
+            raise ValueError("origins: one per item, and no batch idempotency key")
+        known = self._imported(key, origins or ())
+        fresh = [item for item in parsed if origins is None or origins[item.index].idem.key not in known]
 
         def check() -> None:
-            self._checked(user_id, [(item.speaker, f"items[{item.index}].speaker") for item in parsed])
+            self._checked(user_id, [(item.speaker, f"items[{item.index}].speaker") for item in fresh])
 
         def write(embedded: Embedded, _: None) -> Written:
-            keys = [(duplicate_key(item.content), restatement_key(item.content)) for item in parsed]
-            seen = self._stored_restated(key, sorted(set(keys)))
+            if origins is not None:  # another import may have written some since
+                known.update(self._imported(key, [origins[item.index] for item in fresh]))
+            vectors = {item.index: (c, vs) for item, c, vs in zip(fresh, embedded.chunks, embedded.vectors)}
+            keys = {i: (duplicate_key(parsed[i].content), restatement_key(parsed[i].content)) for i in vectors}
+            seen = self._stored_restated(key, sorted(set(keys.values())))
+            stored_olds = self._superseded_rows(key, origins or (), known)
+            batch_rows: dict[str, list[dict[str, Any]]] = {}  # memory id -> rows, of this batch
             seq = self._last_seq(key)
-            ids, rows, duplicates = [], [], 0
-            for item, item_keys, chunks, vectors in zip(parsed, keys, embedded.chunks, embedded.vectors):
-                marks = [(k, item.speaker) for k in item_keys]
-                if any(_restates(item.content, item.conversation_id, o) for m in marks for o in seen.get(m, ())):
-                    duplicates += 1
+            ids, rows, updated, duplicates, results = [], [], [], 0, []
+            for item in parsed:
+                origin = None if origins is None else origins[item.index]
+                if origin is not None and origin.idem.key in known:
+                    results.append(known_result(known[origin.idem.key], origin))
+                    continue
+                marks = [(k, item.speaker) for k in keys[item.index]]
+                target = None if origin is None else stored_target(origin.supersedes, results)
+                old = None if target is None else batch_rows.get(target) or stored_olds.get(target)
+                if target is None:
+                    said = item.content, item.conversation_id
+                    restated = [o for m in marks for o in seen.get(m, ()) if _restates(*said, o)]
+                    if restated:
+                        duplicates += 1
+                        results.append({"status": "duplicate", "duplicate_of": restated[0]["memory_id"]})
+                        continue
+                elif old is None or old[0]["superseded"]:
+                    results.append({"status": "refused", "reason": not_current(old is None)})
                     continue
                 seq += 1
-                memory = {
-                    "content": item.content, "speaker": item.speaker, "category": item.category or DEFAULT_CATEGORY,
-                    "event": item.event, "conversation_id": item.conversation_id, "role": None,
-                }  # fmt: skip
-                memory_id, new_rows = self._new_rows(key, memory, chunks, vectors, seq=seq, created=item.created_us)
+                like = {"speaker": item.speaker, "category": item.category, "conversation_id": item.conversation_id}
+                if old is not None:  # SPEC: the new version keeps the old one's speaker, category, conversation
+                    like = {k: old[0][k] for k in like}
+                memory = {**like, "content": item.content, "event": item.event, "role": None}
+                memory["category"] = memory["category"] or DEFAULT_CATEGORY
+                chunks, vecs = vectors[item.index]
+                memory_id, new_rows = self._new_rows(key, memory, chunks, vecs, seq=seq, created=item.created_us)
+                if old is not None:
+                    for row in old:
+                        row.update(superseded=True, superseded_by=memory_id)
+                    forget_marks(seen, old[0])
+                    updated += old if target in stored_olds else []
+                if origin is not None:
+                    carry_key(new_rows, origin, {"user_id": display, "id": memory_id, "status": "stored"})
+                    batch_rows[memory_id] = new_rows
+                    known[origin.idem.key] = (memory_id, origin.idem.fingerprint)  # the same line again: exists
                 for mark in marks:
-                    seen.setdefault(mark, []).append({"content": item.content, "conversation_id": item.conversation_id})
+                    seen.setdefault(mark, []).append(new_rows[0])
                 ids.append(memory_id)
                 rows += new_rows
+                results.append({"status": "stored", "id": memory_id})
             answer = {"user_id": display, "status": "stored", "ids": ids, "count": len(ids), "duplicates": duplicates}
-            return Written(rows, answer)
+            if origins is not None:
+                answer["results"] = results
+            return Written(rows, answer, updated=updated)
 
-        return self._write_once(key, idempotency, [item.content for item in parsed], check, write)
+        return self._write_once(key, idempotency, [item.content for item in fresh], check, write)
+
+    def _imported(self, key: str, origins: Sequence[Origin]) -> dict[str, tuple[str, str]]:
+        """(memory id, fingerprint) by import key, of the store's memories written under
+        these keys, at any age (one lookup per 500 keys)."""
+        found: dict[str, tuple[str, str]] = {}
+        wanted = sorted({origin.idem.key for origin in origins})
+        for start in range(0, len(wanted), 500):
+            where = in_store(key) + f" AND chunk_idx = 0 AND idem_key IN {quote_all(wanted[start : start + 500])}"
+            for row in self.store.rows(where, columns=("idem_key", "idem_fp", "memory_id")):
+                found[row["idem_key"]] = (row["memory_id"], row["idem_fp"])
+        return found
+
+    def _superseded_rows(
+        self, key: str, origins: Sequence[Origin], known: dict[str, tuple[str, str]]
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Every row (all columns, to rewrite them) of the stored memories an import batch
+        supersedes: named by id, or by an earlier item already in the store."""
+        ids = {o.supersedes for o in origins if isinstance(o.supersedes, str)}
+        ids |= {
+            known[origins[o.supersedes].idem.key][0]
+            for o in origins
+            if isinstance(o.supersedes, int) and origins[o.supersedes].idem.key in known
+        }
+        found: dict[str, list[dict[str, Any]]] = {}
+        if ids:
+            where = in_store(key) + f" AND memory_id IN {quote_all(sorted(ids))}"
+            for row in sorted(self.store.rows(where, columns=None), key=lambda r: r["chunk_idx"]):
+                found.setdefault(row["memory_id"], []).append(row)
+        return found
 
     def memory_add_bulk(
         self,
@@ -293,7 +375,7 @@ class MemoryWrites(StoresAndSpeakers):
         key) pairs as ``_find_duplicate`` matches them, filed under both their keys with
         their speaker."""
         found: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
-        columns = ("dup_key", "restate_key", "speaker", "content", "conversation_id")
+        columns = ("memory_id", "dup_key", "restate_key", "speaker", "content", "conversation_id")
         for start in range(0, len(keys), 500):
             dks, rks = zip(*keys[start : start + 500])
             where = (
