@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -81,9 +82,10 @@ CASES = [
         ((15, -32700),),
         (400, 15, -32700),
     ),
-    Case("surrogate-content", _call(16, "memory_add", '{"content":"a\\ud800b"}'), ((16, "content"),), (200, 16, "content")),
+    Case("surrogate-content", _call(16, "memory_add", '{"content":"a\\ud800b"}'), ((16, "content"),),
+         (200, 16, "content")),
     Case("surrogate-speaker", _call(17, "speaker_register", '{"speaker":"\\udc00"}'), ((17, "speaker"),),
-         (200, 17, "speaker")),  # fmt: skip
+         (200, 17, "speaker")),
     Case(
         "surrogate-nested",
         _call(18, "memory_add_messages", '{"messages":[{"role":"user","content":"\\ud83d"}]}'),
@@ -118,6 +120,37 @@ FOLLOW_UP = [
 ]
 
 
+class Stream(Protocol):
+    """A stream transport spoken to raw: stdio or SSE."""
+
+    async def post(self, body: bytes | dict[str, Any]) -> None: ...
+
+    async def receive(self) -> dict[str, Any]: ...
+
+
+async def _every_case_answered_then_the_session_goes_on(stream: Stream) -> None:
+    """Open the session, send every case, check each answer in turn, then check the
+    session still answers and that none of the refused calls stored anything."""
+    await stream.post(INITIALIZE)
+    assert (await stream.receive())["id"] == "init"
+    await stream.post(INITIALIZED)
+    for case in CASES:
+        await stream.post(case.body)
+        for request_id, expected in case.stream:
+            answer = await stream.receive()
+            try:
+                _check(answer, request_id, expected)
+            except AssertionError as exc:
+                raise AssertionError(f"{case.name}: {exc}") from None
+    answers = {}
+    for request in FOLLOW_UP:
+        await stream.post(request)
+        answer = await stream.receive()
+        answers[answer["id"]] = answer
+    assert {t["name"] for t in answers["list"]["result"]["tools"]} >= {"memory_add", "speaker_register"}
+    _assert_nothing_stored(answers)
+
+
 # --- stdio -----------------------------------------------------------------------------------
 
 
@@ -129,8 +162,8 @@ class Stdio:
         self.process = process
         self.stdout = BufferedByteReceiveStream(process.stdout)
 
-    async def send(self, line: bytes | dict[str, Any]) -> None:
-        raw = json.dumps(line).encode() if isinstance(line, dict) else line
+    async def post(self, body: bytes | dict[str, Any]) -> None:
+        raw = json.dumps(body).encode() if isinstance(body, dict) else body
         assert self.process.stdin is not None
         await self.process.stdin.send(raw + b"\n")
 
@@ -147,26 +180,7 @@ async def test_over_stdio_every_message_gets_an_answer_and_the_session_survives(
 ) -> None:
     command = [sys.executable, "-m", "wontopos_mcp", "--db", str(tmp_path / "db")]
     async with await anyio.open_process(command, env=server_env(model_cache), cwd=str(REPO), stderr=None) as process:
-        stdio = Stdio(process)
-        await stdio.send(INITIALIZE)
-        assert (await stdio.receive())["id"] == "init"
-        await stdio.send(INITIALIZED)
-        for case in CASES:
-            await stdio.send(case.body)
-            for request_id, expected in case.stream:
-                answer = await stdio.receive()
-                try:
-                    _check(answer, request_id, expected)
-                except AssertionError as exc:
-                    raise AssertionError(f"{case.name}: {exc}") from None
-        for request in FOLLOW_UP:
-            await stdio.send(request)
-        answers = {}
-        for _ in FOLLOW_UP:
-            answer = await stdio.receive()
-            answers[answer["id"]] = answer
-        assert {t["name"] for t in answers["list"]["result"]["tools"]} >= {"memory_add", "speaker_register"}
-        _assert_nothing_stored(answers)
+        await _every_case_answered_then_the_session_goes_on(Stdio(process))
         assert process.stdin is not None
         await process.stdin.aclose()
         with anyio.fail_after(WAIT):
@@ -200,7 +214,8 @@ async def session(live: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=live.url, headers=ACCEPT, timeout=WAIT) as client:
         opened = await client.post("/mcp", json=INITIALIZE)
         assert opened.status_code == 200, opened.text
-        client.headers.update({"mcp-session-id": opened.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"})
+        client.headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        client.headers["mcp-protocol-version"] = "2025-06-18"
         assert (await client.post("/mcp", json=INITIALIZED)).status_code == 202
         yield client
 
@@ -224,63 +239,54 @@ async def test_over_streamable_http_a_refused_body_stores_nothing(session: httpx
     _assert_nothing_stored(answers)
 
 
-async def test_over_sse_every_message_is_answered_on_the_stream(live: LiveServer) -> None:
+class SSE:
+    """One SSE connection, spoken to in raw POSTs; answers are read off the event stream."""
+
+    def __init__(self, client: httpx.AsyncClient, events: AsyncIterator[str]) -> None:
+        self.client = client
+        self.events = events
+        self.endpoint = ""
+
+    async def post(self, body: bytes | dict[str, Any]) -> None:
+        raw = json.dumps(body).encode() if isinstance(body, dict) else body
+        response = await self.client.post(self.endpoint, content=raw, headers={"Content-Type": "application/json"})
+        # Accepted: the answer travels on the stream, like every SSE answer.
+        assert response.status_code == 202, response.text
+
+    async def receive(self) -> dict[str, Any]:
+        with anyio.fail_after(WAIT):
+            return json.loads(await anext(self.events))
+
+
+@asynccontextmanager
+async def _sse(live: LiveServer) -> AsyncIterator[SSE]:
     async with httpx.AsyncClient(base_url=live.url, timeout=WAIT) as client:
         async with client.stream("GET", "/sse") as stream:
-            events = _data_lines(stream.aiter_lines())
+            sse = SSE(client, _data_lines(stream.aiter_lines()))
             with anyio.fail_after(WAIT):
-                endpoint = await anext(events)
-            assert endpoint.startswith("/messages/?session_id=")
-
-            async def post(body: bytes | dict[str, Any]) -> None:
-                raw = json.dumps(body).encode() if isinstance(body, dict) else body
-                response = await client.post(endpoint, content=raw, headers={"Content-Type": "application/json"})
-                # Accepted: the answer travels on the stream, like every SSE answer.
-                assert response.status_code == 202, response.text
-
-            async def receive() -> dict[str, Any]:
-                with anyio.fail_after(WAIT):
-                    return json.loads(await anext(events))
-
-            await post(INITIALIZE)
-            assert (await receive())["id"] == "init"
-            await post(INITIALIZED)
-            for case in CASES:
-                await post(case.body)
-                for request_id, expected in case.stream:
-                    answer = await receive()
-                    try:
-                        _check(answer, request_id, expected)
-                    except AssertionError as exc:
-                        raise AssertionError(f"{case.name}: {exc}") from None
-            answers = {}
-            for request in FOLLOW_UP:
-                await post(request)
-                answer = await receive()
-                answers[answer["id"]] = answer
-            assert "tools" in answers["list"]["result"]
-            _assert_nothing_stored(answers)
-
-
-async def test_over_sse_a_forged_refusal_notification_is_not_written_back(live: LiveServer) -> None:
-    async with httpx.AsyncClient(base_url=live.url, timeout=WAIT) as client:
-        async with client.stream("GET", "/sse") as stream:
-            events = _data_lines(stream.aiter_lines())
-            with anyio.fail_after(WAIT):
-                endpoint = await anext(events)
-            forged = {
-                "jsonrpc": "2.0",
-                "method": "notifications/wontopos/refused",
-                "params": {"key": "guess", "answers": [{"jsonrpc": "2.0", "id": "forged", "result": {}}]},
-            }
-            for body in (INITIALIZE, INITIALIZED, forged, FOLLOW_UP[0]):
-                assert (await client.post(endpoint, json=body)).status_code == 202
-            with anyio.fail_after(WAIT):
-                ids = [json.loads(await anext(events))["id"] for _ in range(2)]
-            assert ids == ["init", "list"]
+                sse.endpoint = await anext(sse.events)
+            assert sse.endpoint.startswith("/messages/?session_id=")
+            yield sse
 
 
 async def _data_lines(lines: AsyncIterator[str]) -> AsyncIterator[str]:
     async for line in lines:
         if line.startswith("data:"):
             yield line[5:].strip()
+
+
+async def test_over_sse_every_message_is_answered_on_the_stream(live: LiveServer) -> None:
+    async with _sse(live) as sse:
+        await _every_case_answered_then_the_session_goes_on(sse)
+
+
+async def test_over_sse_a_forged_refusal_notification_is_not_written_back(live: LiveServer) -> None:
+    forged = {
+        "jsonrpc": "2.0",
+        "method": "notifications/wontopos/refused",
+        "params": {"key": "guess", "answers": [{"jsonrpc": "2.0", "id": "forged", "result": {}}]},
+    }
+    async with _sse(live) as sse:
+        for body in (INITIALIZE, INITIALIZED, forged, FOLLOW_UP[0]):
+            await sse.post(body)
+        assert [(await sse.receive())["id"] for _ in range(2)] == ["init", "list"]

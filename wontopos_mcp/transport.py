@@ -26,7 +26,7 @@ import json
 import logging
 import secrets
 import sys
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -51,6 +51,8 @@ __all__ = ["answering_routes", "run_stdio", "sse_routes"]
 logger = logging.getLogger(__name__)
 
 Answer = JSONRPCError | JSONRPCResponse
+Answerer = Callable[[Refusal | ToolRefusal, Scope, Receive, Send], Awaitable[None]]
+"""What answers a refused POST: over HTTP at once, over SSE on the event stream."""
 
 
 def _answers(refused: Refusal | ToolRefusal, *, stream: bool) -> list[Answer]:
@@ -146,25 +148,33 @@ def _replaying(body: bytes, receive: Receive, pending: list[Message]) -> Receive
     return replay
 
 
-class _AnsweringEndpoint:
-    """The SDK's ``/mcp`` app, with refused POST bodies answered here."""
+class _CheckedPosts:
+    """An SDK app whose POSTed messages are decoded first: what it would accept reaches it
+    unchanged, a refused one goes to ``answer`` (with the body still readable)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, answer: Answerer) -> None:
         self.app = app
+        self.answer = answer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         body, pending = await _body(receive)
-        refused = _refused(decode(body))
         replay = _replaying(body, receive, pending)
+        refused = _refused(decode(body))
         if refused is None:
             await self.app(scope, replay, send)
-            return
-        (answer,) = _answers(refused, stream=False)
-        status = ERROR_CODE_HTTP_STATUS.get(answer.error.code, 400) if isinstance(answer, JSONRPCError) else 200
-        await Response(_json(_wire(answer)), status_code=status, media_type="application/json")(scope, replay, send)
+        else:
+            await self.answer(refused, scope, replay, send)
+
+
+async def _answer_over_http(refused: Refusal | ToolRefusal, scope: Scope, receive: Receive, send: Send) -> None:
+    """One POST, one answer: the JSON-RPC error with the status the SDK gives its code, or
+    the tool's error result with 200."""
+    (answer,) = _answers(refused, stream=False)
+    status = ERROR_CODE_HTTP_STATUS.get(answer.error.code, 400) if isinstance(answer, JSONRPCError) else 200
+    await Response(_json(_wire(answer)), status_code=status, media_type="application/json")(scope, receive, send)
 
 
 def _json(body: dict[str, Any]) -> bytes:
@@ -176,7 +186,8 @@ def answering_routes(routes: Iterable[BaseRoute]) -> list[BaseRoute]:
     wrapped: list[BaseRoute] = []
     for route in routes:
         if isinstance(route, Route):
-            wrapped.append(Route(route.path, endpoint=_AnsweringEndpoint(route.endpoint), methods=route.methods))
+            endpoint = _CheckedPosts(route.endpoint, _answer_over_http)
+            wrapped.append(Route(route.path, endpoint=endpoint, methods=route.methods))
         else:
             wrapped.append(route)
     return wrapped
@@ -188,7 +199,7 @@ _REFUSED = "notifications/wontopos/refused"
 
 
 class _AnsweringReadStream:
-    """An SSE connection's read stream: a refusal notification from :class:`_SSEMessages`
+    """An SSE connection's read stream: a refusal notification from :func:`_answer_on_stream`
     is written back as its answers and never reaches the server."""
 
     def __init__(self, inner: Any, write_stream: Any, key: str) -> None:
@@ -239,24 +250,18 @@ class _AnsweringReadStream:
         await self.aclose()
 
 
-class _SSEMessages:
-    """The SDK's ``/messages/`` app, with a refused body replaced by its answers."""
+def _answer_on_stream(app: ASGIApp, key: str) -> Answerer:
+    """Pass a refused message to the SDK's ``/messages/`` app as the notification that
+    carries its answers: the SDK checks the session as for any message, and the
+    connection's :class:`_AnsweringReadStream` writes the answers."""
 
-    def __init__(self, app: ASGIApp, key: str) -> None:
-        self.app = app
-        self.key = key
+    async def answer(refused: Refusal | ToolRefusal, scope: Scope, receive: Receive, send: Send) -> None:
+        _, pending = await _body(receive)  # the refused body, read and set aside
+        answers = [_wire(answer) for answer in _answers(refused, stream=True)]
+        notice = {"jsonrpc": "2.0", "method": _REFUSED, "params": {"key": key, "answers": answers}}
+        await app(scope, _replaying(_json(notice), receive, pending), send)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        body, pending = await _body(receive)
-        refused = _refused(decode(body))
-        if refused is not None:
-            answers = [_wire(answer) for answer in _answers(refused, stream=True)]
-            notice = {"jsonrpc": "2.0", "method": _REFUSED, "params": {"key": self.key, "answers": answers}}
-            body = _json(notice)
-        await self.app(scope, _replaying(body, receive, pending), send)
+    return answer
 
 
 def sse_routes(
@@ -273,6 +278,7 @@ def sse_routes(
         message_path, security_settings=transport_security, max_request_body_size=max_request_body_size
     )
     key = secrets.token_urlsafe(24)
+    messages = sse.handle_post_message
 
     async def stream(scope: Scope, receive: Receive, send: Send) -> None:
         async with sse.connect_sse(scope, receive, send) as (read_stream, write_stream):
@@ -280,7 +286,7 @@ def sse_routes(
 
     return [
         Route(sse_path, endpoint=_ASGI(stream), methods=["GET"]),
-        Mount(message_path, app=_SSEMessages(sse.handle_post_message, key)),
+        Mount(message_path, app=_CheckedPosts(messages, _answer_on_stream(messages, key))),
     ]
 
 
