@@ -112,8 +112,9 @@ def serve(settings: Settings) -> int:
     try:
         if listener is None:
             from .mcp_server import build_server
+            from .transport import run_stdio
 
-            build_server(service).run("stdio")
+            run_stdio(build_server(service))
         else:
             _serve_http(service, settings, listener)
     except KeyboardInterrupt:

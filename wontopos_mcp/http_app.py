@@ -67,6 +67,7 @@ from .errors import (
 )
 from .mcp_server import build_server
 from .rest import rest_routes
+from .transport import answering_routes, sse_routes
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -293,8 +294,10 @@ def build_app(service: "MemoryService", settings: "Settings") -> Starlette:
     streamable = server.streamable_http_app(
         streamable_http_path="/mcp", transport_security=security, max_request_body_size=limit, host=settings.host
     )
-    sse = server.sse_app(
-        sse_path="/sse", message_path="/messages/", transport_security=security, max_request_body_size=limit
+    # Every POSTed message answered, even those the SDK would drop (see ``transport``).
+    mcp_routes = answering_routes(streamable.routes)
+    sse = sse_routes(
+        server, sse_path="/sse", message_path="/messages/", transport_security=security, max_request_body_size=limit
     )
 
     async def healthz(request: Request) -> JSONResponse:
@@ -313,8 +316,8 @@ def build_app(service: "MemoryService", settings: "Settings") -> Starlette:
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             *rest_routes(service),
-            *streamable.routes,
-            *sse.routes,
+            *mcp_routes,
+            *sse,
         ],
         middleware=[
             Middleware(Guard, api_key=settings.api_key, allowed_hosts=allowed, max_body_bytes=limit),

@@ -47,6 +47,7 @@ from pydantic import Field, Strict, ValidationError, WrapValidator
 
 from . import __version__
 from .errors import InvalidRequestError, WontoposError, internal_error
+from .jsonrpc import field_path, lone_surrogate_error
 from .models import (
     BySpeakerAnswer,
     MemoryAddAnswer,
@@ -247,7 +248,7 @@ def _argument_error(tool: Tool, exc: ValidationError) -> InvalidRequestError:
     error = exc.errors()[0]
     loc = error.get("loc") or ("arguments",)
     field = str(loc[0])
-    where = field + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc[1:])
+    where = field_path((field, *loc[1:]))
     kind = error["type"]
     if kind == "missing":
         return InvalidRequestError(f"{field} is required", field=field)
@@ -283,12 +284,23 @@ class WontoposMCPServer(MCPServer):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         try:
+            # The wire decoder answers these before dispatch; a call made in-process
+            # (Python strings need no JSON) is checked here, before any name is echoed.
+            unicode_error = lone_surrogate_error(name, arguments)
+            if unicode_error is not None:
+                raise unicode_error
             self._check_names(name, arguments)
             return await super().call_tool(name, arguments, context)
         except MCPError:
             raise  # a protocol-level refusal stays one
         except Exception as exc:  # noqa: BLE001 - every failure becomes an answer; crashes are logged
             return error_result(self._as_wontopos_error(name, exc))
+
+    async def run_streams(self, read_stream: Any, write_stream: Any) -> None:
+        """Serve one connection over the given streams, as the SDK's own transports do;
+        ``transport`` hands it streams on which every message gets an answer."""
+        lowlevel = self._lowlevel_server  # the SDK's transports reach it the same way
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     def _check_names(self, name: str, arguments: Mapping[str, Any]) -> None:
         tool = self._wontopos_tools.get(name)
