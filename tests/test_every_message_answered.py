@@ -290,3 +290,26 @@ async def test_over_sse_a_forged_refusal_notification_is_not_written_back(live: 
         for body in (INITIALIZE, INITIALIZED, forged, FOLLOW_UP[0]):
             await sse.post(body)
         assert [(await sse.receive())["id"] for _ in range(2)] == ["init", "list"]
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (b'{"user_id": "default", "content": "Bob\\ud800 said hi"}', "content"),
+        (b'{"user_id": "default", "content": "hi", "metadata": {"speaker": "\\udfffBob"}}', "metadata.speaker"),
+        (b'{"user_id": "default\\ud800", "content": "hi"}', "user_id"),
+    ],
+)
+async def test_over_rest_a_lone_surrogate_is_the_400_envelope_naming_the_field(
+    live: LiveServer, body: bytes, field: str
+) -> None:
+    """The REST body is parsed by the standard library, which lets ``\\ud800`` through;
+    UTF-8 storage cannot hold it, so it is refused as SPEC's 400 before any call."""
+    async with httpx.AsyncClient(base_url=live.url, timeout=WAIT) as client:
+        response = await client.post("/api/v1/memory/store", content=body, headers={"Content-Type": "application/json"})
+        assert response.status_code == 400, response.text
+        error = response.json()
+        assert (error["type"], error["status"]) == ("error", 400)
+        assert (error["error"]["type"], error["error"]["field"]) == ("invalid_request_error", field)
+        listed = await client.post("/api/v1/memory/list", json={"user_id": "default", "limit": 100})
+        assert listed.status_code == 200 and listed.json()["memories"] == []

@@ -41,6 +41,7 @@ from starlette.routing import Route
 
 from .errors import InvalidRequestError, NotImplementedAPIError, WontoposError, internal_error
 from .idempotency import KEY_FIELD, Idempotency
+from .jsonrpc import lone_surrogate_error
 from .names import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -258,6 +259,9 @@ async def _body(request: Request, endpoint: Endpoint) -> dict[str, Any]:
         raise InvalidRequestError("the request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise InvalidRequestError(f"the request body must be a JSON object, not {type(body).__name__}")
+    unpaired = lone_surrogate_error(None, body)  # json.loads lets "\ud800" through; UTF-8 cannot hold it
+    if unpaired is not None:
+        raise unpaired
     return body
 
 
