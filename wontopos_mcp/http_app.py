@@ -267,7 +267,7 @@ class Guard:
 # --- the app -----------------------------------------------------------------------------------
 
 
-_HEALTH_READ_S = 0.8  # longest /healthz waits for the database to answer a read
+_HEALTH_READ_S = 0.5  # longest /healthz waits for the database to answer a read
 
 
 async def _health(service: "MemoryService", limiter: anyio.CapacityLimiter) -> tuple[int, dict[str, Any]]:
