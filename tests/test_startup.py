@@ -208,3 +208,21 @@ def test_bad_storage_options_stop_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "WONTOPOS_STORAGE_OPTIONS must be a JSON object" in lines[0], done.stderr
+
+
+def _s3_options(endpoint: str) -> dict[str, str]:
+    return {"endpoint": endpoint, "allow_http": "true", "region": "us-east-1",
+            "aws_access_key_id": "test", "aws_secret_access_key": "test"}  # fmt: skip
+
+
+def test_an_endpoint_that_never_answers_stops_after_the_timeout() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connections queue, nothing answers
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(ConfigError, match="did not answer within 1 s; fix: check the endpoint"):
+            Store("s3://bucket/db", storage_options=_s3_options(endpoint)).check_usable(timeout=1.0)
+
+
+def test_an_endpoint_nobody_listens_on_is_named_unreachable() -> None:
+    endpoint = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(ConfigError, match="its endpoint cannot be reached; fix: check the endpoint"):
+        Store("s3://bucket/db", storage_options=_s3_options(endpoint)).check_usable(timeout=60.0)

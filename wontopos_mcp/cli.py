@@ -135,7 +135,8 @@ def _check_database(settings: Settings) -> None:
     try:
         Store(settings.db, storage_options=settings.storage_options_dict).check_usable()
     except ConfigError as exc:
-        _fail(str(exc))
+        print(f"wontopos-mcp: {exc}", file=sys.stderr)
+        _exit_now(EXIT_BAD_SETTING)  # an object-store probe may still run in LanceDB's threads
 
 
 def _listen(host: str, port: int) -> socket.socket:
