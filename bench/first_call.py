@@ -6,6 +6,13 @@ model cache (a fresh folder per run: the model is converted while the calls are 
 the worst contention) and with a warm one (the model only loads). The requests are all
 written at once, as a host that calls a tool right after listing them would.
 
+What bounds the ratio (measured, 2 cores): the MCP stack's imports take ~0.6 s before
+``tools/list``, and opening the database starts with LanceDB's import, ~1.0 s of CPU
+that holds the GIL (about half of it the generated ``lance_namespace`` REST client that
+lancedb imports eagerly). Both run on one interpreter lock, so the first
+``speakers_list`` cannot come before ~1.6 s in whichever order they run: started before
+the MCP imports, the open only delays ``tools/list``.
+
     python bench/first_call.py [--runs 5] [--model-cache DIR] [--fresh-db] [--src DIR ...]
 
 ``--model-cache`` is the warm cache to use (default: one converted by a first run here).
