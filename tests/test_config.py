@@ -43,6 +43,10 @@ def test_the_api_key_comes_from_the_environment_only():
         ({"transport": "carrier-pigeon"}, {}),
         ({}, {"WONTOPOS_PORT": "70000"}),
         ({"log_level": "loud"}, {}),
+        ({}, {"WONTOPOS_STORAGE_OPTIONS": "{allow_http: true}"}),
+        ({}, {"WONTOPOS_STORAGE_OPTIONS": '["allow_http"]'}),
+        ({}, {"WONTOPOS_STORAGE_OPTIONS": '{"endpoint": {"url": "http://x"}}'}),
+        ({}, {"WONTOPOS_STORAGE_OPTIONS": '{"timeout": null}'}),
     ],
 )
 def test_bad_settings_are_refused(overrides, env):
@@ -56,6 +60,7 @@ def test_bad_settings_are_refused(overrides, env):
         (["--speaker-limit", "many"], {}),
         (["--transport", "smoke"], {}),
         ([], {"WONTOPOS_PORT": "-1"}),
+        ([], {"WONTOPOS_STORAGE_OPTIONS": "not json"}),
         (["--transport", "http", "--host", "0.0.0.0"], {}),
         (["--no-such-flag"], {}),
     ],
@@ -88,3 +93,16 @@ def test_opening_a_database_built_with_another_model_stops_naming_both(tmp_path)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "some-other-model" in lines[0] and DEFAULT_MODEL in lines[0]
+
+
+def test_storage_options_are_a_json_object_of_strings_for_lancedb():
+    env = {"WONTOPOS_STORAGE_OPTIONS": '{"allow_http": true, "region": "eu-west-1", "timeout": 30}'}
+    settings = Settings.load({}, environ=env)
+    assert settings.storage_options_dict == {"allow_http": "true", "region": "eu-west-1", "timeout": "30"}
+    assert Settings.load({}, environ={}).storage_options_dict == {}
+    assert hash(settings) == hash(Settings.load({}, environ=env))  # settings stay a value
+
+
+def test_a_file_uri_names_its_absolute_path(tmp_path):
+    assert Settings.load({"db": f"file://{tmp_path}/my%20db"}, environ={}).db == f"{tmp_path}/my db"
+    assert Settings.load({"db": "s3://bucket/db"}, environ={}).db == "s3://bucket/db"

@@ -14,7 +14,8 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_support import Gate, server_env
 
 from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.errors import ALL_ERRORS, WontoposError
+from wontopos_mcp.errors import ALL_ERRORS, UnavailableError, WontoposError
 from wontopos_mcp.http_app import error_response
 from wontopos_mcp.service import MemoryService
 
@@ -273,6 +274,73 @@ def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, embedder:
         service.close()
 
 
+def _health_until(client: httpx.Client, settled: Callable[[dict[str, Any]], bool]) -> httpx.Response:
+    """Ask /healthz until its body satisfies ``settled``, as a client watching a server
+    start does (there is no event to wait on from outside); at most 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        response = client.get("/healthz")
+        if settled(response.json()):
+            return response
+        assert time.monotonic() < deadline, response.text
+        time.sleep(0.05)
+
+
+def test_healthz_answers_within_a_second_while_the_model_loads(tmp_path: Path, embedder: Any) -> None:
+    gate = Gate(embedder)
+    settings = settings_for(tmp_path)
+    service = open_service(settings, models=ModelLoader(gate.load, model=embedder.model_id))
+    try:
+        with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+            started = time.monotonic()
+            first = client.get("/healthz")
+            assert time.monotonic() - started < 1.0
+            assert first.status_code == 200
+            assert first.json()["model"] == "loading" and first.json()["status"] == "starting"
+            assert gate.entered.wait(30) and not gate.event.is_set()  # the load is under way, still blocked
+            started = time.monotonic()
+            loading = client.get("/healthz")
+            assert time.monotonic() - started < 1.0
+            assert loading.status_code == 200
+            assert (loading.json()["db"], loading.json()["model"]) == ("ok", "loading"), loading.text
+            gate.event.set()
+            ready = _health_until(client, lambda body: body["model"] != "loading")
+            assert ready.status_code == 200
+            assert ready.json() | {"version": None} == {"status": "ok", "version": None, "db": "ok", "model": "ready"}
+    finally:
+        gate.event.set()
+        service.close()
+
+
+def _no_model() -> Any:
+    raise UnavailableError("the embedding model 'nowhere' cannot load: no such model; fix: pick another")
+
+
+def test_healthz_is_503_once_the_model_failed(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path)
+    service = open_service(settings, models=ModelLoader(_no_model, model="nowhere"))
+    try:
+        with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+            failed = _health_until(client, lambda body: body["model"] != "loading")
+            assert failed.status_code == 503
+            assert failed.json() | {"version": None} == {"status": "error", "version": None, "db": "ok", "model": "failed"}
+    finally:
+        service.close()
+
+
+def test_healthz_is_503_when_the_database_cannot_be_opened(tmp_path: Path, embedder: Any) -> None:
+    (tmp_path / "a-file").write_text("not a database")
+    settings = settings_for(tmp_path, db=str(tmp_path / "a-file"))
+    service = open_service(settings, embedder)
+    try:
+        with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+            broken = _health_until(client, lambda body: body["db"] != "opening")
+            assert broken.status_code == 503
+            assert broken.json()["db"] == "error" and broken.json()["status"] == "error"
+    finally:
+        service.close()
+
+
 class _Broken(MemoryService):
     """A service with a bug in one method."""
 
@@ -369,14 +437,17 @@ async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, mod
                 while b"serving MCP" not in said:  # the port is listening once this is said
                     said += await process.stderr.receive()
                 async with httpx.AsyncClient(base_url=url, timeout=30) as bare:
-                    health = await bare.get("/healthz")
-                    assert health.status_code == 200 and health.json()["db"] == "ok"
+                    health = await bare.get("/healthz")  # at once, whatever is still starting
+                    assert health.status_code == 200 and health.json()["db"] in ("opening", "ok"), health.text
                     _refused(await bare.get("/api/v1/memory/collections"), 401, "authentication_error")
                 async with httpx2.AsyncClient(headers={"X-API-Key": KEY}, timeout=30) as http:
                     async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
                         assert "memory_search" in {t.name for t in (await client.list_tools()).tools}
                         listed = await client.call_tool("stores_list", {})
                         assert not listed.is_error and listed.structured_content["stores"][0]["user_id"] == "default"
+                async with httpx.AsyncClient(base_url=url, timeout=30) as bare:
+                    health = await bare.get("/healthz")  # the database has answered a call by now
+                    assert health.status_code == 200 and health.json()["db"] == "ok", health.text
         finally:
             process.send_signal(signal.SIGINT)
             with anyio.fail_after(20):

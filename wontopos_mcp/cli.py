@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(settings)
     from .commands import run
 
+    _check_database(settings)
     code = run(args, settings)
     _exit_now(code)
     return code
@@ -103,6 +104,7 @@ def serve(settings: Settings) -> int:
             f"refusing to serve on {settings.host} without an API key: set WONTOPOS_API_KEY, "
             "or bind a loopback address such as 127.0.0.1"
         )
+    _check_database(settings)
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
     service = MemoryService.open(settings)
     try:
@@ -122,6 +124,20 @@ def serve(settings: Settings) -> int:
     service.close()
     _exit_now(0)
     return 0
+
+
+def _check_database(settings: Settings) -> None:
+    """A database that cannot be opened or written stops here: one line, exit 2 (SPEC).
+
+    Milliseconds for a local directory (no LanceDB import); object storage is asked.
+    """
+    from .store import Store
+
+    try:
+        Store(settings.db, storage_options=settings.storage_options_dict).check_usable()
+    except ConfigError as exc:
+        print(f"wontopos-mcp: {exc}", file=sys.stderr)
+        _exit_now(EXIT_BAD_SETTING)  # an object-store probe may still run in LanceDB's threads
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -60,6 +60,13 @@ class Settings:
     embed_model: str = DEFAULT_MODEL
     model_cache: str = ""
     log_level: str = "warning"
+    # LanceDB storage options (WONTOPOS_STORAGE_OPTIONS, a JSON object): pairs, so the
+    # settings stay hashable; ``storage_options_dict`` is what ``lancedb.connect`` takes.
+    storage_options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def storage_options_dict(self) -> dict[str, str]:
+        return dict(self.storage_options)
 
     @classmethod
     def load(
@@ -83,7 +90,7 @@ class Settings:
     def _with_defaults(self) -> "Settings":
         return replace(
             self,
-            db=self.db or default_db_dir(),
+            db=_local_path(self.db) if self.db else default_db_dir(),
             model_cache=self.model_cache or default_model_cache(),
         )
 
@@ -106,6 +113,39 @@ class Settings:
 _INTS = {"port", "speaker_limit", "max_body_bytes"}
 
 
+def _local_path(db: str) -> str:
+    """A ``file://`` URI as the absolute path it names (SPEC); any other value as given."""
+    if not db.startswith("file://"):
+        return db
+    from urllib.parse import unquote, urlsplit
+
+    return os.path.abspath(unquote(urlsplit(db).path) or "/")
+
+
+def _storage_options(value: Any, *, source: str) -> tuple[tuple[str, str], ...]:
+    """A JSON object (or a mapping, from ``Memory()``) of LanceDB storage options, whose
+    values are strings; JSON booleans and numbers become LanceDB's spelling of them."""
+    import json
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ConfigError(f"{source} must be a JSON object of storage options: {exc}") from None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f'{source} must be a JSON object such as {{"allow_http": "true"}}, not {value!r}')
+    pairs = []
+    for key, item in value.items():
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        elif isinstance(item, (int, float)):
+            item = str(item)
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise ConfigError(f"{source}: the value of {key!r} must be a string, number or boolean, not {item!r}")
+        pairs.append((key, item))
+    return tuple(sorted(pairs))
+
+
 def _parse(name: str, value: Any, *, source: str) -> Any:
     if name in _INTS:
         if isinstance(value, bool):
@@ -117,6 +157,8 @@ def _parse(name: str, value: Any, *, source: str) -> Any:
     if name == "allowed_hosts":
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(h.strip() for h in items if h.strip())
+    if name == "storage_options":
+        return _storage_options(value, source=source)
     if name in ("transport", "log_level"):
         return str(value).strip().lower()
     return str(value)

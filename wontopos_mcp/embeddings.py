@@ -367,6 +367,13 @@ class ModelLoader:
     def ready(self) -> bool:
         return self._embedder is not None
 
+    @property
+    def state(self) -> str:
+        """"loading" (or not started yet), "ready" or "failed"; never waits, never starts."""
+        if self._embedder is not None:
+            return "ready"
+        return "failed" if self._done.is_set() else "loading"
+
     def start(self) -> None:
         """Start loading in the background; later calls do nothing."""
         with self._lock:

@@ -61,7 +61,6 @@ from .errors import (
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
-    UnavailableError,
     WontoposError,
     internal_error,
 )
@@ -269,19 +268,32 @@ class Guard:
 # --- the app -----------------------------------------------------------------------------------
 
 
-async def _health(service: "MemoryService") -> dict[str, Any]:
-    """The database answers a read, and where the model stands (never waited for)."""
-    try:
-        await anyio.to_thread.run_sync(service.stores_list)
-    except Exception:  # noqa: BLE001 - reported as 503, logged whole
-        logger.exception("health check: the database did not answer")
-        raise UnavailableError("the database is not available; see the server log", db="error") from None
-    try:
-        service.models.get(timeout=0)
-        model = "ready"
-    except UnavailableError as exc:
-        model = "loading" if "retry_after_ms" in exc.details else "failed"
-    return {"status": "ok", "version": __version__, "db": "ok", "model": model}
+_HEALTH_READ_S = 0.5  # longest /healthz waits for the database to answer a read
+
+
+async def _health(service: "MemoryService", limiter: anyio.CapacityLimiter) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body) of /healthz, in under a second whatever is still starting.
+
+    ``db``: "opening" while the background open runs, then what a read says: "ok",
+    "error" (it failed; logged) or "busy" (no answer within ``_HEALTH_READ_S``; the read
+    goes on alone, one at a time). ``model``: "loading", "ready" or "failed", never
+    waited for. 503 when the database cannot be opened or the model failed (SPEC);
+    ``status`` is "ok" once both are ready, else "starting" or "error".
+    """
+    db = service.database_state()
+    if db != "opening":
+        db = "busy"
+        with anyio.move_on_after(_HEALTH_READ_S):
+            try:
+                await anyio.to_thread.run_sync(service.stores_list, abandon_on_cancel=True, limiter=limiter)
+                db = "ok"
+            except Exception:  # noqa: BLE001 - reported as 503, logged whole
+                logger.exception("health check: the database did not answer")
+                db = "error"
+    model = service.models.state
+    failed = db == "error" or model == "failed"
+    status = "error" if failed else "ok" if (db, model) == ("ok", "ready") else "starting"
+    return (503 if failed else 200), {"status": status, "version": __version__, "db": db, "model": model}
 
 
 def build_app(service: "MemoryService", settings: "Settings") -> Starlette:
@@ -300,8 +312,11 @@ def build_app(service: "MemoryService", settings: "Settings") -> Starlette:
         server, sse_path="/sse", message_path="/messages/", transport_security=security, max_request_body_size=limit
     )
 
+    health_reads = anyio.CapacityLimiter(1)
+
     async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse(await _health(service))
+        status, body = await _health(service, health_reads)
+        return JSONResponse(body, status_code=status)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

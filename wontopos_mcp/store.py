@@ -37,6 +37,8 @@ MEMORY_FIELDS = (
     "superseded", "superseded_by", "conversation_id", "role", "dup_key", "restate_key",
 )  # fmt: skip
 META_FILE = "wontopos.json"
+LOCK_FILE = ".wontopos.lock"  # a local database's file lock (see write_lock)
+_CHECK_TIMEOUT_S = 20.0  # check_usable: longest wait for object storage to answer
 _VECTOR_INDEX_KEY = "index:vector"  # registry row: table size when the vector index was last built
 _REINDEX_GROWTH = 10
 # Indexed search re-ranks about this many rows with their full vectors (refine_factor =
@@ -165,12 +167,15 @@ class Store:
         flat_search_max: int = 5_000,
         vector_index_min_rows: int = 50_000,
         retain: timedelta | None = None,
+        storage_options: dict[str, str] | None = None,
     ) -> None:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
         arguments so a test can cross them with a few hundred rows. ``retain``: how long
-        old versions are kept for readers (``maintenance.RETAIN``)."""
+        old versions are kept for readers (``maintenance.RETAIN``). ``storage_options``
+        go to ``lancedb.connect`` (object storage: endpoint, region, allow_http...)."""
         self.uri = uri
+        self.storage_options = dict(storage_options or {})
         self.flat_search_max = flat_search_max
         self.vector_index_min_rows = vector_index_min_rows
         self.retain = retain
@@ -212,15 +217,50 @@ class Store:
                 from filelock import FileLock
 
                 os.makedirs(self.uri, exist_ok=True)
-                self._file_lock = FileLock(os.path.join(self.uri, ".wontopos.lock"), thread_local=False)
-            db = lancedb.connect(self.uri, read_consistency_interval=timedelta(0))
-            self._adb = _run(lancedb.connect_async(self.uri, read_consistency_interval=timedelta(0)))
+                self._file_lock = FileLock(os.path.join(self.uri, LOCK_FILE), thread_local=False)
+            options = {"read_consistency_interval": timedelta(0), "storage_options": self.storage_options or None}
+            db = lancedb.connect(self.uri, **options)
+            self._adb = _run(lancedb.connect_async(self.uri, **options))
             self._db = db
             with self.write_lock():
                 self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
             for hook in self._on_open:
                 hook()
             self._ready = True
+
+    def check_usable(self, timeout: float = _CHECK_TIMEOUT_S) -> None:
+        """Raise ``ConfigError`` (one line: the problem and the fix) unless the database
+        can be opened and written; the CLI asks this before serving anything.
+
+        A local directory is checked on the filesystem alone, in about a millisecond and
+        without importing LanceDB (see ``db_checks``). Object storage is asked through a
+        LanceDB connection that lists the tables (a missing bucket, an http endpoint
+        without allow_http and refused credentials all fail there), in a daemon thread
+        given ``timeout`` seconds, since the object store retries for minutes.
+        """
+        from . import db_checks
+
+        if not self._remote:
+            db_checks.check_directory(self.uri, LOCK_FILE)
+            return
+        failure: list[BaseException] = []
+
+        def probe() -> None:
+            try:
+                os.environ.setdefault("LANCEDB_LOG", "error")
+                import lancedb
+
+                lancedb.connect(self.uri, storage_options=self.storage_options or None).list_tables()
+            except Exception as exc:  # noqa: BLE001 - every failure becomes the one line
+                failure.append(exc)
+
+        thread = threading.Thread(target=probe, name="wontopos-check-db", daemon=True)
+        thread.start()
+        thread.join(timeout)
+        if thread.is_alive():
+            raise db_checks.remote_timeout(self.uri, timeout)
+        if failure:
+            raise db_checks.remote_failure(self.uri, failure[0]) from None
 
     @property
     def registry(self) -> Any:

@@ -1,0 +1,228 @@
+"""Start-up refuses a database that cannot be opened or written (SPEC "Embeddings and
+storage"): one line on stderr naming the problem and the fix, exit code 2, no traceback,
+on every transport and in the human commands.
+
+Real ``python -m wontopos_mcp`` processes. Object storage is a real S3 API (moto's
+server on a free loopback port, started and stopped by a fixture), reached the way a
+user would configure it: ``AWS_*`` variables and ``WONTOPOS_STORAGE_OPTIONS``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp_support import REPO
+
+from wontopos_mcp.config import ConfigError
+from wontopos_mcp.store import LOCK_FILE, Store
+
+# Every way to run the program against a database: the three transports and two commands.
+ENTRY_POINTS = [
+    pytest.param([], id="stdio"),
+    pytest.param(["--transport", "http"], id="http"),
+    pytest.param(["--transport", "sse"], id="sse"),
+    pytest.param(["stores", "list"], id="stores-list"),
+    pytest.param(["speakers", "list"], id="speakers-list"),
+]
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    return {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "PYTHONPATH": str(REPO), **extra}
+
+
+def _start(db: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    if "--transport" in args:
+        args = [*args, "--port", str(_free_port())]
+    return subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", "--db", db, *args],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _refused_in_one_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: "), done.stderr
+    assert "fix:" in lines[0]
+    return lines[0]
+
+
+# --- a local directory ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", ENTRY_POINTS)
+def test_a_file_as_the_database_stops_every_entry_point_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    db = tmp_path / "memories.txt"
+    db.write_text("not a database")
+    line = _refused_in_one_line(_start(str(db), args, _env(tmp_path)))
+    assert str(db) in line and "is a file, not a directory" in line
+    assert db.read_text() == "not a database"
+
+
+def test_a_database_under_a_file_cannot_be_created_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    db = tmp_path / "file" / "db"
+    line = _refused_in_one_line(_start(str(db), [], _env(tmp_path)))
+    assert f"cannot create the database directory {db}" in line
+
+
+def _unwritable_directory(tmp_path: Path) -> Path:
+    """An existing directory this process cannot write in. A read-only mode does it for
+    an ordinary user; root writes through modes, so then a kernel file system that
+    refuses new files even to root (sysfs) serves instead. Each is tried for real."""
+    candidates = [tmp_path / "read-only"] if os.geteuid() != 0 else [Path("/sys"), Path("/proc/1")]
+    if os.geteuid() != 0:
+        candidates[0].mkdir()
+        candidates[0].chmod(stat.S_IRUSR | stat.S_IXUSR)
+    for folder in candidates:
+        try:
+            os.close(os.open(folder / ".wontopos-test-probe", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        except OSError:
+            return folder
+        os.remove(folder / ".wontopos-test-probe")
+    raise AssertionError(f"no unwritable directory found among {candidates} to test with")
+
+
+@pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[1], ENTRY_POINTS[3]])
+def test_an_unwritable_directory_stops_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    folder = _unwritable_directory(tmp_path)
+    line = _refused_in_one_line(_start(str(folder), args, _env(tmp_path)))
+    assert f"the database directory {folder} is not writable" in line
+
+
+def test_a_usable_directory_passes_and_the_check_leaves_only_the_lock_file(tmp_path: Path) -> None:
+    db = tmp_path / "new" / "db"
+    Store(str(db)).check_usable()
+    assert sorted(p.name for p in db.iterdir()) == [LOCK_FILE]
+    Store(str(db)).check_usable()  # an existing database passes again
+    with pytest.raises(ConfigError, match="is a file"):
+        Store(str(db / LOCK_FILE)).check_usable()
+
+
+def test_checking_a_local_directory_does_not_import_lancedb(tmp_path: Path) -> None:
+    """The stdio server checks before tools/list: LanceDB's import (~1 s) must not come first."""
+    code = (
+        "import sys; from wontopos_mcp.store import Store; Store(sys.argv[1]).check_usable(); "
+        "print(sorted(m for m in ('lancedb', 'pyarrow') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "db")], capture_output=True, text=True,
+                          env=_env(tmp_path), timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# --- object storage (S3, through moto's server) -----------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real S3 API on a free loopback port with one bucket, ``exists``; stopped after."""
+    import boto3  # with moto[server], of the test extra
+
+    port = _free_port()
+    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # listening once a connection is accepted
+            assert server.poll() is None, "moto's server exited at start"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "moto's server did not listen within 60 s"
+                time.sleep(0.1)
+        endpoint = f"http://127.0.0.1:{port}"
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
+        ).create_bucket(Bucket="exists")
+        yield endpoint
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
+        log.close()
+
+
+def _s3_env(home: Path, endpoint: str, **extra: str) -> dict[str, str]:
+    return _env(
+        home,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_REGION="us-east-1",
+        AWS_ENDPOINT=endpoint,
+        AWS_EC2_METADATA_DISABLED="true",
+        **extra,
+    )
+
+
+@pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[3]])
+def test_a_missing_bucket_stops_with_one_line_naming_it(tmp_path: Path, s3_endpoint: str, args: list[str]) -> None:
+    env = _s3_env(tmp_path, s3_endpoint, AWS_ALLOW_HTTP="true")
+    line = _refused_in_one_line(_start("s3://no-such-bucket/db", args, env))
+    assert "the bucket 'no-such-bucket' does not exist" in line
+
+
+@pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[3]])
+def test_an_http_endpoint_without_allow_http_stops_with_one_line_naming_the_fix(
+    tmp_path: Path, s3_endpoint: str, args: list[str]
+) -> None:
+    line = _refused_in_one_line(_start("s3://exists/db", args, _s3_env(tmp_path, s3_endpoint)))
+    assert "plain http" in line and "AWS_ALLOW_HTTP=true" in line and "allow_http" in line
+
+
+def test_allow_http_in_the_storage_options_opens_the_bucket(tmp_path: Path, s3_endpoint: str) -> None:
+    """The same endpoint works once WONTOPOS_STORAGE_OPTIONS allows http: the options reach
+    both the start-up check and the database itself."""
+    env = _s3_env(tmp_path, s3_endpoint, WONTOPOS_STORAGE_OPTIONS='{"allow_http": true}')
+    done = _start("s3://exists/db", ["stores", "create", "--user", "alice"], env)
+    assert done.returncode == 0, done.stderr
+    listed = _start("s3://exists/db", ["stores", "list"], env)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["default", "alice"]
+
+
+def test_bad_storage_options_stop_with_one_line(tmp_path: Path) -> None:
+    done = _start(str(tmp_path / "db"), [], _env(tmp_path, WONTOPOS_STORAGE_OPTIONS="{allow_http: true}"))
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "WONTOPOS_STORAGE_OPTIONS must be a JSON object" in lines[0], done.stderr
+
+
+def _s3_options(endpoint: str) -> dict[str, str]:
+    return {"endpoint": endpoint, "allow_http": "true", "region": "us-east-1",
+            "aws_access_key_id": "test", "aws_secret_access_key": "test"}  # fmt: skip
+
+
+def test_an_endpoint_that_never_answers_stops_after_the_timeout() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # connections queue, nothing answers
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(ConfigError, match="did not answer within 1 s; fix: check the endpoint"):
+            Store("s3://bucket/db", storage_options=_s3_options(endpoint)).check_usable(timeout=1.0)
+
+
+def test_an_endpoint_nobody_listens_on_is_named_unreachable() -> None:
+    endpoint = f"http://127.0.0.1:{_free_port()}"
+    with pytest.raises(ConfigError, match="its endpoint cannot be reached; fix: check the endpoint"):
+        Store("s3://bucket/db", storage_options=_s3_options(endpoint)).check_usable(timeout=60.0)

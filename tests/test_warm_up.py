@@ -1,0 +1,78 @@
+"""The background start of a service: the database opens first, then the model loads, and
+every call that needs no embedding answers while the model is still loading (SPEC
+"Calls that need no embedding never wait for the model").
+
+Real services (LanceDB under ``tmp_path``); the model load is the one thing controlled,
+through a loader that blocks until the test opens its gate (``mcp_support.Gate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core_support import refused
+from mcp_support import Gate, open_loading_service
+
+from wontopos_mcp.service import MemoryService
+
+
+@pytest.fixture
+def gate(embedder: Any) -> Iterator[Gate]:
+    gate = Gate(embedder)
+    yield gate
+    gate.event.set()
+
+
+@pytest.fixture
+def loading(tmp_path: Path, gate: Gate) -> Iterator[MemoryService]:
+    """A started service whose model load is blocked until ``gate.event`` is set."""
+    service = open_loading_service(tmp_path, gate, model_wait=0.2)
+    service.start()
+    yield service
+    gate.event.set()
+    service.close()
+
+
+def test_the_model_load_begins_only_once_the_database_is_open(loading: MemoryService, gate: Gate) -> None:
+    assert gate.entered.wait(60), "the model load never began"
+    assert loading.database_state() == "ok"
+    assert loading.models.state == "loading"
+
+
+def test_calls_that_need_no_embedding_answer_while_the_model_loads(loading: MemoryService, gate: Gate) -> None:
+    assert loading.speakers_list()["count"] == 0
+    assert loading.speaker_register("Bob")["status"] == "registered"
+    assert [s["speaker"] for s in loading.speakers_list()["speakers"]] == ["Bob"]
+    assert [s["user_id"] for s in loading.stores_list()["stores"]] == ["default"]
+    assert loading.memory_list()["count"] == 0
+    assert loading.by_speaker("Bob")["memories"] == []
+    with refused(404):
+        loading.memory_get("no-such-memory")
+    assert loading.memory_forget(speaker="Bob", confirm_records=0)["deleted"] == 0
+    with refused(503):
+        loading.memory_search("anything")
+    assert not gate.event.is_set() and loading.models.state == "loading"
+
+
+def test_a_database_that_fails_to_open_still_lets_the_model_load(tmp_path: Path, gate: Gate) -> None:
+    (tmp_path / "db").write_text("a file where the database should be")
+    service = open_loading_service(tmp_path, gate)
+    try:
+        service.start()
+        assert gate.entered.wait(60), "the model load never began"
+        assert service.database_state() == "error"
+        gate.event.set()
+        assert service.models.get(timeout=30) is gate.embedder
+        assert service.models.state == "ready"
+    finally:
+        gate.event.set()
+        service.close()
+
+
+def test_start_is_idempotent(loading: MemoryService, gate: Gate) -> None:
+    assert gate.entered.wait(60)
+    loading.start()  # e.g. an SSE connection's lifespan, after the HTTP app's own
+    assert loading.database_state() == "ok" and loading.models.state == "loading"
