@@ -143,6 +143,12 @@ def _stale_user_id_indexes(table: Any) -> list[str]:
     return [index.name for index in _indexes_on("user_id", table.list_indices()) if index.index_type != "Bitmap"]
 
 
+def _retention(remote: bool) -> timedelta:
+    from .maintenance import RETAIN, RETAIN_REMOTE
+
+    return RETAIN_REMOTE if remote else RETAIN
+
+
 class ModelMismatch(RuntimeError):
     """The database was built with another embedding model (a start-up error)."""
 
@@ -172,14 +178,15 @@ class Store:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
         arguments so a test can cross them with a few hundred rows. ``retain``: how long
-        old versions are kept for readers (``maintenance.RETAIN``). ``storage_options``
+        old versions are kept for readers (default ``maintenance.RETAIN``, or
+        ``RETAIN_REMOTE`` on object storage). ``storage_options``
         go to ``lancedb.connect`` (object storage: endpoint, region, allow_http...)."""
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.flat_search_max = flat_search_max
         self.vector_index_min_rows = vector_index_min_rows
-        self.retain = retain
         self._remote = is_remote(uri)
+        self.retain = retain if retain is not None else _retention(self._remote)
         self._thread_lock = threading.RLock()
         self._file_lock: Any = None
         self._db: Any = None
@@ -650,15 +657,12 @@ class Store:
         current, the vector index built once the table is large enough, old versions
         removed once no reader can need them. Call inside the write lock. (Commits run
         the cheaper tiered upkeep of ``maintenance`` instead.)"""
-        from .maintenance import RETAIN
-
-        retain = RETAIN if self.retain is None else self.retain
         table = table if table is not None else self.existing_chunks()
         try:
             if table is not None:
                 self._index_vectors(table)
-                table.optimize(cleanup_older_than=retain)
-            self.registry.optimize(cleanup_older_than=retain)
+                table.optimize(cleanup_older_than=self.retain)
+            self.registry.optimize(cleanup_older_than=self.retain)
         except Exception:  # housekeeping: a lost commit race is retried next time
             log.warning("index maintenance skipped", exc_info=True)
 
