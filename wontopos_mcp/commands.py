@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import validation as v
 from .batch import MAX_BATCH_ITEMS, Origin, check_item
+from .contract import DEFAULT_STORE, operation
 from .errors import ConflictError, InvalidRequestError, WontoposError
 from .idempotency import Idempotency
 
@@ -73,7 +74,7 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
 
     def command(name: str, help: str, *, parent: Any = commands) -> argparse.ArgumentParser:
         sub = parent.add_parser(name, help=help, description=help, parents=[common])
-        sub.add_argument("--user", dest="user_id", help='the store (default: "default")')
+        sub.add_argument("--user", dest="user_id", help=f'the store (default: "{DEFAULT_STORE}")')
         sub.add_argument("--json", action="store_true", help="print JSON instead of text")
         return sub
 
@@ -91,7 +92,8 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
     search = command("search", "search a store's memories by meaning")
     search.add_argument("query")
     search.add_argument("--speaker", help="only this speaker's words")
-    search.add_argument("--limit", type=int, default=10, help="how many (5-20, default 10)")
+    limit = operation("memory_search").param("limit")
+    search.add_argument("--limit", type=int, default=limit.default, help=f"how many ({limit.span})")
 
     export = command("export", "write every memory of a store as JSON Lines")
     export.add_argument("--out", help="file to write (default: stdout)")
@@ -173,10 +175,13 @@ def _search(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None
     _emit(out, args, answer, "\n".join(lines) if lines else "(no memories)")
 
 
+_PAGE = operation("memory_list").param("limit").high  # export and stats read the biggest pages
+
+
 def _memories(service: "MemoryService", user_id: str | None) -> Iterator[dict[str, Any]]:
     cursor = None
     while True:
-        page = service.memory_list(limit=500, cursor=cursor, user_id=user_id)
+        page = service.memory_list(limit=_PAGE, cursor=cursor, user_id=user_id)
         yield from page["memories"]
         cursor = page["next_cursor"]
         if cursor is None:
@@ -234,7 +239,7 @@ def _import(service: "MemoryService", args: dict[str, Any], out: TextIO) -> int:
     for skip in skipped:
         print(f"wontopos-mcp: import: skipped line {skip['line']}: {skip['reason']}", file=sys.stderr)
     summary = {
-        "user_id": user_id or "default",
+        "user_id": user_id or DEFAULT_STORE,
         "lines": importer.lines,
         "stored": importer.counts["stored"],
         "already_there": importer.counts["exists"],

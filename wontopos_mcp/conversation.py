@@ -1,7 +1,8 @@
 """Conversation messages in, prompt-ready context out.
 
 ``parse_messages`` applies SPEC's role/name rules to the chat-API input of
-``memory_add_messages``; ``context_window`` and ``context_line`` shape what
+``memory_add_messages``; ``turn_messages`` makes that input of one exchange (``add_turn``,
+for every face); ``context_window`` and ``context_line`` shape what
 ``memory_recall`` returns around its best memory.
 """
 
@@ -54,6 +55,33 @@ def parse_messages(messages: Any) -> list[Message]:
             max_chars=MAX_MESSAGES_CHARS,
         )
     return [m for m in parsed if m.role not in SKIPPED_ROLES]
+
+
+def turn_messages(user_msg: Any, assistant_msg: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """One exchange (``add_turn``, REST ``store-turn``) as ``memory_add_messages`` input:
+    the user's words untagged, the assistant's as ``me``; and the map from each
+    message's field (``messages[0].content``) back to the caller's name (``user_msg``).
+
+    A side that is absent or empty after trimming is left out, not refused: SPEC's REST
+    table says ``add_turn`` answers "as ``memory_add_messages`` (user untagged,
+    assistant ``me``)", and the SDK's ``add_turn(user_msg="", assistant_msg="")`` sends
+    ``""`` for a side it was not given (``add_turn("hi")`` stores one memory), so an
+    empty side means "no message", on REST and in the library alike. A turn with
+    neither side is a 400 naming ``user_msg``; a side that is not a string is a 400
+    naming it.
+    """
+    messages: list[dict[str, Any]] = []
+    fields: dict[str, str] = {}
+    for name, role, text in (("user_msg", "user", user_msg), ("assistant_msg", "assistant", assistant_msg)):
+        if text is None or (isinstance(text, str) and not text.strip()):
+            continue
+        if not isinstance(text, str):
+            raise InvalidRequestError(f"{name} must be a string", field=name)
+        fields[f"messages[{len(messages)}].content"] = name
+        messages.append({"role": role, "content": text})
+    if not messages:
+        raise InvalidRequestError("user_msg and assistant_msg are both empty: nothing to store", field="user_msg")
+    return messages, fields
 
 
 def _parse_one(index: int, message: Any) -> Message:

@@ -2,6 +2,12 @@
 names, argument order and answers, so code written for the hosted API ports by changing
 one import. Synchronous and thread-safe; errors are raised as ``WontoposError``
 subclasses (``InvalidRequestError``, ``NotFoundError``, ...).
+
+Defaults and renamed parameters come from the contract table
+(:mod:`wontopos_mcp.contract`), as on the other faces: a default shown in a signature
+is the table's, an argument left as ``None`` is not sent (the core's default applies),
+and ``error.field`` names a parameter as the caller passed it (``old_memory_id``,
+``metadata.speaker``, ``user_msg``).
 """
 
 from __future__ import annotations
@@ -9,11 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from .config import Settings
+from .contract import MEMORY_FIELDS, METADATA_NAMES, operation
+from .conversation import turn_messages
 from .errors import InvalidRequestError
 from .service import MemoryService
 
 _NO_ID = object()
-_METADATA_KEYS = ("speaker", "category", "event_date", "conversation_id")
+_SEARCH, _LIST, _BULK = operation("memory_search"), operation("memory_list"), operation("add_bulk")
 
 
 class Memory:
@@ -43,7 +51,7 @@ class Memory:
     # -- stores ---------------------------------------------------------------------------
 
     def create_store(self, user_id: str | None = None) -> dict[str, Any]:
-        return self._service.store_create(user_id=_store(user_id))
+        return self._service.store_create(**operation("store_create").with_face_defaults({"user_id": user_id}))
 
     def list_stores(self) -> list[dict[str, Any]]:
         return self._service.stores_list()["stores"]
@@ -68,12 +76,27 @@ class Memory:
         self, content: str, user_id: str | None = None, *, metadata: dict[str, Any] | None = None, **extra: Any
     ) -> dict[str, Any]:
         """Store one memory; ``speaker``, ``category``, ``event_date`` and
-        ``conversation_id`` may come as keywords or in ``metadata`` (keywords win)."""
-        fields = {**(metadata or {}), **extra}
-        unknown = sorted(set(fields) - set(_METADATA_KEYS))
-        if unknown:
-            raise InvalidRequestError(f"unknown argument {unknown[0]!r}", field=unknown[0])
-        return self._service.memory_add(content, user_id=user_id, **fields)
+        ``conversation_id`` may come as keywords or in ``metadata``.
+
+        As in the SDK, a keyword wins over ``metadata`` and a keyword of ``None`` counts
+        as not given. ``error.field`` names the value as the caller passed it (SPEC
+        "Errors"): ``speaker`` for the keyword, ``metadata.speaker`` for the key inside
+        ``metadata``, which is also what REST answers for the SDK's ``add``. A key
+        outside those four is refused, naming it the same way.
+        """
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidRequestError("metadata must be an object", field="metadata")
+        keywords = {name: value for name, value in extra.items() if value is not None}
+        from_metadata = {name: value for name, value in (metadata or {}).items() if name not in keywords}
+        for name in sorted({**from_metadata, **keywords}):
+            if name not in MEMORY_FIELDS:
+                where = f"metadata.{name}" if name in from_metadata else name
+                raise InvalidRequestError(f"unknown argument {where!r}", field=where)
+        passed_as = {core: rest for rest, core in METADATA_NAMES.items() if core in from_metadata}
+        try:
+            return self._service.memory_add(content, user_id=user_id, **from_metadata, **keywords)
+        except InvalidRequestError as exc:
+            raise exc.renamed_field(passed_as) from None
 
     def add_messages(
         self, messages: list[dict[str, Any]], user_id: str | None = None, *, conversation_id: str | None = None
@@ -81,13 +104,25 @@ class Memory:
         """Store a conversation ({role, name?, content} messages), one memory per message."""
         return self._service.memory_add_messages(messages, conversation_id=conversation_id, user_id=user_id)
 
-    def add_turn(self, user_msg: str, assistant_msg: str, user_id: str | None = None) -> dict[str, Any]:
-        """One exchange: the user's words (untagged) and the assistant's (``me``)."""
-        messages = [{"role": "user", "content": user_msg}, {"role": "assistant", "content": assistant_msg}]
-        return self.add_messages(messages, user_id)
+    def add_turn(self, user_msg: str = "", assistant_msg: str = "", user_id: str | None = None) -> dict[str, Any]:
+        """One exchange: the user's words (untagged) and the assistant's (``me``).
+
+        An empty side is left out, not refused, exactly as REST ``store-turn`` does it
+        (one rule, :func:`conversation.turn_messages`, which says why); errors name
+        ``user_msg`` / ``assistant_msg``.
+        """
+        messages, fields = turn_messages(user_msg, assistant_msg)
+        try:
+            return self._service.memory_add_messages(messages, user_id=user_id)
+        except InvalidRequestError as exc:
+            raise exc.renamed_field(fields) from None
 
     def add_bulk(
-        self, content: str, user_id: str | None = None, category: str | None = "general", timestamp: str | None = None
+        self,
+        content: str,
+        user_id: str | None = None,
+        category: str | None = _BULK.default("category"),
+        timestamp: str | None = None,
     ) -> dict[str, Any]:
         """A long text cut into memories (paragraphs) and stored in one batch."""
         return self._service.memory_add_bulk(content, category=category, timestamp=timestamp, user_id=user_id)
@@ -102,17 +137,17 @@ class Memory:
         try:
             return self._service.memory_supersede(old_memory_id, new_content, user_id=user_id)
         except InvalidRequestError as exc:
-            raise exc.renamed_field({"memory_id": "old_memory_id", "content": "new_content"}) from None
+            raise exc.renamed_field(operation("memory_supersede").caller_names()) from None
 
     def search(
         self,
         query: str,
         user_id: str | None = None,
-        limit: int = 10,
+        limit: int = _SEARCH.default("limit"),
         *,
         speaker: str | None = None,
         filters: dict[str, Any] | None = None,
-        include_superseded: bool = False,
+        include_superseded: bool = _SEARCH.default("include_superseded"),
     ) -> list[dict[str, Any]]:
         """The best memories for ``query``, best first (a list, as the SDK returns)."""
         answer = self._service.memory_search(
@@ -125,12 +160,8 @@ class Memory:
         self, query: str, user_id: str | None = None, *, limit: int | None = None, context_limit: int | None = None
     ) -> dict[str, Any]:
         """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
-        return self._service.memory_recall(
-            query,
-            limit=10 if limit is None else limit,
-            context_limit=10 if context_limit is None else context_limit,
-            user_id=user_id,
-        )
+        given = _given(limit=limit, context_limit=context_limit)
+        return self._service.memory_recall(query, user_id=user_id, **given)
 
     def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
         """The memory itself; ``get(memory_id)`` alone reads the default store."""
@@ -138,7 +169,7 @@ class Memory:
         return self._service.memory_get(memory_id, user_id=user_id)["memory"]
 
     def list_memories(
-        self, user_id: str | None = None, *, limit: int = 100, cursor: str | None = None
+        self, user_id: str | None = None, *, limit: int = _LIST.default("limit"), cursor: str | None = None
     ) -> dict[str, Any]:
         return self._service.memory_list(limit=limit, cursor=cursor, user_id=user_id)
 
@@ -151,9 +182,8 @@ class Memory:
         before: str | None = None,
         skip_ids: list[str] | None = None,
     ) -> dict[str, Any]:
-        return self._service.by_speaker(
-            speaker, limit=20 if limit is None else limit, before=before, skip_ids=skip_ids, user_id=user_id
-        )
+        given = _given(limit=limit, before=before, skip_ids=skip_ids)
+        return self._service.by_speaker(speaker, user_id=user_id, **given)
 
     def delete(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
         """Forget one memory; ``delete(memory_id)`` alone uses the default store."""
@@ -180,8 +210,10 @@ class Memory:
         self.close()
 
 
-def _store(user_id: str | None) -> str:
-    return "default" if user_id is None else user_id
+def _given(**arguments: Any) -> dict[str, Any]:
+    """The arguments that were given: one left as ``None`` is not sent, so the core's
+    default (the contract table's) applies."""
+    return {name: value for name, value in arguments.items() if value is not None}
 
 
 def _split_id_args(user_id: Any, memory_id: Any) -> tuple[Any, Any]:

@@ -46,6 +46,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import Field, Strict, ValidationError, WrapValidator
 
 from . import __version__
+from .contract import MAX_CONTENT_CHARS, MAX_MESSAGES, Param, operation
 from .errors import InvalidRequestError, WontoposError, internal_error
 from .jsonrpc import field_path, lone_surrogate_error
 from .models import (
@@ -67,7 +68,6 @@ from .models import (
     StoreDeleteAnswer,
     StoresListAnswer,
 )
-from .names import DEFAULT_STORE
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -151,20 +151,23 @@ def _optional_text(description: str) -> Any:
     return _optional(str, description)
 
 
-def _limit(low: int, high: int, default: int, what: str) -> Any:
-    return Annotated[int, Field(strict=True, ge=low, le=high, description=f"{what} ({low}-{high}, default {default}).")]
+def _limit(param: Param) -> Any:
+    """An integer parameter with its range and default from the contract table."""
+    return Annotated[
+        int, Field(strict=True, ge=param.low, le=param.high, description=f"{param.description} ({param.span}).")
+    ]
 
 
-UserId = _optional_text('The store (see store_create); omit it for the built-in "default" store.')
-OptionalSpeaker = _optional_text(
-    'Who said it: "me" for you, the assistant, or a name registered with speaker_register; omit for an untagged memory.'
-)
-SpeakerName = Annotated[
-    str,
-    Field(description='Who: "me" for you, the assistant, or a name registered with speaker_register (exact spelling).'),
-]
-MemoryId = Annotated[str, Field(description="The memory's id, as an earlier answer gave it.")]
-Content = Annotated[str, Field(description="The text, exactly as it should be remembered (at most 32,000 characters).")]
+def _required_text(op: str, name: str) -> Any:
+    return Annotated[str, Field(description=_given(op, name))]
+
+
+def _given(op: str, name: str) -> str:
+    """A parameter's description, from the contract table."""
+    return operation(op).param(name).description
+
+
+UserId = _optional_text(_given("speakers_list", "user_id"))
 
 
 MESSAGE_ITEM_SCHEMA: dict[str, Any] = {
@@ -180,7 +183,7 @@ MESSAGE_ITEM_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "A person registered with speaker_register who said this (user or assistant role).",
         },
-        "content": {"type": "string", "description": "What was said (at most 32,000 characters)."},
+        "content": {"type": "string", "description": f"What was said (at most {MAX_CONTENT_CHARS:,} characters)."},
     },
     "required": ["role", "content"],
     "additionalProperties": False,
@@ -190,17 +193,13 @@ MESSAGE_ITEM_SCHEMA: dict[str, Any] = {
 def _messages_schema(schema: dict[str, Any]) -> None:
     # The service checks each message (and names it: `messages[2].role`); the schema
     # documents the shape for the model.
-    schema.update(items=MESSAGE_ITEM_SCHEMA, minItems=1, maxItems=100)
+    schema.update(items=MESSAGE_ITEM_SCHEMA, minItems=1, maxItems=MAX_MESSAGES)
 
 
 Messages = Annotated[
     list[Any],
     Strict(),
-    Field(
-        description="The conversation, oldest first: 1-100 {role, name?, content} objects, "
-        "at most 200,000 characters in all.",
-        json_schema_extra=_messages_schema,
-    ),
+    Field(description=_given("memory_add_messages", "messages"), json_schema_extra=_messages_schema),
 ]
 
 
@@ -333,12 +332,15 @@ class WontoposMCPServer(MCPServer):
 # --- the tools --------------------------------------------------------------------------------
 
 
-def _description(doc: str | None) -> str:
-    """A docstring as a model reads it: paragraphs re-flowed onto one line each, and
-    ``{errors}`` replaced by the sentence on the error body every tool shares."""
+def _description(doc: str | None, values: Mapping[str, str]) -> str:
+    """A docstring as a model reads it: paragraphs re-flowed onto one line each, and each
+    ``{name}`` of ``values`` (``{errors}``: the sentence on the error body every tool
+    shares) replaced. Plain replacement, not ``str.format``: descriptions hold JSON braces."""
     paragraphs = inspect.cleandoc(doc or "").split("\n\n")
     text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
-    return text.replace("{errors}", _ERRORS)
+    for name, value in {"errors": _ERRORS, **values}.items():
+        text = text.replace("{" + name + "}", value)
+    return text
 
 
 class _Tools:
@@ -346,8 +348,9 @@ class _Tools:
     it a tool. Its name is the function's, its input schema the signature, its
     description the docstring, and its output schema ``Answer`` or the error body."""
 
-    def __init__(self) -> None:
+    def __init__(self, values: Mapping[str, str]) -> None:
         self.tools: list[Tool] = []
+        self.values = values  # the ``{name}`` placeholders of the descriptions
 
     def __call__(
         self,
@@ -365,7 +368,7 @@ class _Tools:
                 Tool.from_function(
                     fn,
                     title=title,
-                    description=_description(fn.__doc__),
+                    description=_description(fn.__doc__, self.values),
                     annotations=ToolAnnotations(
                         title=title,
                         read_only_hint=read_only,
@@ -381,18 +384,28 @@ class _Tools:
         return register
 
 
+def _speaker_limit(service: "MemoryService") -> str:
+    """How many people a store may register, as the description says it: the service's
+    setting (a stand-in service without one gets the setting's name)."""
+    limit = getattr(service, "speaker_limit", None)
+    return str(limit) if isinstance(limit, int) else "`speaker_limit` (the server's setting)"
+
+
 def _tools(service: "MemoryService") -> list[Tool]:
-    tool = _Tools()
+    tool = _Tools({"speaker_limit": _speaker_limit(service)})
+    # The operations whose defaults the signatures below repeat as Python defaults.
+    search, recall = operation("memory_search"), operation("memory_recall")
+    listing, paging = operation("memory_list"), operation("by_speaker")
 
     # -- memories ----------------------------------------------------------------------------
 
     @tool(MemoryAddAnswer | MemoryDuplicateAnswer, title="Add a memory")
     async def memory_add(
-        content: Content,
-        speaker: OptionalSpeaker = None,
-        category: _optional_text('A label to group memories; default "general".') = None,
-        event_date: _optional_text("When it happened, if known: YYYY-MM-DD or RFC 3339 with an offset.") = None,
-        conversation_id: _optional_text("The conversation it was said in, if you track conversations.") = None,
+        content: _required_text("memory_add", "content"),
+        speaker: _optional_text(_given("memory_add", "speaker")) = None,
+        category: _optional_text(_given("memory_add", "category")) = None,
+        event_date: _optional_text(_given("memory_add", "event_date")) = None,
+        conversation_id: _optional_text(_given("memory_add", "conversation_id")) = None,
         user_id: UserId = None,
     ) -> CallToolResult:
         """Store one memory (a fact, preference, decision, or what someone said); call it
@@ -423,9 +436,7 @@ def _tools(service: "MemoryService") -> list[Tool]:
     @tool(MemoryAddMessagesAnswer, title="Store a conversation")
     async def memory_add_messages(
         messages: Messages,
-        conversation_id: _optional_text(
-            "The conversation these messages belong to; omit it and a fresh id is made (and returned)."
-        ) = None,
+        conversation_id: _optional_text(_given("memory_add_messages", "conversation_id")) = None,
         user_id: UserId = None,
     ) -> CallToolResult:
         """Store a conversation (chat messages), one memory per message under its speaker;
@@ -453,24 +464,21 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(MemorySearchAnswer, title="Search memories", read_only=True)
     async def memory_search(
-        query: Annotated[str, Field(description="What to look for, in any language.")],
-        speaker: _optional_text('Only this speaker\'s memories: "me" for yours, or a registered name.') = None,
-        limit: _limit(5, 20, 10, "How many memories to return") = 10,
-        filters: _optional(
-            dict[str, Any],
-            'Narrow the scope: {"categories": [...], "event_from", "event_to" (when it happened), '
-            '"time_from", "time_to" (when stored): YYYY-MM-DD or RFC 3339 with an offset, "min_importance": 0-1}.',
-            Strict(),
-        ) = None,
+        query: _required_text("memory_search", "query"),
+        speaker: _optional_text(_given("memory_search", "speaker")) = None,
+        limit: _limit(search.param("limit")) = search.default("limit"),
+        filters: _optional(dict[str, Any], _given("memory_search", "filters"), Strict()) = None,
         include_superseded: Annotated[
-            bool, Field(strict=True, description="Also return memories a later version replaced.")
-        ] = False,
+            bool, Field(strict=True, description=_given("memory_search", "include_superseded"))
+        ] = search.default("include_superseded"),
         user_id: UserId = None,
     ) -> CallToolResult:
         """Search memories by meaning; call it before answering anything that may depend on
         what you or others said before.
 
-        Returns the `limit` closest memories, best first, each with its `similarity`. With
+        Returns the `limit` closest memories, best first: keep that order. Each memory's
+        `similarity` is its cosine closeness to the query, not the ranking key; do not re-sort
+        by it. With
         `speaker`, only that speaker's words come back, never another's ("me" for yours;
         another name must be registered, else 404). Memories a later version superseded are
         left out unless include_superseded is true.
@@ -489,11 +497,9 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(MemoryRecallAnswer, title="Recall context for a prompt", read_only=True)
     async def memory_recall(
-        query: Annotated[str, Field(description="What the conversation is about now, in any language.")],
-        limit: _limit(5, 20, 10, "How many long-term memories to return") = 10,
-        context_limit: _limit(
-            0, 20, 10, "How many recent turns, and how many lines around the best memory, to return"
-        ) = 10,
+        query: _required_text("memory_recall", "query"),
+        limit: _limit(recall.param("limit")) = recall.default("limit"),
+        context_limit: _limit(recall.param("context_limit")) = recall.default("context_limit"),
         user_id: UserId = None,
     ) -> CallToolResult:
         """Gather prompt-ready context in one call: recent conversation turns, the memories
@@ -516,7 +522,9 @@ def _tools(service: "MemoryService") -> list[Tool]:
         )
 
     @tool(MemoryGetAnswer, title="Get a memory", read_only=True)
-    async def memory_get(memory_id: MemoryId, user_id: UserId = None) -> CallToolResult:
+    async def memory_get(
+        memory_id: _required_text("memory_get", "memory_id"), user_id: UserId = None
+    ) -> CallToolResult:
         """Fetch one memory by its id; call it to read a memory another answer named
         (duplicate_of, superseded_by, an id from search).
 
@@ -528,8 +536,8 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(MemoryListAnswer, title="List memories", read_only=True)
     async def memory_list(
-        limit: _limit(1, 500, 100, "How many memories per page") = 100,
-        cursor: _optional_text("`next_cursor` from the previous page.") = None,
+        limit: _limit(listing.param("limit")) = listing.default("limit"),
+        cursor: _optional_text(_given("memory_list", "cursor")) = None,
         user_id: UserId = None,
     ) -> CallToolResult:
         """List every memory of a store, oldest first, a page at a time; call it to review or
@@ -544,8 +552,8 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(MemorySupersedeAnswer, title="Replace a changed fact")
     async def memory_supersede(
-        memory_id: Annotated[str, Field(description="The id of the memory whose fact changed.")],
-        content: Annotated[str, Field(description="The new version of the fact.")],
+        memory_id: _required_text("memory_supersede", "memory_id"),
+        content: _required_text("memory_supersede", "content"),
         user_id: UserId = None,
     ) -> CallToolResult:
         """Replace a memory whose fact has changed with its new version; call it instead of
@@ -562,13 +570,13 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(MemoryForgetAnswer, title="Forget memories", destructive=True)
     async def memory_forget(
-        memory_id: _optional_text("Forget this one memory.") = None,
-        speaker: _optional_text("Forget every memory of this speaker (needs confirm_records).") = None,
+        memory_id: _optional_text(_given("memory_forget", "memory_id")) = None,
+        speaker: _optional_text(_given("memory_forget", "speaker")) = None,
         confirm_records: _optional(
             int,
-            "With speaker: the `records_to_delete` that by_speaker just reported for that speaker.",
+            _given("memory_forget", "confirm_records"),
             Strict(),
-            Ge(0),
+            Ge(operation("memory_forget").param("confirm_records").low),
         ) = None,
         user_id: UserId = None,
     ) -> CallToolResult:
@@ -595,7 +603,7 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(SpeakerRegisterAnswer, title="Register a speaker", idempotent=True)
     async def speaker_register(
-        speaker: Annotated[str, Field(description="The person's name, 1-80 characters, any script.")],
+        speaker: _required_text("speaker_register", "speaker"),
         user_id: UserId = None,
     ) -> CallToolResult:
         """Register a person in a store; call it once per person before storing or searching
@@ -604,7 +612,7 @@ def _tools(service: "MemoryService") -> list[Tool]:
         "me" is you, the assistant: never register it (any other spelling of "me", like
         "Me", is refused). Names are exact after trimming surrounding spaces: "Bob" and "bob"
         are two people. Registering an existing name answers status "exists" and changes
-        nothing. A store holds up to `limit` people; past it the answer is 400 with
+        nothing. A store holds up to {speaker_limit} people; past it the answer is 400 with
         `speaker_limit`.
 
         {errors}
@@ -624,10 +632,10 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(BySpeakerAnswer, title="What one person said", read_only=True)
     async def by_speaker(
-        speaker: SpeakerName,
-        limit: _limit(5, 20, 20, "How many memories per page") = 20,
-        before: _optional_text("`next_before` from the previous page.") = None,
-        skip_ids: _optional(list[str], "`next_skip_ids` from the previous page.", Strict()) = None,
+        speaker: _required_text("by_speaker", "speaker"),
+        limit: _limit(paging.param("limit")) = paging.default("limit"),
+        before: _optional_text(_given("by_speaker", "before")) = None,
+        skip_ids: _optional(list[str], _given("by_speaker", "skip_ids"), Strict()) = None,
         user_id: UserId = None,
     ) -> CallToolResult:
         """List what one person said, newest first, without a query; call it to review
@@ -646,7 +654,7 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(SpeakerRemoveAnswer, title="Unregister a speaker", destructive=True)
     async def speaker_remove(
-        speaker: Annotated[str, Field(description="The registered name to remove.")],
+        speaker: _required_text("speaker_remove", "speaker"),
         user_id: UserId = None,
     ) -> CallToolResult:
         """Unregister a person from a store; call it when someone should no longer be a
@@ -664,10 +672,7 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(StoreCreateAnswer, title="Create a store", idempotent=True)
     async def store_create(
-        user_id: _optional_text(
-            'The new store id: 1-64 of letters, digits, ".", "_", "-", starting with a letter or digit; '
-            'omit it for "default".'
-        ) = None,
+        user_id: _optional_text(_given("store_create", "user_id")) = None,
     ) -> CallToolResult:
         """Create a store, an isolated memory space for one user, agent or topic; call it once
         before using a new user_id.
@@ -678,7 +683,8 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.store_create, user_id=DEFAULT_STORE if user_id is None else user_id)
+        arguments = operation("store_create").with_face_defaults({"user_id": user_id})
+        return await _call(service.store_create, **arguments)
 
     @tool(StoresListAnswer, title="List stores", read_only=True)
     async def stores_list() -> CallToolResult:
@@ -690,7 +696,7 @@ def _tools(service: "MemoryService") -> list[Tool]:
 
     @tool(StoreDeleteAnswer, title="Delete a store", destructive=True)
     async def store_delete(
-        user_id: Annotated[str, Field(description="The store to delete (required).")],
+        user_id: _required_text("store_delete", "user_id"),
     ) -> CallToolResult:
         """Delete a store with all its memories and speakers, permanently; call it only when
         asked to erase that whole memory space.

@@ -32,6 +32,7 @@ __all__ = [
     "ErrorEnvelope",
     "MemoryAddAnswer",
     "MemoryAddMessagesAnswer",
+    "MemoryBatchAnswer",
     "MemoryDuplicateAnswer",
     "MemoryForgetAnswer",
     "MemoryGetAnswer",
@@ -128,6 +129,16 @@ class MemoryAddMessagesAnswer(_Answer):
     results: list[Union[MemoryAddAnswer, MemoryDuplicateAnswer]] = Field(  # noqa: UP007 - pydantic union
         description='One per user/assistant message: status "stored" with its id, or "duplicate" with duplicate_of.'
     )
+
+
+class MemoryBatchAnswer(_Answer):
+    """``add_bulk`` / ``add_many`` (REST ``bulk-store``, the library): many memories in one commit."""
+
+    user_id: str
+    status: Literal["stored"]
+    ids: list[str] = Field(description="The ids of the memories stored, in order.")
+    count: int = Field(ge=0, description="How many were stored.")
+    duplicates: int = Field(ge=0, description="How many restated a current memory and were not stored.")
 
 
 class MemorySearchAnswer(_Answer):

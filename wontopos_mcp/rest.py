@@ -1,10 +1,12 @@
 """The REST face: the hosted Wontopos API's routes, as its official SDK (2.2.48) speaks them.
 
-Every route is one row of :data:`ENDPOINTS`: its method and path, the service method it
-calls, and the one table that maps the names the SDK sends onto the core's parameter
-names (``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
-``memory_id``/``content``, ``metadata.speaker`` -> ``speaker``, ...). The same table,
-inverted, maps ``error.field`` back to the name the caller sent.
+Every route is one row of :data:`ENDPOINTS`, built from an operation of the contract
+table (:mod:`wontopos_mcp.contract`): its method and path, the service method it calls,
+and the one mapping of the names the SDK sends onto the core's parameter names
+(``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
+``memory_id``/``content``, ``metadata.speaker`` -> ``speaker``, ...). The same mapping,
+inverted, maps ``error.field`` back to the name the caller sent. What is REST's own (the
+hosted options, the extra answer keys, calls that are more than a rename) is added here.
 
 Request bodies are JSON objects; a key whose value is ``null`` counts as not given, so the
 service's default applies. A key the route does not know is a 400 naming it, except under
@@ -39,10 +41,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from .contract import Operation, operation
+from .conversation import turn_messages
 from .errors import InvalidRequestError, NotImplementedAPIError, WontoposError, internal_error
 from .idempotency import KEY_FIELD, Idempotency
 from .jsonrpc import lone_surrogate_error
-from .names import DEFAULT_STORE
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -73,11 +76,6 @@ HOSTED_ONLY: Mapping[str, str] = {
 }
 
 
-def _names(*same: str, **renamed: str) -> dict[str, str]:
-    """REST name -> core name: ``same`` names pass unchanged, ``renamed`` as given."""
-    return {**{name: name for name in same}, **renamed}
-
-
 @dataclass(frozen=True)
 class Call:
     """One service call: its method, arguments (core names) and the field names to map back."""
@@ -93,7 +91,9 @@ class Endpoint:
 
     ``names`` maps the names a caller sends (``metadata.*`` flattened) to the core's;
     ``hosted`` lists hosted-only options accepted when absent, 0 or null; ``extra`` is
-    merged into every answer; ``prepare`` reshapes a call that is not a plain rename.
+    merged into every answer; ``prepare`` reshapes a call that is not a plain rename;
+    ``defaults`` fills what the core does not default itself (the contract's
+    ``face_defaults``). :func:`_endpoint` builds one from a contract operation.
     """
 
     method: str
@@ -134,6 +134,15 @@ class Endpoint:
         return given, ignored
 
 
+def _endpoint(name: str, **behaviour: Any) -> Endpoint:
+    """The endpoint of contract operation ``name``: its route, core method, names and
+    face-filled defaults from the table, plus REST's own ``behaviour``."""
+    op: Operation = operation(name)
+    assert op.rest is not None, name
+    defaults = {param: op.default(param) for param in op.face_defaults}
+    return Endpoint(op.rest.method, op.rest.path, op.core, op.rest.names, defaults=defaults, **behaviour)
+
+
 def _flattened(body: dict[str, Any], metadata: bool) -> list[tuple[str, Any]]:
     items: list[tuple[str, Any]] = []
     for key, value in body.items():
@@ -165,30 +174,16 @@ def _forget(given: dict[str, Any], body: dict[str, Any]) -> Call:
     """``{user_id}`` alone erases the store's memories (the SDK's ``delete_all``); any
     other body forgets by ``memory_id`` or by ``speaker`` + ``confirm_records``."""
     if set(body) == {"user_id"}:
-        return Call("delete_all", {"user_id": body["user_id"]})
+        return Call(operation("delete_all").core, {"user_id": body["user_id"]})
     return Call("memory_forget", {k: v for k, v in given.items() if v is not None})
 
 
 def _turn(given: dict[str, Any], body: dict[str, Any]) -> Call:
-    """One exchange as two messages: the user's words untagged, the assistant's as ``me``.
-
-    The SDK sends ``""`` for a side it was not given; a side that is empty (after
-    trimming) is left out, and a turn with neither side is a 400.
-    """
-    messages: list[dict[str, Any]] = []
-    fields: dict[str, str] = {}
-    for name, role in (("user_msg", "user"), ("assistant_msg", "assistant")):
-        text = given.get(name)
-        if text is None or (isinstance(text, str) and not text.strip()):
-            continue
-        if not isinstance(text, str):
-            raise InvalidRequestError(f"{name} must be a string", field=name)
-        fields[f"messages[{len(messages)}].content"] = name
-        messages.append({"role": role, "content": text})
-    if not messages:
-        raise InvalidRequestError("user_msg and assistant_msg are both empty: nothing to store", field="user_msg")
+    """One exchange as messages (:func:`conversation.turn_messages`: an empty side is
+    left out, as the library's ``add_turn`` does)."""
+    messages, fields = turn_messages(given.get("user_msg"), given.get("assistant_msg"))
     arguments = {"messages": messages, "user_id": given.get("user_id"), "conversation_id": given.get("conversation_id")}
-    return Call("memory_add_messages", {k: v for k, v in arguments.items() if v is not None}, fields)
+    return Call(operation("add_turn").core, {k: v for k, v in arguments.items() if v is not None}, fields)
 
 
 def _collections(answer: dict[str, Any]) -> dict[str, Any]:
@@ -198,49 +193,23 @@ def _collections(answer: dict[str, Any]) -> dict[str, Any]:
 # -- the table ------------------------------------------------------------------------------------
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("POST", "/memory/collection", "store_create", _names("user_id"), defaults={"user_id": DEFAULT_STORE}),
-    Endpoint("GET", "/memory/collections", "stores_list", _names(), query=True, reshape=_collections),
-    Endpoint("DELETE", "/memory/collection", "store_delete", _names("user_id")),
-    Endpoint("POST", "/memory/speakers", "speaker_register", _names("user_id", "speaker")),
-    Endpoint("GET", "/memory/speakers", "speakers_list", _names("user_id"), query=True),
-    Endpoint("DELETE", "/memory/speakers", "speaker_remove", _names("user_id", "speaker")),
-    Endpoint(
-        "POST", "/memory/store", "memory_add",
-        _names(
-            "user_id", "content",
-            **{f"metadata.{name}": name for name in ("speaker", "category", "event_date", "conversation_id")},
-        ),
-        write=True, hosted=("image",), metadata=True,
-    ),
-    Endpoint(
-        "POST", "/memory/supersede", "memory_supersede",
-        _names("user_id", old_memory_id="memory_id", new_content="content"), write=True,
-    ),
-    Endpoint(
-        "POST", "/memory/search", "memory_search",
-        _names("user_id", "query", "speaker", "filters", "include_superseded", max_results="limit"),
-        hosted=SEARCH_OPTIONS, extra={"self_memories": [], "images": []},
-    ),
-    Endpoint(
-        "POST", "/memory/recall", "memory_recall",
-        _names("user_id", "query", "limit", "context_limit"), hosted=("form", "tz"),
-    ),
-    Endpoint("POST", "/memory/get", "memory_get", _names("user_id", "memory_id")),
-    Endpoint("POST", "/memory/list", "memory_list", _names("user_id", "limit", "cursor")),
-    Endpoint("POST", "/memory/by-speaker", "by_speaker", _names("user_id", "speaker", "limit", "before", "skip_ids")),
-    Endpoint(
-        "POST", "/memory/forget", "memory_forget",
-        _names("user_id", "memory_id", "speaker", "confirm_records"), prepare=_forget,
-    ),
-    Endpoint(
-        "POST", "/memory/store-turn", "memory_add_messages",
-        _names("user_id", "user_msg", "assistant_msg", "conversation_id"), write=True, prepare=_turn,
-    ),
-    Endpoint(
-        "POST", "/memory/bulk-store", "memory_add_bulk",
-        _names("user_id", "content", "category", "timestamp"), write=True,
-    ),
-)  # fmt: skip
+    _endpoint("store_create"),
+    _endpoint("stores_list", query=True, reshape=_collections),
+    _endpoint("store_delete"),
+    _endpoint("speaker_register"),
+    _endpoint("speakers_list", query=True),
+    _endpoint("speaker_remove"),
+    _endpoint("memory_add", write=True, hosted=("image",), metadata=True),
+    _endpoint("memory_supersede", write=True),
+    _endpoint("memory_search", hosted=SEARCH_OPTIONS, extra={"self_memories": [], "images": []}),
+    _endpoint("memory_recall", hosted=("form", "tz")),
+    _endpoint("memory_get"),
+    _endpoint("memory_list"),
+    _endpoint("by_speaker"),
+    _endpoint("memory_forget", prepare=_forget),  # and delete_all: {user_id} alone
+    _endpoint("add_turn", write=True, prepare=_turn),
+    _endpoint("add_bulk", write=True),
+)
 
 
 # -- the request cycle ----------------------------------------------------------------------------

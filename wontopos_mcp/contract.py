@@ -1,0 +1,399 @@
+"""The contract table: every operation the engine offers, defined once for every face.
+
+One :class:`Operation` per call (the 15 MCP tools, and the REST/library-only
+``delete_all``, ``add_turn``, ``add_bulk`` and ``add_many``) gives its parameters with
+their defaults, ranges and size limits, the REST route and the one name mapping of
+SPEC ("Three faces": ``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
+``memory_id``/``content``, ``metadata.*`` -> the memory fields), the ``Memory`` method,
+and the answer model (a class name in :mod:`wontopos_mcp.models`, resolved by
+:func:`answer_models` so this module stays import-light).
+
+The faces read it: ``mcp_server`` builds each tool parameter's ``Field(ge, le,
+description)`` and Python default from it, ``rest`` its endpoint names, ``library`` its
+defaults and renamed fields, ``commands`` the CLI's help and defaults. It is pure data:
+it imports nothing of ``mcp``, ``starlette`` or ``uvicorn``, and no storage or model.
+
+Size limits are the core's own constants, imported from the modules that check them (one
+literal each). The ranges (``limit`` 5-20 ...) are written here; the core's range checks
+still restate them, and ``tests/test_contract.py`` proves each range and default here is
+the one the core enforces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .batch import MAX_BATCH_ITEMS, MAX_BULK_CHARS
+from .conversation import MAX_MESSAGES, MAX_MESSAGES_CHARS
+from .names import DEFAULT_STORE, MAX_SPEAKER_CHARS
+from .validation import MAX_CONTENT_CHARS, MAX_LABEL_CHARS, MAX_QUERY_CHARS, MAX_SKIP_IDS
+
+__all__ = [
+    "DEFAULT_CATEGORY",
+    "DEFAULT_STORE",
+    "MAX_BATCH_ITEMS",
+    "MAX_BULK_CHARS",
+    "MAX_CONTENT_CHARS",
+    "MAX_LABEL_CHARS",
+    "MAX_MESSAGES",
+    "MAX_MESSAGES_CHARS",
+    "MAX_QUERY_CHARS",
+    "MAX_SKIP_IDS",
+    "MAX_SPEAKER_CHARS",
+    "OPERATIONS",
+    "Operation",
+    "Param",
+    "Rest",
+    "answer_models",
+    "operation",
+]
+
+DEFAULT_CATEGORY = "general"  # the category of a memory stored without one (SPEC "Memories")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter as the core names it.
+
+    ``default`` is the value the core uses when the parameter is omitted (``None``: no
+    value, "not given"); ``low``/``high`` bound an integer; ``max_chars``/``max_items``
+    bound text and lists. ``description`` is the copy a model (MCP) or a human (CLI)
+    reads; :attr:`span` adds the range.
+    """
+
+    name: str
+    description: str
+    required: bool = False
+    default: Any = None
+    low: int | None = None
+    high: int | None = None
+    max_chars: int | None = None
+    max_items: int | None = None
+
+    @property
+    def span(self) -> str:
+        """``5-20, default 10``: the range and default as every face's help writes them."""
+        bounds = f"{self.low}-{self.high}" if self.high is not None else f"at least {self.low}"
+        return bounds if self.default is None else f"{bounds}, default {self.default}"
+
+
+@dataclass(frozen=True)
+class Rest:
+    """The REST route of an operation and the names it accepts: caller's name -> core name
+    (``metadata.speaker`` for a key inside ``metadata``)."""
+
+    method: str
+    path: str
+    names: Mapping[str, str]
+
+    def caller_names(self) -> dict[str, str]:
+        """Core name -> the caller's, for the names that differ (to map ``error.field`` back)."""
+        return {core: rest for rest, core in self.names.items() if rest != core}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One call of the engine: ``core`` is the service method the faces call.
+
+    ``mcp`` says whether it is an MCP tool (of the same name); ``library`` is its
+    ``Memory`` method; ``answers`` names its answer models in ``models.py``.
+    ``face_defaults`` lists parameters whose default the faces fill in because the core
+    does not apply it itself (yet): see :meth:`with_face_defaults`.
+    """
+
+    name: str
+    core: str
+    params: tuple[Param, ...]
+    answers: tuple[str, ...]
+    mcp: bool = True
+    library: str | None = None
+    rest: Rest | None = None
+    face_defaults: tuple[str, ...] = ()
+
+    def param(self, name: str) -> Param:
+        for param in self.params:
+            if param.name == name:
+                return param
+        raise KeyError(f"{self.name} has no parameter {name!r}")
+
+    def default(self, name: str) -> Any:
+        return self.param(name).default
+
+    def caller_names(self) -> dict[str, str]:
+        """Core name -> the name SDK callers use (REST body, library), where they differ."""
+        return {} if self.rest is None else self.rest.caller_names()
+
+    def with_face_defaults(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``arguments`` with each ``face_defaults`` parameter that is missing or ``None``
+        set to its table default: the one literal every face uses."""
+        filled = dict(arguments)
+        for name in self.face_defaults:
+            if filled.get(name) is None:
+                filled[name] = self.default(name)
+        return filled
+
+
+def _names(*same: str, **renamed: str) -> dict[str, str]:
+    """Caller's name -> core name: ``same`` names pass unchanged, ``renamed`` as given."""
+    return {**{name: name for name in same}, **renamed}
+
+
+MEMORY_FIELDS = ("speaker", "category", "event_date", "conversation_id")  # what ``metadata`` may carry
+METADATA_NAMES = {f"metadata.{name}": name for name in MEMORY_FIELDS}
+
+
+# -- parameters several operations share -----------------------------------------------------------
+
+USER_ID = Param(
+    "user_id", 'The store (see store_create); omit it for the built-in "default" store.', default=DEFAULT_STORE
+)
+QUERY = Param("query", "What to look for, in any language.", required=True, max_chars=MAX_QUERY_CHARS)
+MEMORY_ID = Param(
+    "memory_id", "The memory's id, as an earlier answer gave it.", required=True, max_chars=MAX_LABEL_CHARS
+)
+SPEAKER = Param(
+    "speaker",
+    'Who: "me" for you, the assistant, or a name registered with speaker_register (exact spelling).',
+    required=True,
+    max_chars=MAX_SPEAKER_CHARS,
+)
+CONTENT = Param(
+    "content",
+    f"The text, exactly as it should be remembered (at most {MAX_CONTENT_CHARS:,} characters).",
+    required=True,
+    max_chars=MAX_CONTENT_CHARS,
+)
+CATEGORY = Param("category", f'A label to group memories; default "{DEFAULT_CATEGORY}".', max_chars=MAX_LABEL_CHARS)
+EVENT_DATE = Param("event_date", "When it happened, if known: YYYY-MM-DD or RFC 3339 with an offset.")
+CONVERSATION_ID = Param(
+    "conversation_id", "The conversation it was said in, if you track conversations.", max_chars=MAX_LABEL_CHARS
+)
+MESSAGES = Param(
+    "messages",
+    f"The conversation, oldest first: 1-{MAX_MESSAGES} {{role, name?, content}} objects, "
+    f"at most {MAX_MESSAGES_CHARS:,} characters in all.",
+    required=True,
+    max_items=MAX_MESSAGES,
+    max_chars=MAX_MESSAGES_CHARS,
+)
+SEARCH_LIMIT = Param("limit", "How many memories to return", default=10, low=5, high=20)
+RECALL_LIMIT = Param("limit", "How many long-term memories to return", default=10, low=5, high=20)
+CONTEXT_LIMIT = Param(
+    "context_limit", "How many recent turns, and how many lines around the best memory, to return",
+    default=10, low=0, high=20,
+)  # fmt: skip
+LIST_LIMIT = Param("limit", "How many memories per page", default=100, low=1, high=500)
+BY_SPEAKER_LIMIT = Param("limit", "How many memories per page", default=20, low=5, high=20)
+
+
+def _op(name: str, params: tuple[Param, ...], answers: tuple[str, ...], **rest: Any) -> Operation:
+    return Operation(name, rest.pop("core", name), params, answers, **rest)
+
+
+# -- the table --------------------------------------------------------------------------------------
+
+_TABLE: tuple[Operation, ...] = (
+    # stores
+    _op(
+        "store_create",
+        (
+            Param(
+                "user_id",
+                'The new store id: 1-64 of letters, digits, ".", "_", "-", starting with a letter or digit; '
+                'omit it for "default".',
+                default=DEFAULT_STORE,
+            ),
+        ),
+        ("StoreCreateAnswer",),
+        library="create_store",
+        rest=Rest("POST", "/memory/collection", _names("user_id")),
+        # The core's store_create refuses None today; once it defaults to "default"
+        # itself, this goes and the faces pass None through.
+        face_defaults=("user_id",),
+    ),
+    _op("stores_list", (), ("StoresListAnswer",), library="list_stores",
+        rest=Rest("GET", "/memory/collections", _names())),
+    _op(
+        "store_delete", (Param("user_id", "The store to delete (required).", required=True),), ("StoreDeleteAnswer",),
+        library="delete_store", rest=Rest("DELETE", "/memory/collection", _names("user_id")),
+    ),
+    # speakers
+    _op(
+        "speaker_register",
+        (Param("speaker", f"The person's name, 1-{MAX_SPEAKER_CHARS} characters, any script.", required=True,
+               max_chars=MAX_SPEAKER_CHARS), USER_ID),
+        ("SpeakerRegisterAnswer",),
+        library="add_speaker", rest=Rest("POST", "/memory/speakers", _names("user_id", "speaker")),
+    ),
+    _op("speakers_list", (USER_ID,), ("SpeakersListAnswer",), library="list_speakers",
+        rest=Rest("GET", "/memory/speakers", _names("user_id"))),
+    _op(
+        "speaker_remove",
+        (Param("speaker", "The registered name to remove.", required=True, max_chars=MAX_SPEAKER_CHARS), USER_ID),
+        ("SpeakerRemoveAnswer",),
+        library="remove_speaker", rest=Rest("DELETE", "/memory/speakers", _names("user_id", "speaker")),
+    ),
+    # memories: writes
+    _op(
+        "memory_add",
+        (
+            CONTENT,
+            Param(
+                "speaker",
+                'Who said it: "me" for you, the assistant, or a name registered with speaker_register; '
+                "omit for an untagged memory.",
+                max_chars=MAX_SPEAKER_CHARS,
+            ),
+            CATEGORY, EVENT_DATE, CONVERSATION_ID, USER_ID,
+        ),
+        ("MemoryAddAnswer", "MemoryDuplicateAnswer"),
+        library="add", rest=Rest("POST", "/memory/store", _names("user_id", "content", **METADATA_NAMES)),
+    ),
+    _op(
+        "memory_add_messages",
+        (
+            MESSAGES,
+            Param(
+                "conversation_id",
+                "The conversation these messages belong to; omit it and a fresh id is made (and returned).",
+                max_chars=MAX_LABEL_CHARS,
+            ),
+            USER_ID,
+        ),
+        ("MemoryAddMessagesAnswer",),
+        library="add_messages",
+    ),
+    _op(
+        "memory_supersede",
+        (
+            Param("memory_id", "The id of the memory whose fact changed.", required=True, max_chars=MAX_LABEL_CHARS),
+            Param("content", "The new version of the fact.", required=True, max_chars=MAX_CONTENT_CHARS),
+            USER_ID,
+        ),
+        ("MemorySupersedeAnswer",),
+        library="update",
+        rest=Rest("POST", "/memory/supersede", _names("user_id", old_memory_id="memory_id", new_content="content")),
+    ),
+    _op(
+        "memory_forget",
+        (
+            Param("memory_id", "Forget this one memory.", max_chars=MAX_LABEL_CHARS),
+            Param("speaker", "Forget every memory of this speaker (needs confirm_records).",
+                  max_chars=MAX_SPEAKER_CHARS),
+            Param("confirm_records",
+                  "With speaker: the `records_to_delete` that by_speaker just reported for that speaker.", low=0),
+            USER_ID,
+        ),
+        ("MemoryForgetAnswer",),
+        library="delete",  # by speaker: Memory.delete_speaker
+        rest=Rest("POST", "/memory/forget", _names("user_id", "memory_id", "speaker", "confirm_records")),
+    ),
+    # memories: reads
+    _op(
+        "memory_search",
+        (
+            QUERY,
+            Param("speaker", 'Only this speaker\'s memories: "me" for yours, or a registered name.',
+                  max_chars=MAX_SPEAKER_CHARS),
+            SEARCH_LIMIT,
+            Param(
+                "filters",
+                'Narrow the scope: {"categories": [...], "event_from", "event_to" (when it happened), '
+                '"time_from", "time_to" (when stored): YYYY-MM-DD or RFC 3339 with an offset, "min_importance": 0-1}.',
+            ),
+            Param("include_superseded", "Also return memories a later version replaced.", default=False),
+            USER_ID,
+        ),
+        ("MemorySearchAnswer",),
+        library="search",
+        rest=Rest(
+            "POST", "/memory/search",
+            _names("user_id", "query", "speaker", "filters", "include_superseded", max_results="limit"),
+        ),
+    ),
+    _op(
+        "memory_recall",
+        (
+            Param("query", "What the conversation is about now, in any language.", required=True,
+                  max_chars=MAX_QUERY_CHARS),
+            RECALL_LIMIT, CONTEXT_LIMIT, USER_ID,
+        ),
+        ("MemoryRecallAnswer",),
+        library="recall", rest=Rest("POST", "/memory/recall", _names("user_id", "query", "limit", "context_limit")),
+    ),
+    _op("memory_get", (MEMORY_ID, USER_ID), ("MemoryGetAnswer",), library="get",
+        rest=Rest("POST", "/memory/get", _names("user_id", "memory_id"))),
+    _op(
+        "memory_list",
+        (LIST_LIMIT, Param("cursor", "`next_cursor` from the previous page."), USER_ID),
+        ("MemoryListAnswer",),
+        library="list_memories", rest=Rest("POST", "/memory/list", _names("user_id", "limit", "cursor")),
+    ),
+    _op(
+        "by_speaker",
+        (
+            SPEAKER, BY_SPEAKER_LIMIT,
+            Param("before", "`next_before` from the previous page."),
+            Param("skip_ids", "`next_skip_ids` from the previous page.", max_items=MAX_SKIP_IDS),
+            USER_ID,
+        ),
+        ("BySpeakerAnswer",),
+        library="by_speaker",
+        rest=Rest("POST", "/memory/by-speaker", _names("user_id", "speaker", "limit", "before", "skip_ids")),
+    ),
+    # REST and library only
+    _op(
+        "delete_all", (Param("user_id", "The store whose memories are all erased (required).", required=True),),
+        ("MemoryForgetAnswer",), mcp=False, library="delete_all",
+        rest=Rest("POST", "/memory/forget", _names("user_id")),  # {user_id} alone; shares memory_forget's route
+    ),
+    _op(
+        "add_turn",
+        (
+            Param("user_msg", "What the store's user said (untagged); empty: not stored.", default="",
+                  max_chars=MAX_CONTENT_CHARS),
+            Param("assistant_msg", 'What the assistant said ("me"); empty: not stored.', default="",
+                  max_chars=MAX_CONTENT_CHARS),
+            CONVERSATION_ID, USER_ID,
+        ),
+        ("MemoryAddMessagesAnswer",), core="memory_add_messages", mcp=False, library="add_turn",
+        rest=Rest("POST", "/memory/store-turn", _names("user_id", "user_msg", "assistant_msg", "conversation_id")),
+    ),
+    _op(
+        "add_bulk",
+        (
+            Param("content", f"A long text (at most {MAX_BULK_CHARS:,} characters), cut into memories.", required=True,
+                  max_chars=MAX_BULK_CHARS),
+            Param("category", "The category of every memory cut from it.", default=DEFAULT_CATEGORY,
+                  max_chars=MAX_LABEL_CHARS),
+            Param("timestamp", "When it was written: YYYY-MM-DD or RFC 3339 with an offset."),
+            USER_ID,
+        ),
+        ("MemoryBatchAnswer",), core="memory_add_bulk", mcp=False, library="add_bulk",
+        rest=Rest("POST", "/memory/bulk-store", _names("user_id", "content", "category", "timestamp")),
+    ),
+    _op(
+        "add_many",
+        (
+            Param("items", "Memories {content, speaker?, category?, event_date?, conversation_id?, created_at?}.",
+                  required=True, max_items=MAX_BATCH_ITEMS),
+            USER_ID,
+        ),
+        ("MemoryBatchAnswer",), core="memory_add_batch", mcp=False, library="add_many",
+    ),
+)  # fmt: skip
+
+OPERATIONS: Mapping[str, Operation] = {op.name: op for op in _TABLE}
+
+
+def operation(name: str) -> Operation:
+    return OPERATIONS[name]
+
+
+def answer_models(op: Operation) -> tuple[type, ...]:
+    """The pydantic models an operation's success answers validate against."""
+    from . import models  # pydantic: imported only when a face or a test asks
+
+    return tuple(getattr(models, name) for name in op.answers)
