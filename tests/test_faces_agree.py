@@ -1,0 +1,236 @@
+"""The same call through all three faces answers the same, refusals included.
+
+Each test runs one call through the ``Memory`` library, the REST face (the official
+``wontopos`` SDK, or raw httpx where the SDK cannot send the body, against real uvicorn
+on a loopback port) and the MCP face (the SDK's in-memory ``Client``), over one real
+service, and compares the answers and the error fields. Each face writes into a store of
+its own, so one face's memory is never another's duplicate. Successful answers are also
+validated against the answer models the contract table names for the operation.
+
+These pin the three drifts issue 10 found: ``add_turn`` with an empty side, the
+``field`` of a bad speaker given in ``metadata``, and ``store_create`` without a
+``user_id``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+import wontopos
+from http_support import KEY, open_service, serve, settings_for
+from mcp import Client
+from mcp_support import Session
+
+from wontopos_mcp import Memory, WontoposError, contract
+from wontopos_mcp.mcp_server import build_server
+
+pytestmark = pytest.mark.anyio
+_ids = itertools.count()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+class Faces:
+    """One service seen through the library, REST (SDK and httpx) and MCP."""
+
+    def __init__(self, mem: Memory, sdk: wontopos.Client, http: httpx.Client, mcp: Session) -> None:
+        self.mem, self.sdk, self.http, self.mcp = mem, sdk, http, mcp
+
+    def stores(self) -> dict[str, str]:
+        """A fresh store per face: {"library": id, "rest": id, "mcp": id}."""
+        n = next(_ids)
+        stores = {face: f"{face}_{n}" for face in ("library", "rest", "mcp")}
+        for user_id in stores.values():
+            assert self.mem.create_store(user_id)["status"] == "created"
+        return stores
+
+    def library_error(self, call: Any) -> dict[str, Any]:
+        with pytest.raises(WontoposError) as refused:
+            call()
+        return refused.value.envelope()
+
+    def rest_error(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.http.post(f"/api/v1{path}", json=body)
+        envelope = response.json()
+        assert response.status_code == envelope["status"] >= 400, envelope
+        return envelope
+
+    async def mcp_error(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        result = await self.mcp.call(tool, arguments)
+        assert result.is_error, result.structured_content
+        return result.structured_content
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[tuple[Any, Any]]:
+    settings = settings_for(tmp_path_factory.mktemp("faces"), api_key=KEY)
+    service = open_service(settings, embedder)
+    with serve(service, settings) as server:
+        yield service, server
+    service.close()
+
+
+@pytest.fixture
+async def faces(live: tuple[Any, Any]) -> AsyncIterator[Faces]:
+    service, server = live
+    headers = {"X-API-Key": KEY}
+    with (
+        wontopos.Client(api_key=KEY, base_url=server.url, deadline=60) as sdk,
+        httpx.Client(base_url=server.url, headers=headers, timeout=60) as http,
+    ):
+        async with Client(build_server(service)) as client:
+            session = Session(client)
+            await session.load_tools()
+            yield Faces(Memory(service=service), sdk, http, session)
+
+
+def _valid(op_name: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer`` validated against the contract's answer models for ``op_name``."""
+    models = contract.answer_models(contract.operation(op_name))
+    errors = []
+    for model in models:
+        try:
+            model.model_validate(answer)
+            return answer
+        except ValueError as exc:
+            errors.append(exc)
+    raise AssertionError(f"{op_name}: {answer} matches none of {models}: {errors}")
+
+
+def _shape(answer: dict[str, Any]) -> dict[str, Any]:
+    """An add_messages answer without what differs between stores: ids and the store."""
+    return {
+        "keys": sorted(answer),
+        "results": [{k: v for k, v in r.items() if k not in ("id", "user_id")} for r in answer["results"]],
+    }
+
+
+# --- 1. add_turn with an empty side: left out by every face -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("user_msg", "assistant_msg", "messages"),
+    [
+        ("I moved to Porto in May", "", [{"role": "user", "content": "I moved to Porto in May"}]),
+        ("", "Noted, Porto it is", [{"role": "assistant", "content": "Noted, Porto it is"}]),
+        ("  ", "Noted, Porto again", [{"role": "assistant", "content": "Noted, Porto again"}]),
+    ],
+)
+async def test_add_turn_with_an_empty_side_stores_the_other_side_in_every_face(
+    faces: Faces, user_msg: str, assistant_msg: str, messages: list[dict[str, str]]
+) -> None:
+    stores = faces.stores()
+    library = _valid("add_turn", faces.mem.add_turn(user_msg, assistant_msg, user_id=stores["library"]))
+    rest = _valid("add_turn", faces.sdk.add_turn(user_msg, assistant_msg, user_id=stores["rest"]))
+    mcp = _valid("memory_add_messages", await faces.mcp.ok(
+        "memory_add_messages", messages=messages, user_id=stores["mcp"]))  # fmt: skip
+    assert _shape(library) == _shape(rest) == _shape(mcp)
+    assert [r["status"] for r in library["results"]] == ["stored"]
+    said = messages[0]
+    for user_id in stores.values():
+        (stored,) = faces.mem.list_memories(user_id)["memories"]
+        assert stored["content"] == said["content"]
+        assert stored.get("speaker") == ("me" if said["role"] == "assistant" else None)
+
+
+async def test_add_turn_with_both_sides_empty_is_the_same_400_in_library_and_rest(faces: Faces) -> None:
+    stores = faces.stores()
+    library = faces.library_error(lambda: faces.mem.add_turn("", " ", user_id=stores["library"]))
+    rest = faces.rest_error("/memory/store-turn", {"user_id": stores["rest"], "user_msg": "", "assistant_msg": " "})
+    assert library == rest
+    assert library["status"] == 400 and library["error"]["field"] == "user_msg"
+    # MCP has no add_turn; its twin, an empty conversation, names its own parameter.
+    mcp = await faces.mcp_error("memory_add_messages", messages=[], user_id=stores["mcp"])
+    assert mcp["status"] == 400 and mcp["error"]["field"] == "messages"
+    for user_id in stores.values():
+        assert faces.mem.list_memories(user_id)["memories"] == []
+
+
+async def test_add_turn_errors_name_the_side_as_the_caller_sent_it(faces: Faces) -> None:
+    stores = faces.stores()
+    too_long = "x" * (contract.MAX_CONTENT_CHARS + 1)
+    library = faces.library_error(lambda: faces.mem.add_turn("fine", too_long, user_id=stores["library"]))
+    rest = faces.rest_error(
+        "/memory/store-turn", {"user_id": stores["rest"], "user_msg": "fine", "assistant_msg": too_long}
+    )
+    assert library == rest
+    assert library["error"]["field"] == "assistant_msg"
+    assert library["error"]["max_chars"] == contract.MAX_CONTENT_CHARS
+    mcp = await faces.mcp_error(
+        "memory_add_messages",
+        messages=[{"role": "user", "content": "fine"}, {"role": "assistant", "content": too_long}],
+        user_id=stores["mcp"],
+    )
+    assert mcp["error"]["field"] == "messages[1].content" and mcp["error"]["max_chars"] == contract.MAX_CONTENT_CHARS
+
+
+# --- 2. a bad speaker: `field` is the name the caller used --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "expected"),
+    [
+        ({"speaker": "Carol"}, {"field": "metadata.speaker", "speaker": "Carol"}),
+        ({"speaker": "Me"}, {"field": "metadata.speaker"}),
+        ({"event_date": "soon"}, {"field": "metadata.event_date"}),
+        ({"category": ""}, {"field": "metadata.category"}),
+    ],
+)
+async def test_a_bad_field_inside_metadata_is_named_metadata_field_by_library_and_rest(
+    faces: Faces, metadata: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    stores = faces.stores()
+    content = "Carol said the garden gate sticks"
+    library = faces.library_error(lambda: faces.mem.add(content, stores["library"], metadata=metadata))
+    rest = faces.rest_error("/memory/store", {"user_id": stores["rest"], "content": content, "metadata": metadata})
+    assert library == rest
+    assert library["status"] == 400 and expected.items() <= library["error"].items()
+    for user_id in stores.values():
+        assert faces.mem.list_memories(user_id)["memories"] == []
+
+
+async def test_a_bad_speaker_keyword_is_named_speaker_by_library_and_mcp(faces: Faces) -> None:
+    stores = faces.stores()
+    content = "Carol said the garden gate sticks"
+    library = faces.library_error(lambda: faces.mem.add(content, stores["library"], speaker="Carol"))
+    mcp = await faces.mcp_error("memory_add", content=content, speaker="Carol", user_id=stores["mcp"])
+    assert library == mcp
+    assert library["error"]["field"] == "speaker" and library["error"]["speaker"] == "Carol"
+    # The SDK sends its `speaker=` keyword inside metadata: that is the name the server saw.
+    with pytest.raises(wontopos.BadRequestError) as sdk:
+        faces.sdk.add(content, user_id=stores["rest"], speaker="Carol")
+    assert sdk.value.details == {"field": "metadata.speaker", "speaker": "Carol"}
+    assert sdk.value.message == library["error"]["message"]
+
+
+async def test_a_keyword_wins_over_metadata_and_none_does_not_override_it(faces: Faces) -> None:
+    stores = faces.stores()
+    # The keyword is at fault, so the keyword is named.
+    error = faces.library_error(
+        lambda: faces.mem.add("x", stores["library"], metadata={"speaker": "me"}, speaker="Carol")
+    )
+    assert error["error"]["field"] == "speaker"
+    # A keyword of None is "not given" (as in the SDK): metadata's speaker stands.
+    stored = faces.mem.add("The gate was oiled", stores["library"], metadata={"speaker": "me"}, speaker=None)
+    assert _valid("memory_add", stored)["speaker"] == "me"
+    unknown = faces.library_error(lambda: faces.mem.add("x", stores["library"], metadata={"colour": "red"}))
+    assert unknown["error"]["field"] == "metadata.colour"
+
+
+# --- 3. store_create without a user_id: the "default" store in every face ------------------------------
+
+
+async def test_store_create_without_a_user_id_answers_the_default_store_in_every_face(faces: Faces) -> None:
+    library = faces.mem.create_store()
+    response = faces.http.post("/api/v1/memory/collection", json={})
+    assert response.status_code == 200
+    mcp = await faces.mcp.ok("store_create")
+    expected = {"user_id": contract.DEFAULT_STORE, "status": "exists"}
+    assert _valid("store_create", library) == response.json() == mcp == expected
