@@ -14,7 +14,6 @@ commits. LanceDB's own failures that the engine acts on are mapped once, here, t
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from collections import OrderedDict
@@ -25,17 +24,16 @@ from typing import Any
 
 from .coordination import LOCK_FILE, coordinator_for, is_remote
 from .errors import TableMissing
-from .store_schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, indexes_on
+from .maintenance import RETAIN, RETAIN_REMOTE
+from .store_schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes
 from .store_schema import registry_schema, upgrade
 from .store_search import ChunkReads, run
-
-log = logging.getLogger(__name__)
+from .store_upkeep import Upkeep
 
 __all__ = ["LOCK_FILE", "MEMORY_FIELDS", "META_FILE", "ModelMismatch", "Store", "is_remote"]
 
 META_FILE = "wontopos.json"
 _CHECK_TIMEOUT_S = 20.0  # check_usable: longest wait for object storage to answer
-_VECTOR_INDEX_KEY = "index:vector"  # registry row: table size when the vector index was last built
 _REGISTRY_CACHE_SIZE = 256  # registry answers kept per store handle (see registry_rows)
 
 
@@ -57,12 +55,6 @@ def _opened(open_table: Callable[[], Any]) -> Any:
         if "not found" in str(exc):
             raise TableMissing(str(exc)) from exc
         raise
-
-
-def _retention(remote: bool) -> timedelta:
-    from .maintenance import RETAIN, RETAIN_REMOTE
-
-    return RETAIN_REMOTE if remote else RETAIN
 
 
 class ModelMismatch(RuntimeError):
@@ -95,7 +87,8 @@ class Store:
         self.storage_options = dict(storage_options or {})
         self.vector_index_min_rows = vector_index_min_rows
         self._remote = is_remote(uri)
-        self.retain = retain if retain is not None else _retention(self._remote)
+        self.retain = retain if retain is not None else (RETAIN_REMOTE if self._remote else RETAIN)
+        self._upkeep = Upkeep(self.retain, vector_index_min_rows, self.registry_rows)
         self._coordinator = coordinator_for(uri)
         self._reads = ChunkReads(self._reader, flat_search_max)
         self._db: Any = None
@@ -379,57 +372,11 @@ class Store:
     # -- upkeep (inside write_lock) -------------------------------------------------------------
 
     def _after_write(self, table: Any = None) -> None:
-        """Upkeep after a commit, inside the write lock, decided from the table's state
-        (``maintenance``): whichever process writes keeps the database healthy."""
-        from .maintenance import maintain
-
-        table = table if table is not None else self._registry
-        try:
-            done = maintain(table, retain=self.retain)
-            if table is not self._registry and (done["compacted"] or done["indexed"]):
-                self._index_vectors(table)
-        except Exception:  # housekeeping: the next commit decides again
-            log.warning("table upkeep skipped", exc_info=True)
+        self._upkeep.after_write(self._registry if table is None else table, self._registry)
 
     def maintain(self, table: Any | None = None) -> None:
-        """Bring both tables fully up to date now: one fragment each, every index
-        current, the vector index built once the table is large enough, old versions
-        removed once no reader can need them. Call inside the write lock. (Commits run
-        the cheaper tiered upkeep of ``maintenance`` instead.)"""
-        table = table if table is not None else self.existing_chunks()
-        try:
-            if table is not None:
-                self._index_vectors(table)
-                table.optimize(cleanup_older_than=self.retain)
-            self.registry.optimize(cleanup_older_than=self.retain)
-        except Exception:  # housekeeping: a lost commit race is retried next time
-            log.warning("index maintenance skipped", exc_info=True)
-
-    def _index_vectors(self, table: Any) -> None:
-        """Build the IVF_SQ index once the table has ``vector_index_min_rows`` rows, and
-        again when ``maintenance.vector_index_due`` says so. The size at the last build
-        is kept in the registry (this module's ``index`` row)."""
-        from lancedb.index import IvfSq
-
-        from .maintenance import vector_index_due
-
-        rows = table.count_rows()
-        has_index = bool(indexes_on("vector", table.list_indices()))
-        if not has_index and rows < self.vector_index_min_rows:
-            return
-        record = self.registry_rows(f"key = '{_VECTOR_INDEX_KEY}'")
-        built_at = int(record[0]["value"]) if record else (rows if has_index else 0)
-        if not vector_index_due(rows, has_index=has_index, built_at=built_at):
-            if not record:
-                self._record_index_size(rows)
-            return
-        table.create_index("vector", config=IvfSq(distance_type="cosine"), replace=True)
-        self._record_index_size(rows)
-
-    def _record_index_size(self, rows: int) -> None:
-        self.registry.delete(f"key = '{_VECTOR_INDEX_KEY}'")
-        row = {"key": _VECTOR_INDEX_KEY, "kind": "index", "user_id": "", "name": "vector", "created_us": 0, "value": str(rows)}
-        self.registry.add(arrow([row], registry_schema()))
+        """Bring both tables fully up to date now (``Upkeep.full``); inside the write lock."""
+        self._upkeep.full(table if table is not None else self.existing_chunks(), self.registry)
 
     def close(self) -> None:
         with self._coordinator.local():
