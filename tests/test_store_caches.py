@@ -72,7 +72,7 @@ def test_a_commit_landing_between_a_writes_checks_and_its_commit_makes_it_check_
     if a table version moved: here the other handle commits right after each decision."""
     a, b = pair
     a.speaker_register("Bob", user_id="shared")
-    find = b._find_duplicate
+    find = b.memories.find_duplicate
     armed: list[Any] = []  # at most one interloper, fired after a write's first decision
 
     def find_then_interlope(*args: Any) -> Any:
@@ -81,7 +81,7 @@ def test_a_commit_landing_between_a_writes_checks_and_its_commit_makes_it_check_
             armed.pop()()
         return found
 
-    monkeypatch.setattr(b, "_find_duplicate", find_then_interlope)
+    monkeypatch.setattr(b.memories, "find_duplicate", find_then_interlope)
     armed.append(lambda: a.memory_add("Bob's flight lands at 9.", speaker="Bob", user_id="shared"))
     first = b.memory_add("Bob's flight lands at 9!", speaker="Bob", user_id="shared")
     stored = [m["id"] for m in all_memories(b, "shared")]

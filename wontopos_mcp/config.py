@@ -12,14 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from .errors import ConfigError  # noqa: F401 - defined with the other errors; faces import it from here
+
 DEFAULT_MODEL = "multilingual-e5-small-q4"
 TRANSPORTS = ("stdio", "http", "sse")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _MiB = 1024 * 1024
 
 
-class ConfigError(ValueError):
-    """A bad setting: the CLI prints it as one line on stderr and exits non-zero."""
 
 
 def is_loopback(host: str) -> bool:

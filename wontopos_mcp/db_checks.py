@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
+from collections.abc import Callable
+from typing import Any
 
-from .config import ConfigError
+from .errors import ConfigError
 
 _FIX_PATH = "pass --db (or WONTOPOS_DB) a directory this user can write"
 
@@ -52,6 +55,28 @@ def _reason(exc: OSError) -> str:
     if exc.errno == errno.EROFS:
         reason += " (a read-only file system)"
     return reason
+
+
+def check_remote(uri: str, list_tables: Callable[[], Any], timeout: float) -> None:
+    """Raise ``ConfigError`` unless ``list_tables`` (a LanceDB connection to object storage
+    listing its tables: a missing bucket, an http endpoint without allow_http and refused
+    credentials all fail there) answers within ``timeout`` seconds. It runs in a daemon
+    thread, since the object store retries for minutes."""
+    failure: list[BaseException] = []
+
+    def probe() -> None:
+        try:
+            list_tables()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the one line
+            failure.append(exc)
+
+    thread = threading.Thread(target=probe, name="wontopos-check-db", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise remote_timeout(uri, timeout)
+    if failure:
+        raise remote_failure(uri, failure[0]) from None
 
 
 def remote_failure(uri: str, exc: BaseException) -> ConfigError:

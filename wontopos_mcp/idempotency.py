@@ -4,7 +4,8 @@ The official SDK sends an ``Idempotency-Key`` on every memory write and retries 
 408/409/502/503/504. The key is kept 24 h per store, *in the database*, written in the
 same commit as the memories it guards (columns on their rows), so after a crash a repeat
 either replays the stored answer or finds nothing and writes exactly once. An outcome
-that writes no memory (a duplicate) is recorded in the registry instead.
+that writes no memory (a duplicate) is recorded in the registry instead (``registry``
+keeps those rows).
 """
 
 from __future__ import annotations
@@ -50,30 +51,6 @@ def replayed(idem: Idempotency, fingerprint: str, answer_json: str) -> dict[str,
             field=KEY_FIELD,
         )
     return {**json.loads(answer_json), "replayed": True}
-
-
-def record_key(store: str, key: str) -> str:
-    """The registry key of a record kept apart from memory rows."""
-    return f"idem:{store}:{key}"
-
-
-def record_row(store: str, key: str, fingerprint: str, answer_json: str, created_us: int) -> dict[str, Any]:
-    """A registry row keeping a key's first answer: for an outcome that stored no memory,
-    or when the memories that carried it are deleted within the 24 hours."""
-    return {
-        "key": record_key(store, key),
-        "kind": "idem",
-        "user_id": store,
-        "name": key,
-        "created_us": created_us,
-        "value": f"{fingerprint}\n{answer_json}",
-    }
-
-
-def parse_record(value: str) -> tuple[str, str]:
-    """(fingerprint, answer JSON) of a registry record."""
-    fingerprint, answer_json = value.split("\n", 1)
-    return fingerprint, answer_json
 
 
 class Running:

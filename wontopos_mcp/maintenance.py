@@ -49,6 +49,10 @@ CLEANUP_EVERY = 16
 # object cannot be read at all (no open file handle keeps it), so it keeps them longer.
 RETAIN = timedelta(seconds=2)
 RETAIN_REMOTE = timedelta(seconds=15)
+# The IVF_SQ vector index is built again each time the table has grown this many times
+# since its last build: its partition count is fixed when it is built, so partitions
+# would otherwise grow with the table and every probe would scan more.
+REINDEX_GROWTH = 10
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,12 @@ def index_due(unindexed: int, indexed: int) -> bool:
     """Whether the rows outside the indexes are enough to fold in now."""
     lag = min(INDEX_LAG_MAX, max(INDEX_LAG_MIN, int(INDEX_LAG_SHARE * indexed)))
     return unindexed >= lag
+
+
+def vector_index_due(rows: int, *, has_index: bool, built_at: int) -> bool:
+    """Whether to (re)build the vector index of a table of ``rows`` rows that is large
+    enough to have one, when it was last built at ``built_at`` rows."""
+    return not has_index or rows >= built_at * REINDEX_GROWTH
 
 
 def fragments_of(dataset: Any) -> list[Fragment]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .records import RECORD_FIELDS
-from .scope import quote, quote_all
+from .scope import memories_in, seq_windows
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -59,9 +59,6 @@ class Candidate:
     bm25: float = 0.0
     in_scope: bool = True
     fused: float = 0.0
-
-
-MODES = ("hybrid", "vector", "bm25")
 
 
 def search_memories(
@@ -123,8 +120,7 @@ def _fetch(
             found[mid] = rows  # type: ignore[assignment]
     missing = [mid for mid in wanted if mid not in found]
     if missing:
-        where = f"user_id = {quote(store_key)} AND memory_id IN {quote_all(missing)}"
-        for row in store.rows(where, columns=columns):
+        for row in store.rows(memories_in(store_key, missing), columns=columns):
             found.setdefault(row["memory_id"], []).append(row)
     return found
 
@@ -200,11 +196,7 @@ def _neighbours(store: "Store", vector: Any, candidates: dict[str, Candidate]) -
         return {}
     store_key = in_scope[0].row["user_id"]
     spans = _merged_spans(sorted(c.row["seq"] for c in in_scope))
-    # Windows bound ``seq`` only: a conversation term inside the OR would stop LanceDB
-    # from using the seq index (a full scan, ~250 ms at 1M rows); rows of other
-    # conversations are told apart here instead.
-    windows = " OR ".join(f"(seq >= {low} AND seq <= {high})" for low, high in spans)
-    where = f"user_id = {quote(store_key)} AND NOT superseded AND ({windows})"
+    where = seq_windows(store_key, spans)  # seq only (see there): conversations are told apart here
     lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
     row_ids: dict[str, list[int]] = {}  # every chunk: a neighbour scores by its best one
     columns = ("memory_id", "conversation_id", "seq", "chunk_idx")

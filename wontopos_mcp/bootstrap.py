@@ -1,0 +1,42 @@
+"""The parts a service is built from, given the entry points' settings.
+
+``MemoryService.open(settings)`` calls ``parts``: a ``Store`` for the database (its
+write coordination chosen by the URI, in ``coordination``), a not yet started
+``ModelLoader`` for the embedding model, and the service's options. The settings are
+whatever has the attributes of ``StartupSettings`` (``config.Settings`` does): the engine
+never imports ``config``, which reads the environment.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .embeddings import ModelLoader
+    from .store import Store
+
+
+class StartupSettings(Protocol):
+    """What building a service reads from the settings."""
+
+    db: str
+    embed_model: str
+    model_cache: str
+    speaker_limit: int
+
+    @property
+    def storage_options_dict(self) -> dict[str, str]: ...
+
+
+def parts(
+    settings: StartupSettings, *, models: "ModelLoader | None" = None
+) -> tuple["Store", "ModelLoader", dict[str, Any]]:
+    """(store, model loader, service options) for these settings; ``models`` replaces
+    the loader of ``settings.embed_model`` (tests, an embedder already loaded)."""
+    from .embeddings import ModelLoader
+    from .store import Store
+
+    store = Store(settings.db, storage_options=settings.storage_options_dict)
+    if models is None:
+        models = ModelLoader.for_model(settings.embed_model, settings.model_cache)
+    return store, models, {"speaker_limit": settings.speaker_limit}

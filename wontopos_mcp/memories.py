@@ -1,0 +1,255 @@
+"""The chunk table in the engine's words: memories' rows, and the look-ups the rules
+make (a memory, duplicates, idempotency keys, pages, the next sequence number).
+
+``Memories`` is the only builder of chunk rows and of the chunk-table clauses that are
+not shared (the shared ones are in ``scope``). It decides nothing: the parts above it
+(``writes``, ``reads``, ``paging``) apply SPEC's rules to what it answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .dates import month_bucket
+from .duplicates import is_restatement, restatement_key
+from .errors import NotFoundError
+from .records import RECORD_FIELDS
+from .scope import FIRST_CHUNK, in_store, memories_in, memory_is, quote, quote_all, said_by, speaker_is
+from .text import duplicate_key, importance
+
+if TYPE_CHECKING:
+    from .store import Store
+
+Row = dict[str, Any]
+_LOOKUP_BATCH = 500  # keys per IN (...) look-up
+_NEWEST_FIRST = (("created_us", False), ("seq", False))
+
+
+class Memories:
+    def __init__(self, store: "Store", *, now_us: Callable[[], int]) -> None:
+        self.store = store
+        self._now_us = now_us
+        self._seq_floor: dict[str, int] = {}  # per store: a seq known to be given (see max_seq)
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def new_rows(
+        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int, created: int | None = None
+    ) -> tuple[str, list[Row]]:
+        """The chunk rows of a new memory; ``created`` (microseconds) defaults to now."""
+        memory_id = str(uuid.uuid4())
+        created = self._now_us() if created is None else created
+        event = memory["event"]
+        when = event[0] if event else created
+        shared = {
+            "memory_id": memory_id,
+            "n_chunks": len(chunks),
+            "user_id": key,
+            "speaker": memory["speaker"],
+            "content": memory["content"],
+            "dup_key": duplicate_key(memory["content"]),
+            "restate_key": restatement_key(memory["content"]),
+            "created_us": created,
+            "seq": seq,
+            "event_date": event[1] if event else None,
+            "event_us": event[0] if event else None,
+            "when_us": when,
+            "time_bucket": month_bucket(when),
+            "category": memory["category"],
+            "importance": importance(memory["content"]),
+            "superseded": False,
+            "superseded_by": None,
+            "conversation_id": memory["conversation_id"],
+            "role": memory["role"],
+        }
+        rows = [
+            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": chunk, "vector": vectors[i].tolist()}
+            for i, chunk in enumerate(chunks)
+        ]
+        return memory_id, rows
+
+    def max_seq(self, key: str) -> int:
+        """The highest ``seq`` among the store's rows.
+
+        Sequence numbers only grow, so the last answer is a floor: later calls read just
+        the rows above it (a B-tree range, a few ms at 1M rows), including rows other
+        processes wrote since. Only the first call per store sorts the store.
+        """
+        floor = self._seq_floor.get(key)
+        if floor is None:
+            rows = self.store.rows(in_store(key), columns=("seq",), order=(("seq", False),), limit=1)
+            top = int(rows[0]["seq"]) if rows else 0
+        else:
+            top = max([floor, *self.store.column(in_store(key) + f" AND seq > {floor}", "seq")])
+        self._seq_floor[key] = top
+        return top
+
+    # -- one memory --------------------------------------------------------------------------
+
+    def memory_row(self, key: str, memory_id: str) -> Row:
+        """A memory's first chunk, every memory field; 404 when the store has no such memory."""
+        rows = self.store.rows(memory_is(key, memory_id) + FIRST_CHUNK)
+        if not rows:
+            raise NotFoundError(f"memory '{memory_id}' does not exist in this store", memory_id=memory_id)
+        return rows[0]
+
+    def every_chunk(self, key: str, memory_id: str) -> list[Row]:
+        """Every column of every chunk of a memory (to rewrite them)."""
+        return self.store.rows(memory_is(key, memory_id), columns=None)
+
+    def superseded_by(self, key: str, memory_id: str) -> list[Row]:
+        """Every column of every chunk of the versions ``memory_id`` superseded."""
+        return self.store.rows(in_store(key) + f" AND superseded_by = {quote(memory_id)}", columns=None)
+
+    def chunks_by_memory(self, key: str, memory_ids: set[str]) -> dict[str, list[Row]]:
+        """Every column of every chunk of these memories, by memory, in chunk order."""
+        found: dict[str, list[Row]] = {}
+        if memory_ids:
+            rows = self.store.rows(memories_in(key, sorted(memory_ids)), columns=None)
+            for row in sorted(rows, key=lambda r: r["chunk_idx"]):
+                found.setdefault(row["memory_id"], []).append(row)
+        return found
+
+    # -- duplicates ------------------------------------------------------------------------
+
+    def find_duplicate(self, key: str, text: str, name: str | None, conversation: str | None) -> str | None:
+        """A current memory this text restates, by the same speaker, from another conversation.
+
+        Every restatement, exact or near-verbatim, has the text's restatement key
+        (``duplicates.restatement_key``), so one indexed equality lookup finds them all;
+        no vector search, and no candidate missed. Rows written before the current key
+        function carry another key (``dup_key`` before 4774e8d, the looser key of
+        4774e8d..6f096ab), so the normalised key is also looked up in ``dup_key``: exact
+        restatements of such rows are still caught (~1 ms more at 1M rows than one
+        column), near-verbatim ones of them only missed, never wrongly matched.
+        ``restates`` still compares the texts and applies the conversation rule.
+        """
+        dup = duplicate_key(text)
+        where = (
+            in_store(key) + " AND NOT superseded AND " + speaker_is(name)
+            + f" AND chunk_idx = 0 AND (restate_key IN {quote_all([restatement_key(text), dup])}"
+            + f" OR dup_key = {quote(dup)})"
+        )  # fmt: skip
+        for row in self.store.rows(where, columns=("memory_id", "content", "conversation_id")):
+            if restates(text, conversation, row):
+                return row["memory_id"]
+        return None
+
+    def restated_by_keys(self, key: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str | None], list[Row]]:
+        """Current memories of the store matching one of these (normalised key, restatement
+        key) pairs as ``find_duplicate`` matches them, filed under both their keys with
+        their speaker."""
+        found: dict[tuple[str, str | None], list[Row]] = {}
+        columns = ("memory_id", "dup_key", "restate_key", "speaker", "content", "conversation_id")
+        for start in range(0, len(keys), _LOOKUP_BATCH):
+            dks, rks = zip(*keys[start : start + _LOOKUP_BATCH])
+            where = (
+                in_store(key) + " AND chunk_idx = 0 AND NOT superseded"
+                + f" AND (dup_key IN {quote_all(list(dks))} OR restate_key IN {quote_all(list(rks))})"
+            )  # fmt: skip
+            for row in self.store.rows(where, columns=columns):
+                for mark in {(row["dup_key"], row["speaker"]), (row["restate_key"], row["speaker"])}:
+                    found.setdefault(mark, []).append(row)
+        return found
+
+    # -- idempotency keys on rows ----------------------------------------------------------------
+
+    def idempotent_answer(self, key: str, idem_key: str, since_us: int) -> tuple[str, str] | None:
+        """(fingerprint, answer JSON) carried by a memory written under this key since then."""
+        where = in_store(key) + f" AND idem_key = {quote(idem_key)} AND created_us >= {since_us}"
+        rows = self.store.rows(where, columns=("idem_fp", "idem_answer"), limit=1)
+        return (rows[0]["idem_fp"], rows[0]["idem_answer"]) if rows else None
+
+    def idempotency_of(self, where: str, since_us: int) -> list[tuple[str, str, str, int]]:
+        """(key, fingerprint, answer JSON, created) of the memories ``where`` selects that
+        were written under an idempotency key since ``since_us``, one per key."""
+        rows = self.store.rows(
+            where + f" AND chunk_idx = 0 AND idem_key IS NOT NULL AND created_us >= {since_us}",
+            columns=("idem_key", "idem_fp", "idem_answer", "created_us"),
+        )
+        kept = {r["idem_key"]: (r["idem_key"], r["idem_fp"], r["idem_answer"], r["created_us"]) for r in rows}
+        return list(kept.values())
+
+    def imported(self, key: str, idem_keys: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """(memory id, fingerprint) by idempotency key, of the store's memories written
+        under these keys, at any age (one lookup per 500 keys)."""
+        found: dict[str, tuple[str, str]] = {}
+        wanted = sorted(set(idem_keys))
+        for start in range(0, len(wanted), _LOOKUP_BATCH):
+            batch = wanted[start : start + _LOOKUP_BATCH]
+            where = in_store(key) + f" AND chunk_idx = 0 AND idem_key IN {quote_all(batch)}"
+            for row in self.store.rows(where, columns=("idem_key", "idem_fp", "memory_id")):
+                found[row["idem_key"]] = (row["memory_id"], row["idem_fp"])
+        return found
+
+    # -- counts and pages -----------------------------------------------------------------------
+
+    def count(self, where: str) -> int:
+        return self.store.count(where)
+
+    def count_memories(self, where: str) -> int:
+        """Memories (not chunks) ``where`` selects."""
+        return self.store.count(where + FIRST_CHUNK)
+
+    def speaker_counts(self, key: str) -> Counter[str]:
+        """Memories per speaker in the store."""
+        return Counter(self.store.column(in_store(key) + " AND chunk_idx = 0 AND speaker IS NOT NULL", "speaker"))
+
+    def newest_first(self, where: str, limit: int) -> list[Row]:
+        """A page's rows, newest first: record fields only (each column costs about a
+        millisecond at 1M rows)."""
+        return self.store.rows(where, columns=(*RECORD_FIELDS, "seq"), order=_NEWEST_FIRST, limit=limit)
+
+    def after_seq(self, key: str, after: int, limit: int) -> list[Row]:
+        """The store's memories after sequence number ``after``, in write order."""
+        return self.store.rows(in_store(key) + f" AND chunk_idx = 0 AND seq > {after}", order=(("seq", True),), limit=limit)
+
+    def around(self, key: str, top: Row, reach: int) -> list[Row]:
+        """Current memories near ``top`` in write order: its conversation, or (without
+        one) ``reach`` sequence numbers either side of it."""
+        same = in_store(key) + " AND chunk_idx = 0 AND NOT superseded"
+        if top["conversation_id"] is not None:
+            same += f" AND conversation_id = {quote(top['conversation_id'])}"
+        else:
+            same += f" AND seq >= {top['seq'] - reach} AND seq <= {top['seq'] + reach}"
+        return self.store.rows(same, order=(("seq", True),))
+
+    def recent_turns(self, key: str, limit: int) -> list[Row]:
+        """The store's newest conversation turns (memories with a role), newest first."""
+        where = in_store(key) + " AND chunk_idx = 0 AND role IS NOT NULL"
+        return self.store.rows(where, order=(("seq", False),), limit=limit)
+
+    # -- commits (inside the write lock) ------------------------------------------------------------
+
+    def add(self, rows: list[Row], updated: list[Row]) -> None:
+        """Commit new rows, and rows rewritten with them, in one commit."""
+        table = self.store.existing_chunks()
+        if updated:
+            self.store.upsert_chunks(table, updated + rows)
+        elif rows:
+            self.store.add_chunks(table, rows)
+
+    def delete(self, where: str, *, updated: list[Row] | None = None) -> None:
+        """Delete the rows ``where`` selects; rows in ``updated`` are rewritten in the
+        same commit."""
+        if updated:
+            self.store.upsert_chunks(self.store.existing_chunks(), updated, delete_where=where)
+        else:
+            self.store.delete_chunks(where)
+
+    def untag(self, key: str, name: str) -> int:
+        """Take the speaker's name off their memories; how many memories it was on."""
+        tagged = said_by(key, name)
+        untagged = self.store.count(tagged + FIRST_CHUNK)
+        self.store.update_chunks(tagged, {"speaker": "NULL"})
+        return untagged
+
+
+def restates(text: str, conversation: str | None, stored: Row) -> bool:
+    """Would storing ``text`` restate ``stored`` (same speaker already matched)? Not when
+    both come from the same conversation: a person repeating themselves is two turns."""
+    same_conversation = conversation is not None and stored["conversation_id"] == conversation
+    return not same_conversation and is_restatement(text, stored["content"])

@@ -1,0 +1,125 @@
+"""Memory reads: search, recall, get, list (SPEC "Memories"). ``by_speaker`` is ``paging``.
+
+Each validates its arguments, then resolves the store (and a named speaker) once, and
+only then asks for the model, so a call that fails early never waits for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import validation as v
+from .conversation import context_line, context_window
+from .dates import format_us
+from .errors import InvalidRequestError
+from .names import check_speaker
+from .records import memory_record
+from .scope import filter_clauses, query_without_name, search_scope
+from .search import search_memories
+
+if TYPE_CHECKING:
+    from .embeddings import Embedder
+    from .memories import Memories
+    from .registry import Registry, StoreHandle
+
+
+class Reads:
+    def __init__(self, registry: "Registry", memories: "Memories", *, embedder: Callable[[], "Embedder"]) -> None:
+        self.registry = registry
+        self.memories = memories
+        self._embedder = embedder
+
+    def memory_search(
+        self,
+        query: Any,
+        speaker: Any = None,
+        limit: Any = 10,
+        filters: Any = None,
+        include_superseded: Any = False,
+        user_id: Any = None,
+    ) -> dict[str, Any]:
+        text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
+        name = None if speaker is None else check_speaker(speaker)
+        limit = v.integer(limit, field="limit", low=5, high=20)
+        scope_filters = filter_clauses(filters)
+        include_superseded = v.boolean(include_superseded, field="include_superseded")
+        handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
+        answer: dict[str, Any] = {"user_id": handle.display, "query": text}
+        if name is not None:
+            answer["speaker"] = name
+        answer["memories"] = self._search(handle, text, name, limit, scope_filters, include_superseded)
+        return answer
+
+    def _search(
+        self, handle: "StoreHandle", text: str, name: str | None, limit: int, filters: list[str], superseded: bool
+    ) -> list[dict[str, Any]]:
+        where = search_scope(handle.key, name, superseded, filters)
+        hits = search_memories(self.memories.store, self._embedder(), query_without_name(text, name), where, limit)
+        return [memory_record(row, similarity=sim) for row, sim in hits]
+
+    def memory_recall(
+        self, query: Any, limit: Any = 10, context_limit: Any = 10, user_id: Any = None
+    ) -> dict[str, Any]:
+        """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
+        text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
+        limit = v.integer(limit, field="limit", low=5, high=20)
+        context_limit = v.integer(context_limit, field="context_limit", low=0, high=20)
+        handle = self.registry.resolve(user_id)
+        memories = self._search(handle, text, None, limit, [], False)
+        around = self._around(handle, memories, context_limit)
+        return {
+            "user_id": handle.display,
+            "short_term": {"turns": self._turns(handle, context_limit)},
+            "long_term": {"memories": memories},
+            "context": {"around_top_memory": around},
+        }
+
+    def _around(self, handle: "StoreHandle", memories: list[dict[str, Any]], reach: int) -> list[str]:
+        """The conversation around the best memory, as prompt lines."""
+        if not memories or not reach:
+            return []
+        top = self.memories.memory_row(handle.key, memories[0]["id"])
+        rows = self.memories.around(handle.key, top, reach)
+        return [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], reach)]
+
+    def _turns(self, handle: "StoreHandle", limit: int) -> list[dict[str, Any]]:
+        """The store's last ``limit`` conversation turns, oldest first."""
+        rows = self.memories.recent_turns(handle.key, limit) if limit else []
+        return [_turn(row) for row in reversed(rows)]
+
+    def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
+        mid = v.label(memory_id, field="memory_id")
+        handle = self.registry.resolve(user_id)
+        return {"memory": memory_record(self.memories.memory_row(handle.key, mid))}
+
+    def memory_list(self, limit: Any = 100, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
+        limit = v.integer(limit, field="limit", low=1, high=500)
+        after = _parse_cursor(cursor)
+        handle = self.registry.resolve(user_id)
+        rows = self.memories.after_seq(handle.key, after, limit + 1)
+        page = rows[:limit]
+        more = len(rows) > limit and page
+        return {
+            "user_id": handle.display,
+            "memories": [memory_record(r) for r in page],
+            "count": len(page),
+            "next_cursor": str(page[-1]["seq"]) if more else None,
+        }
+
+
+def _turn(row: dict[str, Any]) -> dict[str, Any]:
+    turn: dict[str, Any] = {"role": row["role"], "content": row["content"]}
+    if row["speaker"] is not None:
+        turn["speaker"] = row["speaker"]
+    turn["timestamp"] = format_us(row["created_us"])
+    return turn
+
+
+def _parse_cursor(cursor: Any) -> int:
+    if cursor is None:
+        return 0
+    if not isinstance(cursor, str) or not re.fullmatch(r"[0-9]{1,18}", cursor):
+        raise InvalidRequestError("cursor must be a next_cursor from an earlier memory_list", field="cursor")
+    return int(cursor)
