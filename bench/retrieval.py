@@ -253,7 +253,9 @@ def main() -> None:
         p1, p5, _ = metrics([found[i] for i in prev])
         s1, s5, _ = metrics([found[i] for i in selfc])
         c1, _, _ = metrics([found[i] for i in cjk])
-        print(f"{label:<44}{r1:>6.2f}{r5:>6.2f}{mrr:>7.3f}  {p1:>12.2f} / {p5:.2f}  {s1:>11.2f} / {s5:.2f}  {c1:>12.2f}")
+        print(
+            f"{label:<44}{r1:>6.2f}{r5:>6.2f}{mrr:>7.3f}  {p1:>12.2f} / {p5:.2f}  {s1:>11.2f} / {s5:.2f}  {c1:>12.2f}"
+        )
 
     timed = {
         "embed_query only": lambda q: embedder.embed_query(query_without_name(q["query"], q["speaker"])),

@@ -355,9 +355,13 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     for name, ts in times.items():
         target = ""
         if name.startswith("memory_search") and search_target:
-            target = f"p50 <= {search_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= search_target else 'MISSED'}"
+            target = (
+                f"p50 <= {search_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= search_target else 'MISSED'}"
+            )
         if name.startswith("by_speaker") and page_target:
-            target = f"p50 <= {page_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= page_target else 'MISSED'}"
+            target = (
+                f"p50 <= {page_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= page_target else 'MISSED'}"
+            )
         print(f"  {name:<38}{ms(ts)}   {target}")
     print(f"  Tiny got exactly its 3 memories in {sum(tiny_ok)}/{len(tiny_ok)} searches; Alice got 10 distinct "
           f"memories, all hers, in {sum(alice_ok)}/{len(alice_ok)}")  # fmt: skip
@@ -465,6 +469,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         dk, rk = dup_keys[r]
         store.rows(dup_scope + f" AND chunk_idx = 0 AND (dup_key = {quote(dk)} OR restate_key = {quote(rk)})",
                    columns=("memory_id", "content", "conversation_id"))  # fmt: skip
+
     writes = {
         "memory_add speaker=Alice": add,
         "floor: embed_passages + 1 append": floor,
@@ -478,7 +483,9 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     times = interleaved(writes, args.rounds)
     add_p50 = statistics.median(times["memory_add speaker=Alice"])
     floor_p50 = statistics.median(times["floor: embed_passages + 1 append"])
-    print(f"\n{'writes (' + str(args.rounds) + ' interleaved rounds)':<40}{'p50 ms':>9}{'p95 ms':>9}   share of memory_add p50")
+    print(
+        f"\n{'writes (' + str(args.rounds) + ' interleaved rounds)':<40}{'p50 ms':>9}{'p95 ms':>9}   share of memory_add p50"
+    )
     for name, ts in times.items():
         share = "" if name.startswith(("memory_add", "floor")) else f"{statistics.median(ts) / add_p50:6.0%}"
         print(f"  {name:<38}{ms(ts)}   {share}")
@@ -546,12 +553,18 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="10000,100000", help="comma-separated memory counts, e.g. 10000,100000,1000000")
+    parser.add_argument(
+        "--sizes", default="10000,100000", help="comma-separated memory counts, e.g. 10000,100000,1000000"
+    )
     parser.add_argument("--rounds", type=int, default=30, help="interleaved measurement rounds per operation")
     parser.add_argument("--recall-queries", type=int, default=20)
-    parser.add_argument("--no-conversation", type=float, default=0.3, help="share of memories without a conversation id")
+    parser.add_argument(
+        "--no-conversation", type=float, default=0.3, help="share of memories without a conversation id"
+    )
     parser.add_argument("--flat-search-max", type=int, default=None, help="override Store's default (experiments)")
-    parser.add_argument("--vector-index-min-rows", type=int, default=None, help="override Store's default (experiments)")
+    parser.add_argument(
+        "--vector-index-min-rows", type=int, default=None, help="override Store's default (experiments)"
+    )
     parser.add_argument("--model-cache", default=default_model_cache())
     parser.add_argument("--db", default=None, help="parent directory for the databases (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the databases")

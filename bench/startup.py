@@ -75,8 +75,12 @@ def main() -> None:
         t2, _ = time_to_tools_list(hello, env)
         b.append(t2)
     ma, mb = statistics.median(a), statistics.median(b)
-    print(f"wontopos-mcp spawn->tools/list: median {ma * 1000:.0f} ms  (min {min(a) * 1000:.0f}, max {max(a) * 1000:.0f}; {n} tools)")
-    print(f"bare MCPServer hello-world:     median {mb * 1000:.0f} ms  (min {min(b) * 1000:.0f}, max {max(b) * 1000:.0f})")
+    print(
+        f"wontopos-mcp spawn->tools/list: median {ma * 1000:.0f} ms  (min {min(a) * 1000:.0f}, max {max(a) * 1000:.0f}; {n} tools)"
+    )
+    print(
+        f"bare MCPServer hello-world:     median {mb * 1000:.0f} ms  (min {min(b) * 1000:.0f}, max {max(b) * 1000:.0f})"
+    )
     print(f"ratio: {ma / mb:.2f}  (target <= 1.20)")
 
 

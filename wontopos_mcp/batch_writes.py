@@ -13,8 +13,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
-from .batch import Item, Origin, carry_key, cut_text, forget_marks, known_result, not_current, parse_items
-from .batch import stored_target
+from .batch import (
+    Item,
+    Origin,
+    carry_key,
+    cut_text,
+    forget_marks,
+    known_result,
+    not_current,
+    parse_items,
+    stored_target,
+)
 from .commits import Embedded, Written
 from .dates import parse_moment
 from .duplicates import restatement_key
@@ -42,7 +51,7 @@ class _Outcome:
 
 
 class BatchWrites:
-    def __init__(self, commits: "Commits") -> None:
+    def __init__(self, commits: Commits) -> None:
         self.commits = commits
         self.registry = commits.registry
         self.memories = commits.memories
@@ -164,7 +173,9 @@ class _BatchDecision:
         target = None if origin is None else stored_target(origin.supersedes, out.results)
         old = None if target is None else self.batch_rows.get(target) or self.stored_olds.get(target)
         if target is None:
-            restated = [o for m in marks for o in self.seen.get(m, ()) if restates(item.content, item.conversation_id, o)]
+            restated = [
+                o for m in marks for o in self.seen.get(m, ()) if restates(item.content, item.conversation_id, o)
+            ]
             if restated:
                 out.duplicates += 1
                 out.results.append({"status": "duplicate", "duplicate_of": restated[0]["memory_id"]})

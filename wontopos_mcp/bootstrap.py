@@ -19,18 +19,20 @@ if TYPE_CHECKING:
 class StartupSettings(Protocol):
     """What building a service reads from the settings."""
 
-    db: str
-    embed_model: str
-    model_cache: str
-    speaker_limit: int
+    @property
+    def db(self) -> str: ...
+    @property
+    def embed_model(self) -> str: ...
+    @property
+    def model_cache(self) -> str: ...
+    @property
+    def speaker_limit(self) -> int: ...
 
     @property
     def storage_options_dict(self) -> dict[str, str]: ...
 
 
-def parts(
-    settings: StartupSettings, *, models: "ModelLoader | None" = None
-) -> tuple["Store", "ModelLoader", dict[str, Any]]:
+def parts(settings: StartupSettings, *, models: ModelLoader | None = None) -> tuple[Store, ModelLoader, dict[str, Any]]:
     """(store, model loader, service options) for these settings; ``models`` replaces
     the loader of ``settings.embed_model`` (tests, an embedder already loaded)."""
     from .embeddings import ModelLoader

@@ -31,7 +31,7 @@ EXIT_BAD_SETTING = 2
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (no usage dump)."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         _fail(message)
 
 
@@ -43,7 +43,9 @@ def _store_flags(parser: argparse.ArgumentParser, default: Any) -> None:
     )
     parser.add_argument("--embed-model", default=default, help="embedding model (WONTOPOS_EMBED_MODEL)")
     parser.add_argument("--model-cache", default=default, help="model cache directory (WONTOPOS_MODEL_CACHE)")
-    parser.add_argument("--log-level", default=default, help="debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)")
+    parser.add_argument(
+        "--log-level", default=default, help="debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -108,7 +108,7 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
     command("stats", "count a store's memories and speakers")
 
 
-def run(args: dict[str, Any], settings: "Settings", *, service: "MemoryService | None" = None) -> int:
+def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | None = None) -> int:
     """Run one command; a refusal is one line on stderr and exit code 1.
 
     ``service`` (tests) replaces the one the settings would open; it is left open.
@@ -136,36 +136,36 @@ def _emit(out: TextIO, args: dict[str, Any], answer: Any, text: str) -> None:
     out.write((json.dumps(answer, ensure_ascii=False, indent=2) if args["json"] else text) + "\n")
 
 
-def _stores_list(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _stores_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     answer = service.stores_list()
     _emit(out, args, answer, "\n".join(f"{s['user_id']}\tsince {s['created_at']}" for s in answer["stores"]))
 
 
-def _stores_create(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _stores_create(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     if args["user_id"] is None:
         raise InvalidRequestError("name the store to create with --user", field="user_id")
     answer = service.store_create(args["user_id"])
     _emit(out, args, answer, f"{answer['user_id']}: {answer['status']}")
 
 
-def _speakers_list(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _speakers_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speakers_list(user_id=args["user_id"])
     lines = [f"{s['speaker']}\t{s['memories']} memories\tsince {s['created_at']}" for s in answer["speakers"]]
     lines.append(f"{answer['count']} of {answer['limit']} speakers registered in {answer['user_id']!r}")
     _emit(out, args, answer, "\n".join(lines))
 
 
-def _speakers_add(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _speakers_add(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speaker_register(args["speaker"], user_id=args["user_id"])
     _emit(out, args, answer, f"{answer['speaker']}: {answer['status']} ({answer['count']} of {answer['limit']})")
 
 
-def _speakers_remove(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _speakers_remove(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speaker_remove(args["speaker"], user_id=args["user_id"])
     _emit(out, args, answer, f"{answer['speaker']}: removed; {answer['memories_untagged']} memories untagged")
 
 
-def _search(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _search(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     service.start()
     answer = service.memory_search(args["query"], speaker=args["speaker"], limit=args["limit"], user_id=args["user_id"])
     lines = [
@@ -178,7 +178,7 @@ def _search(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None
 _PAGE = operation("memory_list").param("limit").high  # export and stats read the biggest pages
 
 
-def _memories(service: "MemoryService", user_id: str | None) -> Iterator[dict[str, Any]]:
+def _memories(service: MemoryService, user_id: str | None) -> Iterator[dict[str, Any]]:
     cursor = None
     while True:
         page = service.memory_list(limit=_PAGE, cursor=cursor, user_id=user_id)
@@ -188,7 +188,7 @@ def _memories(service: "MemoryService", user_id: str | None) -> Iterator[dict[st
             return
 
 
-def _export(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _export(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     if args["out"] is None:
         _write_jsonl(service, args["user_id"], out)
         return
@@ -197,7 +197,7 @@ def _export(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None
     print(f"wontopos-mcp: exported {count} memories to {args['out']}", file=sys.stderr)
 
 
-def _write_jsonl(service: "MemoryService", user_id: str | None, out: TextIO) -> int:
+def _write_jsonl(service: MemoryService, user_id: str | None, out: TextIO) -> int:
     count = 0
     for memory in _memories(service, user_id):
         out.write(json.dumps(memory, ensure_ascii=False) + "\n")
@@ -208,7 +208,7 @@ def _write_jsonl(service: "MemoryService", user_id: str | None, out: TextIO) -> 
 _IMPORTED = ("content", "speaker", "category", "event_date", "conversation_id", "created_at")
 
 
-def _import(service: "MemoryService", args: dict[str, Any], out: TextIO) -> int:
+def _import(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
     """Import an export in batches; exit code 1 when a line was skipped.
 
     The target store is created when missing (said on stderr). Progress goes to stderr
@@ -238,7 +238,7 @@ def _import(service: "MemoryService", args: dict[str, Any], out: TextIO) -> int:
     skipped = sorted(importer.skipped, key=lambda skip: skip["line"])
     for skip in skipped:
         print(f"wontopos-mcp: import: skipped line {skip['line']}: {skip['reason']}", file=sys.stderr)
-    summary = {
+    summary: dict[str, Any] = {
         "user_id": user_id or DEFAULT_STORE,
         "lines": importer.lines,
         "stored": importer.counts["stored"],
@@ -285,7 +285,7 @@ class _Import:
     earlier batch, in this one, or found already there) is what the new copy supersedes.
     """
 
-    def __init__(self, service: "MemoryService", user_id: str | None) -> None:
+    def __init__(self, service: MemoryService, user_id: str | None) -> None:
         self.service, self.user_id = service, user_id
         self.counts: Counter[str] = Counter()
         self.skipped: list[dict[str, Any]] = []
@@ -404,7 +404,7 @@ def _read_line(number: int, text: str) -> _Line:
     return _Line(number, memory, item, idem)
 
 
-def _stats(service: "MemoryService", args: dict[str, Any], out: TextIO) -> None:
+def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     speakers = service.speakers_list(user_id=args["user_id"])
     memories = list(_memories(service, args["user_id"]))
     superseded = sum(1 for m in memories if m["is_superseded"])

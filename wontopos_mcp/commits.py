@@ -45,10 +45,10 @@ class Written:
 class Commits:
     def __init__(
         self,
-        store: "Store",
-        registry: "Registry",
-        memories: "Memories",
-        models: "ModelLoader",
+        store: Store,
+        registry: Registry,
+        memories: Memories,
+        models: ModelLoader,
         *,
         model_wait: float,
         now_us: Callable[[], int],
@@ -61,7 +61,7 @@ class Commits:
         self._now_us = now_us
         self._running = Running()
 
-    def embedder(self) -> "Embedder":
+    def embedder(self) -> Embedder:
         """The model, waiting for it up to ``model_wait`` seconds (then 503)."""
         return self.models.get(timeout=self.model_wait)
 

@@ -20,8 +20,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _MiB = 1024 * 1024
 
 
-
-
 def is_loopback(host: str) -> bool:
     """Whether binding ``host`` serves this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
     import ipaddress
@@ -69,9 +67,7 @@ class Settings:
         return dict(self.storage_options)
 
     @classmethod
-    def load(
-        cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
-    ) -> "Settings":
+    def load(cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
         """Merge defaults, the environment and explicit overrides (``None`` = not given)."""
         env = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -87,14 +83,14 @@ class Settings:
         settings = replace(cls(), **values)
         return settings._with_defaults()._checked()
 
-    def _with_defaults(self) -> "Settings":
+    def _with_defaults(self) -> Settings:
         return replace(
             self,
             db=_local_path(self.db) if self.db else default_db_dir(),
             model_cache=self.model_cache or default_model_cache(),
         )
 
-    def _checked(self) -> "Settings":
+    def _checked(self) -> Settings:
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
         if not 0 < self.port < 65536:

@@ -16,9 +16,7 @@ from typing import Any
 from .errors import InvalidRequestError
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-_DATETIME = re.compile(
-    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})"
-)
+_DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _US_PER_DAY = 86_400_000_000
 
@@ -63,11 +61,11 @@ def parse_moment(raw: Any, *, field: str, end_of_day: bool = False) -> tuple[int
     match = _DATETIME.fullmatch(text)
     if not match:
         raise _bad(field, raw)
-    day, clock, fraction, offset = match.groups()
+    day_text, clock, fraction, offset = match.groups()
     micros = (fraction or ".0")[1:7].ljust(6, "0")
     offset = "+00:00" if offset in ("Z", "z") else offset
     try:
-        moment = datetime.fromisoformat(f"{day}T{clock}.{micros}{offset}")
+        moment = datetime.fromisoformat(f"{day_text}T{clock}.{micros}{offset}")
         us = to_us(moment)
         return us, format_us(us)
     except (ValueError, OverflowError):  # no such day, or outside years 1-9999 in UTC
@@ -76,7 +74,6 @@ def parse_moment(raw: Any, *, field: str, end_of_day: bool = False) -> tuple[int
 
 def _bad(field: str, raw: str) -> InvalidRequestError:
     return InvalidRequestError(
-        f"{field} must be RFC 3339 with an offset (2026-07-10T04:20:39Z) or a plain "
-        f"YYYY-MM-DD day; got {raw[:60]!r}",
+        f"{field} must be RFC 3339 with an offset (2026-07-10T04:20:39Z) or a plain YYYY-MM-DD day; got {raw[:60]!r}",
         field=field,
     )

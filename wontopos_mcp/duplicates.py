@@ -67,7 +67,9 @@ _PAUSE = re.compile(r"[,;、\u2013\u2014\-]|\.\.")
 # Hesitation sounds: no word in any of the languages, dropped wherever they stand alone;
 # those of Han and kana (no spaces) also at the start of a clause ("嗯我…", "えーと会議…").
 _CJK_HESITATIONS = ("えーっと", "えーと", "えっと", "ええと", "あのー", "うーん", "嗯", "呃")
-_HESITATIONS = frozenset("uh uhm umm ummm erm hm hmm äh ähm öh öhm euh э ээ эм эмм 음 으음".split() + [*_CJK_HESITATIONS])
+_HESITATIONS = frozenset(
+    "uh uhm umm ummm erm hm hmm äh ähm öh öhm euh э ээ эм эмм 음 으음".split() + [*_CJK_HESITATIONS]
+)
 # Discourse fillers ("well", "actually" and their equivalents), dropped only as a clause of
 # their own set off by a pause. Left out on purpose: words that are also names, list
 # items or pronouns set off by commas ("ben", "nun", "er", "那个"), answers ("yes", "ja",

@@ -293,7 +293,7 @@ def _download_fastembed(
     """Download through fastembed, unless the hub is known to be out of reach."""
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}
     if offline:
-        reason = "HF_HUB_OFFLINE is set and the model is not in the cache"
+        reason: str | None = "HF_HUB_OFFLINE is set and the model is not in the cache"
     else:
         # fastembed retries a failed download for ~40 s (sleeps included): ask the hub first,
         # so an offline machine gets its answer in at most a few seconds.
@@ -386,7 +386,7 @@ class ModelLoader:
 
     @property
     def state(self) -> str:
-        """"loading" (or not started yet), "ready" or "failed"; never waits, never starts."""
+        """ "loading" (or not started yet), "ready" or "failed"; never waits, never starts."""
         if self._embedder is not None:
             return "ready"
         return "failed" if self._done.is_set() else "loading"

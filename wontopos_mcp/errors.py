@@ -59,7 +59,7 @@ class WontoposError(Exception):
             "error": {"type": self.type, "message": self.message, **self.details},
         }
 
-    def renamed_field(self, names: dict[str, str]) -> "WontoposError":
+    def renamed_field(self, names: dict[str, str]) -> WontoposError:
         """Return this error with ``field`` mapped back to the caller's own name."""
         field = self.field
         if field is not None and field in names:

@@ -239,9 +239,7 @@ class Guard:
     async def _bounded(self, scope: Scope, receive: Receive) -> Receive:
         """Read the body up to the limit (413 past it) and hand it to the app again."""
         limit = self.max_body_bytes
-        too_big = InvalidRequestError(
-            f"the request body is larger than {limit} bytes", status=413, max_bytes=limit
-        )
+        too_big = InvalidRequestError(f"the request body is larger than {limit} bytes", status=413, max_bytes=limit)
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
             raise too_big
@@ -271,7 +269,7 @@ class Guard:
 _HEALTH_READ_S = 0.5  # longest /healthz waits for the database to answer a read
 
 
-async def _health(service: "MemoryService", limiter: anyio.CapacityLimiter) -> tuple[int, dict[str, Any]]:
+async def _health(service: MemoryService, limiter: anyio.CapacityLimiter) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) of /healthz, in under a second whatever is still starting.
 
     ``db``: "opening" while the background open runs, then what a read says: "ok",
@@ -296,7 +294,7 @@ async def _health(service: "MemoryService", limiter: anyio.CapacityLimiter) -> t
     return (503 if failed else 200), {"status": status, "version": __version__, "db": db, "model": model}
 
 
-def build_app(service: "MemoryService", settings: "Settings") -> Starlette:
+def build_app(service: MemoryService, settings: Settings) -> Starlette:
     """The whole HTTP face over ``service``. Build one per server run: the Streamable
     HTTP session manager inside can run only once."""
     server = build_server(service, log_level=settings.log_level)

@@ -34,7 +34,7 @@ class Idempotency:
     fingerprint: str
 
     @classmethod
-    def of(cls, key: Any, fingerprint: str) -> "Idempotency":
+    def of(cls, key: Any, fingerprint: str) -> Idempotency:
         if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise InvalidRequestError(
                 f"{KEY_FIELD} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'", field=KEY_FIELD

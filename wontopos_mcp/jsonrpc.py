@@ -137,7 +137,7 @@ def _lenient(text: str) -> Decoded:
     flaw = _scan(value)
     if flaw == "deep":
         return _too_deep(value)
-    if flaw is not None:
+    if isinstance(flaw, tuple):
         return _surrogate(value, flaw)
     return _message(value)
 

@@ -203,7 +203,7 @@ class Memory:
     def close(self) -> None:
         self._service.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Memory:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -38,7 +38,8 @@ def optional(kind: Any, description: str, *constraints: Any) -> Any:
         WrapValidator(_absent_is_none),
         Field(description=description, json_schema_extra=_drop_default),
     )
-    return Annotated[(kind, *metadata)]
+    arguments = (kind, *metadata)
+    return Annotated[arguments]  # an Annotated type built at run time
 
 
 def optional_text(description: str) -> Any:

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="valid-type"
+# (the parameter annotations are Annotated types built at run time from the contract table)
 """The MCP tools: one decorated adapter per operation of the contract table.
 
 Each tool is one async function: its signature is the input schema (ranges, defaults and
@@ -282,9 +284,7 @@ def tools(service: "MemoryService") -> list[Tool]:
         )
 
     @tool(MemoryGetAnswer, title="Get a memory", read_only=True)
-    async def memory_get(
-        memory_id: required_text("memory_get", "memory_id"), user_id: UserId = None
-    ) -> CallToolResult:
+    async def memory_get(memory_id: required_text("memory_get", "memory_id"), user_id: UserId = None) -> CallToolResult:
         """Fetch one memory by its id; call it to read a memory another answer named
         (duplicate_of, superseded_by, an id from search).
 

@@ -29,7 +29,7 @@ _NEWEST_FIRST = (("created_us", False), ("seq", False))
 
 
 class Memories:
-    def __init__(self, store: "Store", *, now_us: Callable[[], int]) -> None:
+    def __init__(self, store: Store, *, now_us: Callable[[], int]) -> None:
         self.store = store
         self._now_us = now_us
         self._seq_floor: dict[str, int] = {}  # per store: a seq known to be given (see max_seq)
@@ -205,7 +205,9 @@ class Memories:
 
     def after_seq(self, key: str, after: int, limit: int) -> list[Row]:
         """The store's memories after sequence number ``after``, in write order."""
-        return self.store.rows(in_store(key) + f" AND chunk_idx = 0 AND seq > {after}", order=(("seq", True),), limit=limit)
+        return self.store.rows(
+            in_store(key) + f" AND chunk_idx = 0 AND seq > {after}", order=(("seq", True),), limit=limit
+        )
 
     def around(self, key: str, top: Row, reach: int) -> list[Row]:
         """Current memories near ``top`` in write order: its conversation, or (without

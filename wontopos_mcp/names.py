@@ -27,7 +27,10 @@ _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\
 _LINE_SEPARATORS = frozenset("\u2028\u2029")
 # Unicode White_Space (not Python's isspace, which also counts U+001C-U+001F, the
 # information separators: those are control characters, refused, never trimmed).
-_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)
 _STORE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -80,8 +83,7 @@ def check_store_id(raw: Any, *, field: str = "user_id") -> str:
         raise InvalidRequestError(f"{field} must be a string", field=field)
     if not _STORE_ID.fullmatch(raw):
         raise InvalidRequestError(
-            f"{field} must be 1-64 characters of A-Z, a-z, 0-9, '.', '_' or '-', "
-            "starting with a letter or digit",
+            f"{field} must be 1-64 characters of A-Z, a-z, 0-9, '.', '_' or '-', starting with a letter or digit",
             field=field,
             user_id=raw[:100],
         )

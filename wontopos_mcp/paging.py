@@ -54,9 +54,7 @@ _FLOOR_US = to_us(datetime(1, 1, 1, tzinfo=timezone.utc))  # no timestamp is old
 
 
 class SpeakerPages:
-    def __init__(
-        self, registry: "Registry", memories: "Memories", *, window_cap: int, now_us: Callable[[], int]
-    ) -> None:
+    def __init__(self, registry: Registry, memories: Memories, *, window_cap: int, now_us: Callable[[], int]) -> None:
         self.registry = registry
         self.memories = memories
         self.window_cap = window_cap  # most rows a time window may hold before it narrows
@@ -149,7 +147,7 @@ class _WindowSearch:
     """
 
     def __init__(
-        self, memories: "Memories", scope: str, before_us: int | None, anchor: int,
+        self, memories: Memories, scope: str, before_us: int | None, anchor: int,
         *, want: int, cap: int, target: int, span: int,
     ) -> None:  # fmt: skip
         self.memories = memories
@@ -159,7 +157,8 @@ class _WindowSearch:
         self.anchor = anchor
         self.want, self.cap, self.target = want, cap, target
         self.span = span
-        self.short, self.short_n, self.big = 0, -1, None
+        self.short, self.short_n = 0, -1
+        self.big: int | None = None
         self.older_known = False
 
     def run(self) -> tuple[list[Row], tuple[int, int] | None]:
@@ -205,7 +204,9 @@ class _WindowSearch:
 
     def _narrow(self, n: int) -> None:
         self.big = self.span
-        self.span = _between(self.short, self.big) if self.short else max(1, min(self.span // 2, self.span * self.target // n))
+        self.span = (
+            _between(self.short, self.big) if self.short else max(1, min(self.span // 2, self.span * self.target // n))
+        )
 
     def _widen(self, n: int) -> None:
         found_more = n > self.short_n
@@ -220,7 +221,9 @@ class _WindowSearch:
     def _fallback(self) -> list[Row]:
         """No window settled: the narrowest too-full one if it still holds a page, else all."""
         if self.big is not None:
-            rows = self.memories.newest_first(self.scope + self.upper + created_after(self.anchor - self.big), self.want)
+            rows = self.memories.newest_first(
+                self.scope + self.upper + created_after(self.anchor - self.big), self.want
+            )
             if len(rows) >= self.want:
                 return rows
         return self.memories.newest_first(self.scope + self.upper, self.want)

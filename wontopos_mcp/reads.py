@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class Reads:
-    def __init__(self, registry: "Registry", memories: "Memories", *, embedder: Callable[[], "Embedder"]) -> None:
+    def __init__(self, registry: Registry, memories: Memories, *, embedder: Callable[[], Embedder]) -> None:
         self.registry = registry
         self.memories = memories
         self._embedder = embedder
@@ -53,7 +53,7 @@ class Reads:
         return answer
 
     def _search(
-        self, handle: "StoreHandle", text: str, name: str | None, limit: int, filters: list[str], superseded: bool
+        self, handle: StoreHandle, text: str, name: str | None, limit: int, filters: list[str], superseded: bool
     ) -> list[dict[str, Any]]:
         where = search_scope(handle.key, name, superseded, filters)
         hits = search_memories(self.memories.store, self._embedder(), query_without_name(text, name), where, limit)
@@ -76,7 +76,7 @@ class Reads:
             "context": {"around_top_memory": around},
         }
 
-    def _around(self, handle: "StoreHandle", memories: list[dict[str, Any]], reach: int) -> list[str]:
+    def _around(self, handle: StoreHandle, memories: list[dict[str, Any]], reach: int) -> list[str]:
         """The conversation around the best memory, as prompt lines."""
         if not memories or not reach:
             return []
@@ -84,7 +84,7 @@ class Reads:
         rows = self.memories.around(handle.key, top, reach)
         return [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], reach)]
 
-    def _turns(self, handle: "StoreHandle", limit: int) -> list[dict[str, Any]]:
+    def _turns(self, handle: StoreHandle, limit: int) -> list[dict[str, Any]]:
         """The store's last ``limit`` conversation turns, oldest first."""
         rows = self.memories.recent_turns(handle.key, limit) if limit else []
         return [_turn(row) for row in reversed(rows)]

@@ -39,7 +39,7 @@ class StoreHandle:
 
 
 class Registry:
-    def __init__(self, store: "Store", *, speaker_limit: int, now_us: Callable[[], int]) -> None:
+    def __init__(self, store: Store, *, speaker_limit: int, now_us: Callable[[], int]) -> None:
         self.store = store
         self.speaker_limit = speaker_limit
         self._now_us = now_us

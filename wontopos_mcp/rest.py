@@ -247,7 +247,7 @@ def _idempotency(request: Request, endpoint: Endpoint, body: dict[str, Any]) -> 
     return Idempotency.of(key, fingerprint)
 
 
-async def _run(service: "MemoryService", call: Call, idempotency: Idempotency | None) -> dict[str, Any]:
+async def _run(service: MemoryService, call: Call, idempotency: Idempotency | None) -> dict[str, Any]:
     """The service call on a worker thread; ``error.field`` goes back to the caller's name."""
     kwargs = dict(call.arguments)
     if idempotency is not None:
@@ -258,7 +258,7 @@ async def _run(service: "MemoryService", call: Call, idempotency: Idempotency | 
         raise exc.renamed_field(call.fields) from None
 
 
-def _handler(service: "MemoryService", endpoints: dict[str, Endpoint]) -> Callable[[Request], Any]:
+def _handler(service: MemoryService, endpoints: dict[str, Endpoint]) -> Callable[[Request], Any]:
     async def handle(request: Request) -> JSONResponse:
         endpoint = endpoints[request.method if request.method != "HEAD" else "GET"]
         try:
@@ -296,7 +296,7 @@ def _not_implemented(endpoint: str) -> Callable[[Request], Any]:
 _ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
 
-def rest_routes(service: "MemoryService") -> list[Route]:
+def rest_routes(service: MemoryService) -> list[Route]:
     """The ``/api/v1`` routes over ``service``: the table's, then the hosted-only 501s."""
     by_path: dict[str, dict[str, Endpoint]] = {}
     for endpoint in ENDPOINTS:

@@ -62,7 +62,7 @@ class Candidate:
 
 
 def search_memories(
-    store: "Store", embedder: "Embedder", query: str, where: str, limit: int, *, mode: str = "hybrid"
+    store: Store, embedder: Embedder, query: str, where: str, limit: int, *, mode: str = "hybrid"
 ) -> list[tuple[dict[str, Any], float]]:
     """The best ``limit`` memories in scope as (row, cosine similarity), best first.
 
@@ -95,7 +95,7 @@ def search_memories(
     return _with_memory_fields(store, ranked)
 
 
-def _with_memory_fields(store: "Store", ranked: list[Candidate]) -> list[tuple[dict[str, Any], float]]:
+def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[dict[str, Any], float]]:
     """The winners' memory rows, best first, with their cosine similarity."""
     if not ranked:
         return []
@@ -105,7 +105,7 @@ def _with_memory_fields(store: "Store", ranked: list[Candidate]) -> list[tuple[d
 
 
 def _fetch(
-    store: "Store", store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...]
+    store: Store, store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...]
 ) -> dict[str, list[dict[str, Any]]]:
     """Chunk rows of these memories (memory id -> row ids of its chunks, as a query gave
     them a moment ago) read by row id, ~5x faster than by a filter at 1M rows. Each row
@@ -126,7 +126,7 @@ def _fetch(
 
 
 def _dense_candidates(
-    store: "Store", vector: Any, where: str, wanted: int, scope_rows: int, *, first: list[dict[str, Any]] | None = None
+    store: Store, vector: Any, where: str, wanted: int, scope_rows: int, *, first: list[dict[str, Any]] | None = None
 ) -> dict[str, Candidate]:
     """At least ``wanted`` distinct in-scope memories by cosine (more chunks until then),
     or all of them when the scope holds fewer: the search stops asking once it has
@@ -170,7 +170,7 @@ def _fuse(candidates: dict[str, Candidate]) -> None:
         c.fused = float(DENSE_WEIGHT * d + BM25_WEIGHT * b)
 
 
-def _propagate(store: "Store", vector: Any, candidates: dict[str, Candidate]) -> dict[str, float]:
+def _propagate(store: Store, vector: Any, candidates: dict[str, Candidate]) -> dict[str, float]:
     """Each candidate's fused score plus shares of its neighbours' fused scores."""
     scores = {mid: c.fused for mid, c in candidates.items()}
     for mid, around in _neighbours(store, vector, candidates).items():
@@ -180,7 +180,7 @@ def _propagate(store: "Store", vector: Any, candidates: dict[str, Candidate]) ->
     return scores
 
 
-def _neighbours(store: "Store", vector: Any, candidates: dict[str, Candidate]) -> dict[str, list[tuple[int, str]]]:
+def _neighbours(store: Store, vector: Any, candidates: dict[str, Candidate]) -> dict[str, list[tuple[int, str]]]:
     """(offset, memory id) of each in-scope candidate's neighbours: the memories just
     before and after it in write order, in its own conversation (``None`` = no
     conversation: store order), at most ``NEIGHBOUR_SPAN`` apart. Neighbours not yet
@@ -241,7 +241,7 @@ def _merged_spans(seqs: list[int]) -> list[tuple[int, int]]:
 
 
 def _neighbour_candidates(
-    store: "Store", vector: Any, store_key: str, wanted: dict[str, list[int]]
+    store: Store, vector: Any, store_key: str, wanted: dict[str, list[int]]
 ) -> dict[str, Candidate]:
     """Neighbours as out-of-scope candidates, scored by their best chunk's cosine."""
     found: dict[str, Candidate] = {}

@@ -57,8 +57,8 @@ class MemoryService:
 
     def __init__(
         self,
-        store: "Store",
-        models: "ModelLoader",
+        store: Store,
+        models: ModelLoader,
         *,
         speaker_limit: int = 50,
         clock: Callable[[], datetime] = _utcnow,
@@ -82,9 +82,7 @@ class MemoryService:
         store.on_open(self.registry.ensure_default_store)
 
     @classmethod
-    def open(
-        cls, settings: StartupSettings, *, models: "ModelLoader | None" = None, **kwargs: Any
-    ) -> "MemoryService":
+    def open(cls, settings: StartupSettings, *, models: ModelLoader | None = None, **kwargs: Any) -> MemoryService:
         """The composition root's way in: a database and a (not yet started) model loader."""
         store, models, options = parts(settings, models=models)
         return cls(store, models, **options, **kwargs)
@@ -264,7 +262,7 @@ class MemoryService:
         handle = self.registry.resolve(user_id)
         return handle.key, handle.display
 
-    def _embedder(self) -> "Embedder":
+    def _embedder(self) -> Embedder:
         return self.commits.embedder()
 
     def _last_seq(self, key: str) -> int:

@@ -25,8 +25,7 @@ from typing import Any
 from .coordination import LOCK_FILE, coordinator_for, is_remote
 from .errors import TableMissing
 from .maintenance import RETAIN, RETAIN_REMOTE
-from .store_schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes
-from .store_schema import registry_schema, upgrade
+from .store_schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, registry_schema, upgrade
 from .store_search import ChunkReads, run
 from .store_upkeep import Upkeep
 
@@ -144,7 +143,9 @@ class Store:
             db_checks.check_directory(self.uri, LOCK_FILE)
             return
         options = self.storage_options or None
-        db_checks.check_remote(self.uri, lambda: _lancedb().connect(self.uri, storage_options=options).list_tables(), timeout)
+        db_checks.check_remote(
+            self.uri, lambda: _lancedb().connect(self.uri, storage_options=options).list_tables(), timeout
+        )
 
     @property
     def registry(self) -> Any:

@@ -154,7 +154,8 @@ class ChunkReads:
         try:
             # A MatchQuery, never the raw string: LanceDB parses a raw string (quotes make
             # a phrase query, which needs positions the index does not keep).
-            query = table.query().nearest_to_text(MatchQuery(text, "text")).where(where).select([*columns])
+            # (lancedb's stub of MatchQuery lists every option as required)
+            query = table.query().nearest_to_text(MatchQuery(text, "text")).where(where).select([*columns])  # type: ignore[call-arg]
             query = query.with_row_id().limit(k)
             return (await query.to_arrow()).to_pylist()
         except Exception:  # noqa: BLE001 - see the docstring

@@ -71,5 +71,12 @@ class Upkeep:
 
 def _record_index_size(registry: Any, rows: int) -> None:
     registry.delete(f"key = '{_VECTOR_INDEX_KEY}'")
-    row = {"key": _VECTOR_INDEX_KEY, "kind": "index", "user_id": "", "name": "vector", "created_us": 0, "value": str(rows)}
+    row = {
+        "key": _VECTOR_INDEX_KEY,
+        "kind": "index",
+        "user_id": "",
+        "name": "vector",
+        "created_us": 0,
+        "value": str(rows),
+    }
     registry.add(arrow([row], registry_schema()))

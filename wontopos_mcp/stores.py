@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class Stores:
-    def __init__(self, commits: "Commits") -> None:
+    def __init__(self, commits: Commits) -> None:
         self.commits = commits
         self.registry = commits.registry
         self.memories = commits.memories

@@ -61,9 +61,8 @@ def _answers(refused: Refusal | ToolRefusal, *, stream: bool) -> list[Answer]:
     if isinstance(refused, ToolRefusal):
         result = error_result(refused.error).model_dump(by_alias=True, mode="json", exclude_none=True)
         return [JSONRPCResponse(jsonrpc="2.0", id=refused.id, result=result)]
-    if stream:
-        return refused.answers()
-    return [refused.answer()]
+    answers: list[Answer] = [*refused.answers()] if stream else [refused.answer()]
+    return answers
 
 
 def _refused(decoded: Decoded) -> Refusal | ToolRefusal | None:
@@ -88,12 +87,12 @@ def _wire(answer: Answer) -> dict[str, Any]:
 # --- stdio ---------------------------------------------------------------------------------
 
 
-def run_stdio(server: "WontoposMCPServer") -> None:
+def run_stdio(server: WontoposMCPServer) -> None:
     """Serve MCP on stdin/stdout until stdin ends."""
     anyio.run(_serve_stdio, server)
 
 
-async def _serve_stdio(server: "WontoposMCPServer") -> None:
+async def _serve_stdio(server: WontoposMCPServer) -> None:
     # Given a stdin, the SDK claims only fd 1; its own reader gets an empty file and ends.
     async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unused, write_stream):
         await unused.aclose()
@@ -231,7 +230,7 @@ class _AnsweringReadStream:
             return None  # not ours: the server sees (and ignores) it like any unknown notification
         return [jsonrpc_message_adapter.validate_python(answer, by_name=False) for answer in params["answers"]]
 
-    def __aiter__(self) -> "_AnsweringReadStream":
+    def __aiter__(self) -> _AnsweringReadStream:
         return self
 
     async def __anext__(self) -> SessionMessage | Exception:
@@ -243,7 +242,7 @@ class _AnsweringReadStream:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> "_AnsweringReadStream":
+    async def __aenter__(self) -> _AnsweringReadStream:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -265,7 +264,7 @@ def _answer_on_stream(app: ASGIApp, key: str) -> Answerer:
 
 
 def sse_routes(
-    server: "WontoposMCPServer",
+    server: WontoposMCPServer,
     *,
     sse_path: str,
     message_path: str,

@@ -27,7 +27,7 @@ DEFAULT_CATEGORY = "general"
 
 
 class Writes:
-    def __init__(self, commits: "Commits") -> None:
+    def __init__(self, commits: Commits) -> None:
         self.commits = commits
         self.registry = commits.registry
         self.memories = commits.memories
@@ -155,7 +155,7 @@ class Writes:
         confirm = v.integer(confirm_records, field="confirm_records", low=0)
         return self._forget_speaker(name, confirm, self.registry.resolve(user_id))
 
-    def _forget_one(self, memory_id: str, handle: "StoreHandle") -> dict[str, Any]:
+    def _forget_one(self, memory_id: str, handle: StoreHandle) -> dict[str, Any]:
         key = handle.key
         self.memories.memory_row(key, memory_id)
         with self.store.write_lock():
@@ -171,7 +171,7 @@ class Writes:
             self.commits.delete_memories(key, memory_is(key, memory_id), updated=relinked)
         return {"user_id": handle.display, "status": "deleted", "deleted": 1}
 
-    def _forget_speaker(self, name: str, confirm: int, handle: "StoreHandle") -> dict[str, Any]:
+    def _forget_speaker(self, name: str, confirm: int, handle: StoreHandle) -> dict[str, Any]:
         key = handle.key
         self.registry.require_speaker(key, name, writing=False)
         said = said_by(key, name)
@@ -203,8 +203,7 @@ def duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:
         "status": "duplicate",
         "id": "",
         "duplicate_of": duplicate_of,
-        "note": "not stored: this restates a current memory of the same speaker; "
-        "use memory_supersede to change a fact",
+        "note": "not stored: this restates a current memory of the same speaker; use memory_supersede to change a fact",
     }
 
 
