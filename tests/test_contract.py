@@ -18,7 +18,7 @@ import anyio
 import pytest
 from mcp_support import TOOLS, open_service
 
-from wontopos_mcp import Memory, contract
+from wontopos_mcp import Memory, contract, models
 from wontopos_mcp.commands import add_commands
 from wontopos_mcp.errors import InvalidRequestError
 from wontopos_mcp.mcp_server import build_server
@@ -59,7 +59,7 @@ def test_the_table_holds_every_mcp_tool_and_the_rest_and_library_only_operations
     }  # fmt: skip
     for op in contract.OPERATIONS.values():
         assert hasattr(MemoryService, op.core), op.name
-        assert op.answers and all(isinstance(m, type) for m in contract.answer_models(op)), op.name
+        assert op.answers and all(isinstance(m, type) for m in models.answer_models(op)), op.name
         names = [p.name for p in op.params]
         assert len(names) == len(set(names)), op.name
 

@@ -26,6 +26,7 @@ from mcp import Client
 from mcp_support import Session
 
 from wontopos_mcp import Memory, WontoposError, contract
+from wontopos_mcp.models import answer_models
 from wontopos_mcp.mcp_server import build_server
 
 pytestmark = pytest.mark.anyio
@@ -93,9 +94,8 @@ async def faces(live: tuple[Any, Any]) -> AsyncIterator[Faces]:
 
 def _valid(op_name: str, answer: dict[str, Any]) -> dict[str, Any]:
     """``answer`` validated against the contract's answer models for ``op_name``."""
-    models = contract.answer_models(contract.operation(op_name))
     errors = []
-    for model in models:
+    for model in answer_models(contract.operation(op_name)):
         try:
             model.model_validate(answer)
             return answer

@@ -25,12 +25,12 @@ from .batch import (
     stored_target,
 )
 from .commits import Embedded, Written
+from .contract import DEFAULT_CATEGORY
 from .dates import parse_moment
 from .duplicates import restatement_key
 from .idempotency import Idempotency
 from .memories import restates
 from .text import duplicate_key
-from .writes import DEFAULT_CATEGORY
 
 if TYPE_CHECKING:
     from .commits import Commits

@@ -6,7 +6,7 @@ their defaults, ranges and size limits, the REST route and the one name mapping 
 SPEC ("Three faces": ``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
 ``memory_id``/``content``, ``metadata.*`` -> the memory fields), the ``Memory`` method,
 and the answer model (a class name in :mod:`wontopos_mcp.models`, resolved by
-:func:`answer_models` so this module stays import-light).
+``models.answer_models`` so this module stays free of pydantic).
 
 The faces read it: ``mcp_server`` builds each tool parameter's ``Field(ge, le,
 description)`` and Python default from it, ``rest`` its endpoint names, ``library`` its
@@ -14,9 +14,10 @@ defaults and renamed fields, ``commands`` the CLI's help and defaults. It is pur
 it imports nothing of ``mcp``, ``starlette`` or ``uvicorn``, and no storage or model.
 
 Size limits are the core's own constants, imported from the modules that check them (one
-literal each). The ranges (``limit`` 5-20 ...) are written here; the core's range checks
-still restate them, and ``tests/test_contract.py`` proves each range and default here is
-the one the core enforces.
+literal each). The ranges and defaults (``limit`` 5-20, default 10 ...) are written only
+here: the core checks integers with :meth:`Param.integer` and takes its signature
+defaults from the table, so this module sits in the core, below the operations that use
+it; ``tests/test_contract.py`` proves each face and the core agree with it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import validation as v
 from .batch import MAX_BATCH_ITEMS, MAX_BULK_CHARS
 from .conversation import MAX_MESSAGES, MAX_MESSAGES_CHARS
 from .names import DEFAULT_STORE, MAX_SPEAKER_CHARS
@@ -46,7 +48,6 @@ __all__ = [
     "Operation",
     "Param",
     "Rest",
-    "answer_models",
     "operation",
 ]
 
@@ -71,6 +72,11 @@ class Param:
     high: int | None = None
     max_chars: int | None = None
     max_items: int | None = None
+
+    def integer(self, value: Any) -> int:
+        """``value`` checked against this parameter's range: the core's one check of it."""
+        assert self.low is not None, f"{self.name} is not an integer parameter"
+        return v.integer(value, field=self.name, low=self.low, high=self.high)
 
     @property
     def span(self) -> str:
@@ -390,10 +396,3 @@ OPERATIONS: Mapping[str, Operation] = {op.name: op for op in _TABLE}
 
 def operation(name: str) -> Operation:
     return OPERATIONS[name]
-
-
-def answer_models(op: Operation) -> tuple[type, ...]:
-    """The pydantic models an operation's success answers validate against."""
-    from . import models  # pydantic: imported only when a face or a test asks
-
-    return tuple(getattr(models, name) for name in op.answers)

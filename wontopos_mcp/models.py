@@ -22,9 +22,12 @@ class.
 
 from __future__ import annotations
 
-from typing import Any, Generic, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+if TYPE_CHECKING:
+    from .contract import Operation
 
 __all__ = [
     "BySpeakerAnswer",
@@ -303,3 +306,9 @@ class OrError(RootModel[Union[T, ErrorEnvelope]], Generic[T]):  # noqa: UP007 - 
     which 2025-era clients require of an output schema)."""
 
     model_config = ConfigDict(json_schema_extra={"type": "object"})
+
+
+def answer_models(op: Operation) -> tuple[type, ...]:
+    """The pydantic models an operation's success answers validate against (the names
+    its contract entry gives)."""
+    return tuple(globals()[name] for name in op.answers)

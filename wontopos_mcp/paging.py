@@ -34,6 +34,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
+from .contract import operation
 from .dates import format_us, parse_moment, to_us
 from .names import check_speaker
 from .records import memory_record
@@ -53,6 +54,9 @@ _MIN_HINT_US = 1_000
 _FLOOR_US = to_us(datetime(1, 1, 1, tzinfo=timezone.utc))  # no timestamp is older (SPEC dates: years 0001-9999)
 
 
+PAGE_LIMIT = operation("by_speaker").param("limit")  # range and default: the contract table's
+
+
 class SpeakerPages:
     def __init__(self, registry: Registry, memories: Memories, *, window_cap: int, now_us: Callable[[], int]) -> None:
         self.registry = registry
@@ -62,10 +66,15 @@ class SpeakerPages:
         self._now_us = now_us
 
     def by_speaker(
-        self, speaker: Any, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
+        self,
+        speaker: Any,
+        limit: Any = PAGE_LIMIT.default,
+        before: Any = None,
+        skip_ids: Any = None,
+        user_id: Any = None,
     ) -> dict[str, Any]:
         name = check_speaker(speaker)
-        limit = v.integer(limit, field="limit", low=5, high=20)
+        limit = PAGE_LIMIT.integer(limit)
         before_us = None if before is None else parse_moment(before, field="before")[0]
         skip = [] if skip_ids is None else v.string_list(skip_ids, field="skip_ids", max_items=v.MAX_SKIP_IDS)
         handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)

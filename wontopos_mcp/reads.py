@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
+from .contract import operation
 from .conversation import context_line, context_window
 from .dates import format_us
 from .errors import InvalidRequestError
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
     from .registry import Registry, StoreHandle
 
 
+# Ranges and defaults: the contract table's, written once there.
+SEARCH_LIMIT = operation("memory_search").param("limit")
+RECALL_LIMIT, CONTEXT_LIMIT = (operation("memory_recall").param(name) for name in ("limit", "context_limit"))
+LIST_LIMIT = operation("memory_list").param("limit")
+
+
 class Reads:
     def __init__(self, registry: Registry, memories: Memories, *, embedder: Callable[[], Embedder]) -> None:
         self.registry = registry
@@ -35,14 +42,14 @@ class Reads:
         self,
         query: Any,
         speaker: Any = None,
-        limit: Any = 10,
+        limit: Any = SEARCH_LIMIT.default,
         filters: Any = None,
         include_superseded: Any = False,
         user_id: Any = None,
     ) -> dict[str, Any]:
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         name = None if speaker is None else check_speaker(speaker)
-        limit = v.integer(limit, field="limit", low=5, high=20)
+        limit = SEARCH_LIMIT.integer(limit)
         scope_filters = filter_clauses(filters)
         include_superseded = v.boolean(include_superseded, field="include_superseded")
         handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
@@ -60,12 +67,16 @@ class Reads:
         return [memory_record(row, similarity=sim) for row, sim in hits]
 
     def memory_recall(
-        self, query: Any, limit: Any = 10, context_limit: Any = 10, user_id: Any = None
+        self,
+        query: Any,
+        limit: Any = RECALL_LIMIT.default,
+        context_limit: Any = CONTEXT_LIMIT.default,
+        user_id: Any = None,
     ) -> dict[str, Any]:
         """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
-        limit = v.integer(limit, field="limit", low=5, high=20)
-        context_limit = v.integer(context_limit, field="context_limit", low=0, high=20)
+        limit = RECALL_LIMIT.integer(limit)
+        context_limit = CONTEXT_LIMIT.integer(context_limit)
         handle = self.registry.resolve(user_id)
         memories = self._search(handle, text, None, limit, [], False)
         around = self._around(handle, memories, context_limit)
@@ -94,8 +105,8 @@ class Reads:
         handle = self.registry.resolve(user_id)
         return {"memory": memory_record(self.memories.memory_row(handle.key, mid))}
 
-    def memory_list(self, limit: Any = 100, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
-        limit = v.integer(limit, field="limit", low=1, high=500)
+    def memory_list(self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
+        limit = LIST_LIMIT.integer(limit)
         after = _parse_cursor(cursor)
         handle = self.registry.resolve(user_id)
         rows = self.memories.after_seq(handle.key, after, limit + 1)

@@ -34,8 +34,8 @@ from .dates import to_us
 from .idempotency import Idempotency
 from .memories import Memories
 from .names import DEFAULT_STORE
-from .paging import SpeakerPages
-from .reads import Reads
+from .paging import PAGE_LIMIT, SpeakerPages
+from .reads import CONTEXT_LIMIT, LIST_LIMIT, RECALL_LIMIT, SEARCH_LIMIT, Reads
 from .registry import Registry
 from .stores import Stores
 from .writes import Writes
@@ -106,13 +106,9 @@ class MemoryService:
     def start(self) -> None:
         """Open the database, then load the model, in the background (later calls do nothing).
 
-        Returns at once: a server answers ``initialize`` and ``tools/list`` meanwhile.
-        The database comes first and alone: calls that need no model wait only for it,
-        and the model load (imports, a first-run conversion) competes with it for the
-        interpreter. Measured with both at once, LanceDB's import alone (most of the open)
-        took 1.4-1.5 s instead of 1.0 s on an idle 2-core machine, and 2.9-8.4 s instead
-        of 2.2 s on a loaded one while a cold cache was converted. A call that needs the
-        model before the database is open starts the load itself (``ModelLoader.get``).
+        Returns at once. The database comes first and alone, so calls that need no model
+        wait only for it (the two compete for the interpreter: ``bench/first_call.py``); a
+        call that needs the model sooner starts the load itself (``ModelLoader.get``).
         """
         with self._start_lock:
             if self._started:
@@ -228,7 +224,7 @@ class MemoryService:
         self,
         query: Any,
         speaker: Any = None,
-        limit: Any = 10,
+        limit: Any = SEARCH_LIMIT.default,
         filters: Any = None,
         include_superseded: Any = False,
         user_id: Any = None,
@@ -236,12 +232,21 @@ class MemoryService:
         return self._reads.memory_search(query, speaker, limit, filters, include_superseded, user_id)
 
     def by_speaker(
-        self, speaker: Any, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
+        self,
+        speaker: Any,
+        limit: Any = PAGE_LIMIT.default,
+        before: Any = None,
+        skip_ids: Any = None,
+        user_id: Any = None,
     ) -> dict[str, Any]:
         return self._pages.by_speaker(speaker, limit, before, skip_ids, user_id)
 
     def memory_recall(
-        self, query: Any, limit: Any = 10, context_limit: Any = 10, user_id: Any = None
+        self,
+        query: Any,
+        limit: Any = RECALL_LIMIT.default,
+        context_limit: Any = CONTEXT_LIMIT.default,
+        user_id: Any = None,
     ) -> dict[str, Any]:
         """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
         return self._reads.memory_recall(query, limit, context_limit, user_id)
@@ -249,7 +254,7 @@ class MemoryService:
     def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
         return self._reads.memory_get(memory_id, user_id)
 
-    def memory_list(self, limit: Any = 100, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
+    def memory_list(self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
         return self._reads.memory_list(limit, cursor, user_id)
 
     # -- for tests and bench/ (thin names over the parts) ---------------------------------------------

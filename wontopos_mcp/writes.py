@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import validation as v
 from .commits import Embedded, Written
+from .contract import DEFAULT_CATEGORY, operation
 from .conversation import parse_messages
 from .dates import parse_moment
 from .errors import ConflictError, InvalidRequestError
@@ -23,7 +24,8 @@ if TYPE_CHECKING:
     from .commits import Commits
     from .registry import StoreHandle
 
-DEFAULT_CATEGORY = "general"
+
+CONFIRM_RECORDS = operation("memory_forget").param("confirm_records")  # its range: the contract table's
 
 
 class Writes:
@@ -152,7 +154,7 @@ class Writes:
                 "confirm_records is required with speaker: pass records_to_delete from by_speaker",
                 field="confirm_records",
             )
-        confirm = v.integer(confirm_records, field="confirm_records", low=0)
+        confirm = CONFIRM_RECORDS.integer(confirm_records)
         return self._forget_speaker(name, confirm, self.registry.resolve(user_id))
 
     def _forget_one(self, memory_id: str, handle: StoreHandle) -> dict[str, Any]:
