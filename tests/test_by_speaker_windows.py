@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import SteppableClock, all_memories, walk_by_speaker
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import SteppableClock, all_memories, walk_by_speaker
 
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.service import MemoryService

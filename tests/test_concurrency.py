@@ -21,13 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import all_memories
+from support import REPO, all_memories
 
 from wontopos_mcp.service import MemoryService
 
-pytest_plugins = ("core_fixtures",)
-
-REPO = Path(__file__).resolve().parents[1]
 LIMIT = 5
 SHARED_NAMES = ("Shared-1", "Shared-2", "Shared-3")
 SHARED_SENTENCE = "The office closes at 6 pm on Fridays."

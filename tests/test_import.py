@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import SteppableClock
+from support import SteppableClock
 
 from wontopos_mcp import commands
 from wontopos_mcp.cli import _parser
 from wontopos_mcp.config import Settings
 from wontopos_mcp.service import MemoryService
-
-pytest_plugins = ("core_fixtures",)
 
 Run = tuple[int, str, str]
 

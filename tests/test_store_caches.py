@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import all_memories, refused
+from support import all_memories, refused
 
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.service import MemoryService

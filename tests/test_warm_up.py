@@ -10,20 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from core_support import refused
-from mcp_support import Gate, open_loading_service
+from support import Gate, open_loading_service, refused
 
 from wontopos_mcp.service import MemoryService
-
-
-@pytest.fixture
-def gate(embedder: Any) -> Iterator[Gate]:
-    gate = Gate(embedder)
-    yield gate
-    gate.event.set()
 
 
 @pytest.fixture
