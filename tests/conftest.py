@@ -79,16 +79,21 @@ def clock() -> SteppableClock:
 
 @pytest.fixture
 def make_service(tmp_path: Path, embedder: Any) -> Iterator[Callable[..., MemoryService]]:
-    """``make_service(speaker_limit=50, clock=None, db=None)``: a real service on disk.
+    """``make_service(speaker_limit=50, clock=None, db=None, **options)``: a real service on
+    disk (``options`` go to ``MemoryService``, e.g. ``window_cap``), closed after the test.
 
     Services built on the same ``db`` share one database, as two processes would.
     """
     opened: list[MemoryService] = []
 
     def make(
-        *, speaker_limit: int = 50, clock: Callable[[], datetime] | None = None, db: Path | None = None
+        *,
+        speaker_limit: int = 50,
+        clock: Callable[[], datetime] | None = None,
+        db: Path | None = None,
+        **options: Any,
     ) -> MemoryService:
-        kwargs: dict[str, Any] = {"speaker_limit": speaker_limit}
+        kwargs: dict[str, Any] = {"speaker_limit": speaker_limit, **options}
         if clock is not None:
             kwargs["clock"] = clock
         svc = MemoryService(Store(str(db or tmp_path / "db")), ModelLoader.of(embedder), **kwargs)

@@ -33,7 +33,8 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.types import CallToolResult
 
-from wontopos_mcp import Memory
+from wontopos_mcp import Memory, commands
+from wontopos_mcp.cli import _parser
 from wontopos_mcp.config import Settings
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.errors import WontoposError
@@ -320,6 +321,18 @@ class Gate:
 def open_loading_service(tmp_path: Path, gate: Gate, *, model_wait: float = 0.2) -> MemoryService:
     """A real service whose model is still loading (until ``gate.event`` is set)."""
     return open_service(settings_for(tmp_path), models=gate.loader(), model_wait=model_wait)
+
+
+def command_runner(svc: MemoryService, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """``run("speakers", "list", "--user", "alice")`` -> (exit code, stdout, stderr): a
+    human command of the CLI, parsed as the CLI does, run in process on ``svc``."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = commands.run(vars(_parser().parse_args(argv)), Settings(), service=svc)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
 
 
 # -- MCP ---------------------------------------------------------------------------------------------

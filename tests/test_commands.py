@@ -12,25 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO
+from support import REPO, command_runner
 
-from wontopos_mcp import commands
-from wontopos_mcp.cli import _parser
-from wontopos_mcp.config import Settings
 from wontopos_mcp.service import MemoryService
 
 
 @pytest.fixture
 def wontopos(service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Any:
     """``wontopos("speakers", "list", "--user", "alice")`` -> (exit code, stdout, stderr)."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        args = vars(_parser().parse_args(argv))
-        code = commands.run(args, Settings(), service=service)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return command_runner(service, capsys)
 
 
 def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
