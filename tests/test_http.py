@@ -2,7 +2,7 @@
 with a raw client, the REST error cycle, and MCP over real Streamable HTTP and SSE with
 the SDK's own clients; then the real ``wontopos-mcp --transport http`` process.
 
-Servers are real uvicorn on a free loopback port (``http_support``) over a real service:
+Servers are real uvicorn on a free loopback port (``support.LiveServer``) over a real service:
 LanceDB under a temporary folder, the session's real model (or one that is still loading).
 """
 

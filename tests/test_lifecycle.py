@@ -4,7 +4,7 @@ importance.
 
 Every service is real (LanceDB on disk under ``tmp_path``, the session's real model); the
 one thing a test controls is time, through the service's ``clock``, and the model load,
-through a loader that blocks on an event (``mcp_support.Gate``).
+through a loader that blocks on an event (``support.Gate``).
 """
 
 from __future__ import annotations

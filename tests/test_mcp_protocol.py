@@ -1,7 +1,7 @@
 """The MCP face as clients see it: the SDK's in-memory ``Client`` (both the modern
 protocol and the ``initialize`` handshake today's hosts speak) against a real service on
 a fresh LanceDB with the real model. Every answer, success or refusal, is checked against
-the output schema its tool declares (see ``mcp_support.Session``).
+the output schema its tool declares (see ``support.Session``).
 """
 
 from __future__ import annotations

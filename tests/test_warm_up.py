@@ -3,7 +3,7 @@ every call that needs no embedding answers while the model is still loading (SPE
 "Calls that need no embedding never wait for the model").
 
 Real services (LanceDB under ``tmp_path``); the model load is the one thing controlled,
-through a loader that blocks until the test opens its gate (``mcp_support.Gate``).
+through a loader that blocks until the test opens its gate (``support.Gate``).
 """
 
 from __future__ import annotations
