@@ -1,20 +1,34 @@
-"""Shared fixtures: a clean environment for every test, one real embedder per session.
+"""The suite's fixtures, all of them shared (plain helpers are in ``support``).
 
-The real default model is converted into a fresh temporary cache once per test session, so
-a cache left on the machine can never hide a broken converter, and every test that needs
-vectors shares it (seconds, not minutes).
+A clean environment for every test and one real embedder per session: the real default
+model is converted into a fresh temporary cache once per test session, so a cache left on
+the machine can never hide a broken converter, and every test that needs vectors shares it
+(seconds, not minutes). Every service is real: LanceDB on disk under ``tmp_path`` and that
+model; nothing of storage or the model is faked. Time is the one thing a test controls,
+through the service's ``clock`` argument, so writes can be made to share a timestamp; and
+the model load, through a ``Gate``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from support import Gate, LibraryFace, ServiceFace, SteppableClock
 
-from wontopos_mcp.embeddings import DEFAULT_MODEL, FastEmbedEmbedder, load_embedder
+from wontopos_mcp.embeddings import (
+    DEFAULT_MODEL,
+    FastEmbedEmbedder,
+    ModelLoader,
+    load_embedder,
+)
+from wontopos_mcp.service import MemoryService
+from wontopos_mcp.store import Store
 
 # STYLE: few, reproducible examples, no deadline (2 cores, a real model and database).
 settings.register_profile(
@@ -50,3 +64,86 @@ def embedder(model_cache: Path) -> FastEmbedEmbedder:
     loaded = load_embedder(DEFAULT_MODEL, model_cache, threads=2)
     assert isinstance(loaded, FastEmbedEmbedder)
     return loaded
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The async tests run on asyncio only (what the server runs on)."""
+    return "asyncio"
+
+
+@pytest.fixture
+def clock() -> SteppableClock:
+    return SteppableClock()
+
+
+@pytest.fixture
+def make_service(tmp_path: Path, embedder: Any) -> Iterator[Callable[..., MemoryService]]:
+    """``make_service(speaker_limit=50, clock=None, db=None, **options)``: a real service on
+    disk (``options`` go to ``MemoryService``, e.g. ``window_cap``), closed after the test.
+
+    Services built on the same ``db`` share one database, as two processes would.
+    """
+    opened: list[MemoryService] = []
+
+    def make(
+        *,
+        speaker_limit: int = 50,
+        clock: Callable[[], datetime] | None = None,
+        db: Path | None = None,
+        **options: Any,
+    ) -> MemoryService:
+        kwargs: dict[str, Any] = {"speaker_limit": speaker_limit, **options}
+        if clock is not None:
+            kwargs["clock"] = clock
+        svc = MemoryService(Store(str(db or tmp_path / "db")), ModelLoader.of(embedder), **kwargs)
+        opened.append(svc)
+        return svc
+
+    yield make
+    for svc in opened:
+        svc.close()
+
+
+@pytest.fixture
+def service(make_service: Callable[..., MemoryService]) -> MemoryService:
+    return make_service()
+
+
+@pytest.fixture
+def clocked_service(make_service: Callable[..., MemoryService], clock: SteppableClock) -> MemoryService:
+    """A service whose time stands still until the test moves ``clock``."""
+    return make_service(clock=clock)
+
+
+@pytest.fixture(params=["service", "library"])
+def make_face(request: pytest.FixtureRequest, make_service: Callable[..., MemoryService]) -> Callable[..., ServiceFace]:
+    """``make_face(**make_service_options)``: a fresh service seen through the core
+    (``ServiceFace``) and, in the test's second run, through the library (``LibraryFace``)."""
+
+    def make(**kwargs: Any) -> ServiceFace:
+        svc = make_service(**kwargs)
+        # Open the database before Memory() starts its background open: a call racing that
+        # open is a bug of its own (test_a_call_made_while_the_database_is_opening_...).
+        svc.stores_list()
+        return ServiceFace(svc) if request.param == "service" else LibraryFace(svc)
+
+    return make
+
+
+@pytest.fixture
+def face(make_face: Callable[..., ServiceFace]) -> ServiceFace:
+    return make_face()
+
+
+@pytest.fixture
+def clocked_face(make_face: Callable[..., ServiceFace], clock: SteppableClock) -> ServiceFace:
+    return make_face(clock=clock)
+
+
+@pytest.fixture
+def gate(embedder: Any) -> Iterator[Gate]:
+    """A model load held until the test sets ``gate.event`` (set at teardown whatever happened)."""
+    gate = Gate(embedder)
+    yield gate
+    gate.event.set()

@@ -14,15 +14,15 @@ All services of a test share one database, as processes would; the clock is the 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import SteppableClock, all_memories, walk_by_speaker
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import SteppableClock, all_memories, walk_by_speaker
 
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.service import MemoryService
@@ -35,20 +35,9 @@ STORES = itertools.count()
 
 
 @pytest.fixture
-def clock() -> SteppableClock:
-    return SteppableClock()
-
-
-@pytest.fixture
-def services(tmp_path: Path, embedder: Any, clock: SteppableClock) -> Iterator[dict[int, MemoryService]]:
+def services(make_service: Callable[..., MemoryService], clock: SteppableClock) -> dict[int, MemoryService]:
     """One service per window cap, all on one database and one clock."""
-    made = {
-        cap: MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder), clock=clock, window_cap=cap)
-        for cap in CAPS
-    }
-    yield made
-    for svc in made.values():
-        svc.close()
+    return {cap: make_service(clock=clock, window_cap=cap) for cap in CAPS}
 
 
 def writer(services: dict[int, MemoryService]) -> MemoryService:

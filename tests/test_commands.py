@@ -8,39 +8,19 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import REPO, command_runner
 
-from wontopos_mcp import commands
-from wontopos_mcp.cli import _parser
-from wontopos_mcp.config import Settings
-from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.service import MemoryService
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def service(tmp_path: Path, embedder: Any) -> Iterator[MemoryService]:
-    service = MemoryService.open(Settings.load({"db": str(tmp_path / "db")}, environ={}), models=ModelLoader.of(embedder))
-    yield service
-    service.close()
 
 
 @pytest.fixture
 def wontopos(service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Any:
     """``wontopos("speakers", "list", "--user", "alice")`` -> (exit code, stdout, stderr)."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        args = vars(_parser().parse_args(argv))
-        code = commands.run(args, Settings(), service=service)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return command_runner(service, capsys)
 
 
 def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
@@ -106,6 +86,8 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     assert service.memory_list(limit=500)["count"] == 150
 
 
+# A real process (the CLI face's one): the exit code and what reaches stdout and stderr are
+# the process's, and the commands end it with os._exit, which no in-process call survives.
 def test_a_refusal_is_one_line_on_stderr_and_exit_code_1(tmp_path: Path, model_cache: Path) -> None:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
            "WONTOPOS_MODEL_CACHE": str(model_cache)}  # fmt: skip

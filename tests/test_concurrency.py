@@ -10,6 +10,7 @@ answer it got, so the parent knows exactly which writes were acknowledged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -21,13 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import all_memories
+from support import REPO, all_memories
 
 from wontopos_mcp.service import MemoryService
 
-pytest_plugins = ("core_fixtures",)
-
-REPO = Path(__file__).resolve().parents[1]
 LIMIT = 5
 SHARED_NAMES = ("Shared-1", "Shared-2", "Shared-3")
 SHARED_SENTENCE = "The office closes at 6 pm on Fridays."
@@ -128,7 +126,8 @@ class Child:
         )
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.received: list[dict[str, Any]] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -170,6 +169,12 @@ class Child:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(timeout=30)
+        self.reader.join(timeout=30)  # it has read to the end of the dead child's stdout
+        # Every pipe closed here, not by the garbage collector (a ResourceWarning, an error).
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        self.proc.stdout.close()
         self.stderr.close()
 
 

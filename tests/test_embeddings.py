@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import REPO as ROOT
 from tokenizers import Tokenizer
 
 from wontopos_mcp import e5_convert
@@ -28,8 +29,6 @@ from wontopos_mcp.embeddings import (
     load_embedder,
 )
 from wontopos_mcp.errors import UnavailableError
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # The same two facts in six languages: each sentence must sit closer to its translations
 # than to the other fact, whatever the pair of languages.
@@ -190,6 +189,8 @@ def test_the_cache_folder_is_keyed_by_model_weight_hash_and_converter_version():
     assert key == f"multilingual-e5-small-q4-{e5_convert.WEIGHTS_SHA256[:12]}-c{e5_convert.CONVERTER_VERSION}"
 
 
+# Real processes: two converters racing on one cache folder meet only across processes
+# (file lock and atomic rename); threads of one interpreter would share its imports.
 def test_two_processes_converting_at_once_both_succeed_and_leave_one_identical_folder(embedder, model_cache, tmp_path):
     cache = tmp_path / "cache"
     code = "import sys; from wontopos_mcp.e5_convert import ensure_model_dir; print(ensure_model_dir(sys.argv[1]))"
@@ -247,6 +248,7 @@ def test_an_uncached_fastembed_model_offline_is_unavailable_within_seconds(tmp_p
     assert "could not be downloaded" in caught.value.message
 
 
+# A fresh interpreter: what an import loads shows only in a process that loaded nothing before.
 def test_importing_the_embeddings_module_loads_no_model_library():
     code = (
         "import sys, wontopos_mcp.embeddings; "

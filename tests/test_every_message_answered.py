@@ -22,12 +22,10 @@ import httpx
 import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from http_support import LiveServer, open_service, serve, settings_for
-from mcp_support import server_env
+from support import REPO, LiveServer, served, server_env
 
 pytestmark = pytest.mark.anyio
 
-REPO = Path(__file__).resolve().parent.parent
 WAIT = 60  # seconds any one answer may take on a loaded 2-core machine
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -37,10 +35,6 @@ INITIALIZE = {
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _call(request_id: Any, tool: str, arguments: str) -> bytes:
@@ -175,6 +169,8 @@ class Stdio:
         return message
 
 
+# A real process: only the server's own stdin reader and stdout show how stdio frames a
+# malformed line; the HTTP and SSE cases below run in process.
 async def test_over_stdio_every_message_gets_an_answer_and_the_session_survives(
     tmp_path: Path, model_cache: Path
 ) -> None:
@@ -194,11 +190,8 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
-    settings = settings_for(tmp_path_factory.mktemp("answered"))
-    service = open_service(settings, embedder)
-    with serve(service, settings) as server:
+    with served(tmp_path_factory.mktemp("answered"), embedder) as server:
         yield server
-    service.close()
 
 
 def _posted(response: httpx.Response) -> dict[str, Any]:

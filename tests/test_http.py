@@ -2,7 +2,7 @@
 with a raw client, the REST error cycle, and MCP over real Streamable HTTP and SSE with
 the SDK's own clients; then the real ``wontopos-mcp --transport http`` process.
 
-Servers are real uvicorn on a free loopback port (``http_support``) over a real service:
+Servers are real uvicorn on a free loopback port (``support.LiveServer``) over a real service:
 LanceDB under a temporary folder, the session's real model (or one that is still loading).
 """
 
@@ -14,8 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,47 +24,45 @@ import anyio
 import httpx
 import httpx2
 import pytest
-from http_support import KEY, LiveServer, open_service, serve, settings_for
 from mcp import Client, MCPError
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_support import Gate, server_env
+from support import (
+    KEY,
+    REPO,
+    Gate,
+    LiveServer,
+    error_body,
+    open_service,
+    serve,
+    served,
+    server_env,
+    settings_for,
+)
 
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.errors import ALL_ERRORS, UnavailableError, WontoposError
 from wontopos_mcp.http_app import error_response
 from wontopos_mcp.service import MemoryService
 
-REPO = Path(__file__).resolve().parent.parent
 LIMIT = 4096
 ALLOWED = ("mcp.example.com", "app.example.com:8443")
 
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
     """A server that needs the API key, allows two extra host names and takes 4 KiB bodies."""
-    settings = settings_for(
-        tmp_path_factory.mktemp("keyed"), api_key=KEY, allowed_hosts=ALLOWED, max_body_bytes=LIMIT
-    )
-    service = open_service(settings, embedder)
-    with serve(service, settings) as live:
+    with served(tmp_path_factory.mktemp("keyed"), embedder, api_key=KEY, allowed_hosts=ALLOWED,
+                max_body_bytes=LIMIT) as live:  # fmt: skip
         yield live
-    service.close()
 
 
 @pytest.fixture(scope="module")
 def keyless(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
     """A server with no API key configured (loopback)."""
-    settings = settings_for(tmp_path_factory.mktemp("keyless"))
-    service = open_service(settings, embedder)
-    with serve(service, settings) as live:
+    with served(tmp_path_factory.mktemp("keyless"), embedder) as live:
         yield live
-    service.close()
 
 
 @pytest.fixture
@@ -74,13 +73,8 @@ def http(keyed: LiveServer) -> Iterator[httpx.Client]:
 
 def _refused(response: httpx.Response, status: int, type: str, **fields: Any) -> dict[str, Any]:
     """``response`` is SPEC's error body with HTTP status ``status``; return ``error``."""
-    body = response.json()
-    assert response.status_code == status, body
-    assert body["type"] == "error" and body["status"] == status, body
-    assert body["error"]["type"] == type and body["error"]["message"], body
-    for name, value in fields.items():
-        assert body["error"].get(name) == value, body
-    return body["error"]
+    assert response.status_code == status, response.text
+    return error_body(response.json(), status, type, **fields)
 
 
 # --- the one mapping ---------------------------------------------------------------------------------
@@ -253,11 +247,9 @@ def test_a_replay_carries_replayed_in_the_body_and_the_header(http: httpx.Client
     _refused(elsewhere, 422, "invalid_request_error", field="Idempotency-Key")
 
 
-def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, embedder: Any) -> None:
-    gate = Gate(embedder)
+def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, gate: Gate) -> None:
     settings = settings_for(tmp_path)
-    loader = ModelLoader(gate.load, model=embedder.model_id)
-    service = open_service(settings, models=loader, model_wait=0.2)
+    service = open_service(settings, models=gate.loader(), model_wait=0.2)
     try:
         with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
             assert client.get("/healthz").json()["model"] == "loading"
@@ -274,22 +266,16 @@ def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, embedder:
         service.close()
 
 
-def _health_until(client: httpx.Client, settled: Callable[[dict[str, Any]], bool]) -> httpx.Response:
-    """Ask /healthz until its body satisfies ``settled``, as a client watching a server
-    start does (there is no event to wait on from outside); at most 30 s."""
-    deadline = time.monotonic() + 30
-    while True:
-        response = client.get("/healthz")
-        if settled(response.json()):
-            return response
-        assert time.monotonic() < deadline, response.text
-        time.sleep(0.05)
+# /healthz never waits, so each test below first waits for what it reports to happen, on the
+# event that marks it: the model loader's own (``ModelLoader.get`` returns or raises once the
+# load is over), or the model load beginning (the service starts it once its background
+# database open has ended, see ``MemoryService.start``). One /healthz then says it.
 
 
-def test_healthz_answers_within_a_second_while_the_model_loads(tmp_path: Path, embedder: Any) -> None:
-    gate = Gate(embedder)
+def test_healthz_answers_within_a_second_while_the_model_loads(tmp_path: Path, gate: Gate) -> None:
     settings = settings_for(tmp_path)
-    service = open_service(settings, models=ModelLoader(gate.load, model=embedder.model_id))
+    loader = gate.loader()
+    service = open_service(settings, models=loader)
     try:
         with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
             started = time.monotonic()
@@ -304,7 +290,8 @@ def test_healthz_answers_within_a_second_while_the_model_loads(tmp_path: Path, e
             assert loading.status_code == 200
             assert (loading.json()["db"], loading.json()["model"]) == ("ok", "loading"), loading.text
             gate.event.set()
-            ready = _health_until(client, lambda body: body["model"] != "loading")
+            loader.get(timeout=60)  # the load is over
+            ready = client.get("/healthz")
             assert ready.status_code == 200
             assert ready.json() | {"version": None} == {"status": "ok", "version": None, "db": "ok", "model": "ready"}
     finally:
@@ -312,32 +299,46 @@ def test_healthz_answers_within_a_second_while_the_model_loads(tmp_path: Path, e
         service.close()
 
 
-def _no_model() -> Any:
-    raise UnavailableError("the embedding model 'nowhere' cannot load: no such model; fix: pick another")
+class _NoModel:
+    """A model load that fails at once; ``began`` is set when it is started."""
+
+    def __init__(self) -> None:
+        self.began = threading.Event()
+
+    def __call__(self) -> Any:
+        self.began.set()
+        raise UnavailableError("the embedding model 'nowhere' cannot load: no such model; fix: pick another")
 
 
 def test_healthz_is_503_once_the_model_failed(tmp_path: Path) -> None:
     settings = settings_for(tmp_path)
-    service = open_service(settings, models=ModelLoader(_no_model, model="nowhere"))
+    no_model = _NoModel()
+    loader = ModelLoader(no_model, model="nowhere")
+    service = open_service(settings, models=loader)
     try:
         with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
-            failed = _health_until(client, lambda body: body["model"] != "loading")
+            assert no_model.began.wait(60), "the model load never began"  # so the open has ended
+            with pytest.raises(UnavailableError):
+                loader.get(timeout=60)  # the load is over, and failed
+            failed = client.get("/healthz")
             assert failed.status_code == 503
             assert failed.json() | {"version": None} == {"status": "error", "version": None, "db": "ok", "model": "failed"}
     finally:
         service.close()
 
 
-def test_healthz_is_503_when_the_database_cannot_be_opened(tmp_path: Path, embedder: Any) -> None:
+def test_healthz_is_503_when_the_database_cannot_be_opened(tmp_path: Path, gate: Gate) -> None:
     (tmp_path / "a-file").write_text("not a database")
     settings = settings_for(tmp_path, db=str(tmp_path / "a-file"))
-    service = open_service(settings, embedder)
+    service = open_service(settings, models=gate.loader())
     try:
         with serve(service, settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
-            broken = _health_until(client, lambda body: body["db"] != "opening")
+            assert gate.entered.wait(60), "the model load never began"  # so the open has ended
+            broken = client.get("/healthz")
             assert broken.status_code == 503
             assert broken.json()["db"] == "error" and broken.json()["status"] == "error"
     finally:
+        gate.event.set()
         service.close()
 
 
@@ -423,6 +424,8 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+# The HTTP face's real process: the CLI's own listener, SIGINT ending it with exit code 0,
+# and a stdout that stays empty are the process's alone; the rest of this module runs in process.
 @pytest.mark.anyio
 async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, model_cache: Path, embedder: Any) -> None:
     port = _free_port()
@@ -470,6 +473,7 @@ def test_a_non_loopback_bind_without_a_key_refuses_to_start(tmp_path: Path, mode
     done = subprocess.run(command, env=server_env(model_cache), cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stdout == ""
+    assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: refusing to serve on 0.0.0.0"), done.stderr
     assert "WONTOPOS_API_KEY" in lines[0]

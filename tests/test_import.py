@@ -16,28 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import SteppableClock
+from support import SteppableClock, command_runner
 
 from wontopos_mcp import commands
 from wontopos_mcp.cli import _parser
 from wontopos_mcp.config import Settings
 from wontopos_mcp.service import MemoryService
 
-pytest_plugins = ("core_fixtures",)
-
-Run = tuple[int, str, str]
-
 
 @pytest.fixture
 def wontopos(clocked_service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Any:
     """``wontopos("import", path, "--user", "copy")`` -> (exit code, stdout, stderr)."""
-
-    def run(*argv: str) -> Run:
-        code = commands.run(vars(_parser().parse_args(argv)), Settings(), service=clocked_service)
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
+    return command_runner(clocked_service, capsys)
 
 
 @pytest.fixture

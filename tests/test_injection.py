@@ -15,13 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from core_support import all_memories, changes_nothing, refused
+from support import all_memories, changes_nothing, refused, refused_by_every_store_call
 
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store import Store
-
-pytest_plugins = ("core_fixtures",)
 
 ODD_NAMES = [
     "Bob' OR '1'='1",
@@ -117,15 +115,7 @@ def test_an_unregistered_odd_name_is_simply_unknown(crowd: tuple[MemoryService, 
 def test_a_store_id_that_is_not_an_id_is_refused_before_any_lookup(service: MemoryService, store_id: str) -> None:
     service.memory_add("The default store has this.")
     with changes_nothing(service):
-        for call in (
-            lambda: service.store_create(store_id),
-            lambda: service.store_delete(store_id),
-            lambda: service.memory_list(user_id=store_id),
-            lambda: service.memory_search("this", user_id=store_id),
-            lambda: service.speakers_list(user_id=store_id),
-        ):
-            with refused(400, field="user_id"):
-                call()
+        refused_by_every_store_call(service, store_id)
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,21 @@ import pydantic_core
 import pytest
 from mcp import Client
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, JSONRPCRequest, jsonrpc_message_adapter
-from mcp_support import open_service
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    JSONRPCRequest,
+    jsonrpc_message_adapter,
+)
 
-from wontopos_mcp.jsonrpc import MAX_NESTING, Refusal, ToolRefusal, decode, lone_surrogate_error
+from wontopos_mcp.jsonrpc import (
+    MAX_NESTING,
+    Refusal,
+    ToolRefusal,
+    decode,
+    lone_surrogate_error,
+)
 from wontopos_mcp.mcp_server import build_server
 
 
@@ -188,23 +199,15 @@ def test_the_in_process_check_finds_nothing_in_well_formed_arguments() -> None:
     assert lone_surrogate_error("memory_add", None) is None
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.mark.anyio
-async def test_an_in_process_call_with_a_lone_surrogate_is_refused_before_the_service(tmp_path, embedder) -> None:
-    service = open_service(tmp_path, embedder)
+async def test_an_in_process_call_with_a_lone_surrogate_is_refused_before_the_service(service) -> None:
     server = build_server(service)
-    try:
-        async with Client(server) as client:
-            result = await client.call_tool("memory_add", {"content": "bad \ud800 text"})
-            assert result.is_error and result.structured_content["error"]["field"] == "content"
-        # The SDK's client cannot even send such a tool name; the method it calls can get one.
-        unknown = await server.call_tool("no\udc00such", {})
-        assert unknown.is_error and unknown.structured_content["error"]["field"] == "name"
-        json.dumps(unknown.structured_content).encode("utf-8")  # the bad name is not echoed
-        assert service.memory_list()["memories"] == []
-    finally:
-        service.close()
+    async with Client(server) as client:
+        result = await client.call_tool("memory_add", {"content": "bad \ud800 text"})
+        assert result.is_error and result.structured_content["error"]["field"] == "content"
+    # The SDK's client cannot even send such a tool name; the method it calls can get one.
+    unknown = await server.call_tool("no\udc00such", {})
+    assert unknown.is_error and unknown.structured_content["error"]["field"] == "name"
+    json.dumps(unknown.structured_content).encode("utf-8")  # the bad name is not echoed
+    assert service.memory_list()["memories"] == []

@@ -4,12 +4,11 @@ importance.
 
 Every service is real (LanceDB on disk under ``tmp_path``, the session's real model); the
 one thing a test controls is time, through the service's ``clock``, and the model load,
-through a loader that blocks on an event (``mcp_support.Gate``).
+through a loader that blocks on an event (``support.Gate``).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,97 +16,24 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from core_support import SteppableClock, all_memories, changes_nothing, refused
-from mcp_support import Gate
+from support import (
+    RFC3339_MICROS,
+    Gate,
+    LibraryFace,
+    ServiceFace,
+    SteppableClock,
+    all_memories,
+    changes_nothing,
+    ids,
+    refused,
+)
 
-from wontopos_mcp import Memory
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.errors import WontoposError
 from wontopos_mcp.idempotency import Idempotency
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store import Store
 from wontopos_mcp.text import importance
-
-pytest_plugins = ("core_fixtures",)
-
-RFC3339_MICROS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
-
-
-# -- the two faces ---------------------------------------------------------------------------------
-
-
-class ServiceFace:
-    """The core, called with SPEC's MCP parameter names."""
-
-    def __init__(self, svc: MemoryService) -> None:
-        self.svc = svc
-
-    def add_messages(self, messages: Any, conversation_id: Any = None, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.memory_add_messages(messages, conversation_id=conversation_id, user_id=user_id)
-
-    def recall(self, query: Any, user_id: Any = None, **options: Any) -> dict[str, Any]:
-        return self.svc.memory_recall(query, user_id=user_id, **options)
-
-    def supersede(self, memory_id: str, content: str) -> dict[str, Any]:
-        return self.svc.memory_supersede(memory_id, content)
-
-    def get(self, memory_id: str) -> dict[str, Any]:
-        return self.svc.memory_get(memory_id)["memory"]
-
-    def search(self, query: str, **options: Any) -> list[dict[str, Any]]:
-        return self.svc.memory_search(query, **options)["memories"]
-
-    def by_speaker(self, speaker: str) -> dict[str, Any]:
-        return self.svc.by_speaker(speaker)
-
-    def forget(self, memory_id: str) -> dict[str, Any]:
-        return self.svc.memory_forget(memory_id=memory_id)
-
-    def forget_speaker(self, speaker: str, confirm_records: Any) -> dict[str, Any]:
-        return self.svc.memory_forget(speaker=speaker, confirm_records=confirm_records)
-
-
-class LibraryFace(ServiceFace):
-    """The same calls through ``Memory``, with the SDK ``Client``'s names and argument order."""
-
-    def __init__(self, svc: MemoryService) -> None:
-        super().__init__(svc)
-        self.mem = Memory(service=svc)
-
-    def add_messages(self, messages: Any, conversation_id: Any = None, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.add_messages(messages, user_id, conversation_id=conversation_id)
-
-    def recall(self, query: Any, user_id: Any = None, **options: Any) -> dict[str, Any]:
-        return self.mem.recall(query, user_id, **options)
-
-    def supersede(self, memory_id: str, content: str) -> dict[str, Any]:
-        return self.mem.update(memory_id, content)
-
-    def get(self, memory_id: str) -> dict[str, Any]:
-        return self.mem.get(memory_id)
-
-    def search(self, query: str, **options: Any) -> list[dict[str, Any]]:
-        return self.mem.search(query, **options)
-
-    def by_speaker(self, speaker: str) -> dict[str, Any]:
-        return self.mem.by_speaker(speaker)
-
-    def forget(self, memory_id: str) -> dict[str, Any]:
-        return self.mem.delete(memory_id)
-
-    def forget_speaker(self, speaker: str, confirm_records: Any) -> dict[str, Any]:
-        return self.mem.delete_speaker(speaker, confirm_records=confirm_records)
-
-
-@pytest.fixture(params=["service", "library"])
-def face(request: pytest.FixtureRequest, service: MemoryService) -> ServiceFace:
-    # Open the database before Memory() starts its background open (see test_service).
-    service.stores_list()
-    return ServiceFace(service) if request.param == "service" else LibraryFace(service)
-
-
-def ids(memories: list[dict[str, Any]]) -> list[str]:
-    return [m["id"] for m in memories]
 
 
 def contents(memories: list[dict[str, Any]]) -> list[str]:
@@ -608,9 +534,8 @@ def test_a_key_is_free_again_after_24_hours(clocked_service: MemoryService, cloc
     assert later["status"] == "stored" and "replayed" not in later
 
 
-def test_a_repeat_while_the_first_is_still_running_is_409_with_retry_after_ms(tmp_path, embedder) -> None:
-    gate = Gate(embedder)
-    svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader(gate.load, model=embedder.model_id), model_wait=30)
+def test_a_repeat_while_the_first_is_still_running_is_409_with_retry_after_ms(tmp_path, gate: Gate) -> None:
+    svc = MemoryService(Store(str(tmp_path / "db")), gate.loader(), model_wait=30)
     outcome: list[Any] = []
 
     def first_call() -> None:

@@ -13,19 +13,16 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_support import TOOLS, Session, open_service
+from support import REPO, TOOLS, Session, mcp_session
 
 from wontopos_mcp import errors
 from wontopos_mcp.mcp_server import build_server
 
 pytestmark = pytest.mark.anyio
-
-REPO = Path(__file__).resolve().parent.parent
 
 # A valid value for each required parameter, so exactly one thing is wrong per call.
 VALID = {
@@ -38,21 +35,11 @@ VALID = {
 }
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
 
 @pytest.fixture
-async def mcp(tmp_path, embedder) -> AsyncIterator[Session]:
-    service = open_service(tmp_path, embedder)
-    try:
-        async with Client(build_server(service)) as client:
-            session = Session(client)
-            await session.load_tools()
-            yield session
-    finally:
-        service.close()
+async def mcp(service) -> AsyncIterator[Session]:
+    async with mcp_session(service) as session:
+        yield session
 
 
 def _required(mcp: Session, name: str) -> dict[str, Any]:
@@ -230,19 +217,13 @@ async def test_arguments_sent_as_json_text_are_accepted_where_clients_do_that(mc
     await mcp.ok("memory_search", query="tea", filters='{"categories": ["general"]}')
 
 
-async def test_a_legacy_client_gets_the_same_envelope(tmp_path, embedder) -> None:
-    service = open_service(tmp_path, embedder)
-    try:
-        async with Client(build_server(service), mode="legacy") as client:
-            session = Session(client)
-            await session.load_tools()
-            await session.refused(
-                "memory_search", {"query": "x", "limit": 50}, status=400, type="invalid_request_error", field="limit"
-            )
-            await session.refused("memory_add", {}, status=400, type="invalid_request_error", field="content")
-            await session.refused("speakers_list", {"user_id": "nobody"}, status=404, type="not_found_error")
-    finally:
-        service.close()
+async def test_a_legacy_client_gets_the_same_envelope(service) -> None:
+    async with mcp_session(service, "legacy") as session:
+        await session.refused(
+            "memory_search", {"query": "x", "limit": 50}, status=400, type="invalid_request_error", field="limit"
+        )
+        await session.refused("memory_add", {}, status=400, type="invalid_request_error", field="content")
+        await session.refused("speakers_list", {"user_id": "nobody"}, status=404, type="not_found_error")
 
 
 # --- the one mapping, through a fake service ------------------------------------------------------
@@ -349,6 +330,7 @@ async def test_tools_call_the_service_off_the_event_loop_and_omit_absent_argumen
     assert all(thread != loop_thread for _, _, thread in service.calls)
 
 
+# A fresh interpreter: what an import loads shows only in a process that loaded nothing before.
 def test_importing_the_mcp_face_loads_no_storage_or_model_code() -> None:
     code = (
         "import sys, wontopos_mcp.mcp_server\n"

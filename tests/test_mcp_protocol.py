@@ -1,7 +1,7 @@
 """The MCP face as clients see it: the SDK's in-memory ``Client`` (both the modern
 protocol and the ``initialize`` handshake today's hosts speak) against a real service on
 a fresh LanceDB with the real model. Every answer, success or refusal, is checked against
-the output schema its tool declares (see ``mcp_support.Session``).
+the output schema its tool declares (see ``support.Session``).
 """
 
 from __future__ import annotations
@@ -12,30 +12,23 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp_support import DESTRUCTIVE, READ_ONLY, TOOLS, Gate, Session, open_loading_service, open_service
+from support import (
+    DESTRUCTIVE,
+    READ_ONLY,
+    TOOLS,
+    Session,
+    mcp_session,
+    open_loading_service,
+)
 
 from wontopos_mcp.mcp_server import build_server
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def service(tmp_path, embedder):
-    service = open_service(tmp_path, embedder)
-    yield service
-    service.close()
-
-
 @pytest.fixture(params=["auto", "legacy"])
 async def mcp(request, service) -> AsyncIterator[Session]:
-    async with Client(build_server(service), mode=request.param) as client:
-        session = Session(client)
-        await session.load_tools()
+    async with mcp_session(service, request.param) as session:
         yield session
 
 
@@ -394,20 +387,14 @@ async def test_reserved_spellings_of_me_are_400(mcp: Session) -> None:
     await mcp.refused("speaker_remove", {"speaker": "me"}, status=400, type="invalid_request_error", field="speaker")
 
 
-async def test_speaker_limit_is_400_with_speaker_limit(tmp_path, embedder) -> None:
-    service = open_service(tmp_path, embedder, speaker_limit=2)
-    try:
-        async with Client(build_server(service)) as client:
-            mcp = Session(client)
-            await mcp.load_tools()
-            await _register(mcp, "Ann", "Ben")
-            error = await mcp.refused(
-                "speaker_register", {"speaker": "Cid"}, status=400, type="invalid_request_error", field="speaker"
-            )
-            assert error["speaker_limit"] == 2
-            assert (await mcp.ok("speaker_register", speaker="Ann"))["status"] == "exists"
-    finally:
-        service.close()
+async def test_speaker_limit_is_400_with_speaker_limit(make_service) -> None:
+    async with mcp_session(make_service(speaker_limit=2)) as mcp:
+        await _register(mcp, "Ann", "Ben")
+        error = await mcp.refused(
+            "speaker_register", {"speaker": "Cid"}, status=400, type="invalid_request_error", field="speaker"
+        )
+        assert error["speaker_limit"] == 2
+        assert (await mcp.ok("speaker_register", speaker="Ann"))["status"] == "exists"
 
 
 async def test_bad_values_the_service_checks_are_400_naming_the_field(mcp: Session) -> None:
@@ -495,13 +482,6 @@ async def test_a_store_named_null_is_a_name_not_an_omitted_argument(mcp: Session
 # --- the model loads in the background -------------------------------------------------------
 
 
-@pytest.fixture
-def gate(embedder):
-    gate = Gate(embedder)
-    yield gate
-    gate.event.set()
-
-
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_initialize_and_tools_list_never_wait_for_the_model(tmp_path, gate, mode) -> None:
     service = open_loading_service(tmp_path, gate)
@@ -518,9 +498,7 @@ async def test_initialize_and_tools_list_never_wait_for_the_model(tmp_path, gate
 async def test_while_the_model_loads_embedding_calls_answer_503_and_the_rest_answer(tmp_path, gate) -> None:
     service = open_loading_service(tmp_path, gate, model_wait=0.2)
     try:
-        async with Client(build_server(service)) as client:
-            mcp = Session(client)
-            await mcp.load_tools()
+        async with mcp_session(service) as mcp:
             with anyio.fail_after(30):
                 await _register(mcp, "Bob")
                 error = await mcp.refused(

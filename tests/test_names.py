@@ -14,15 +14,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from core_support import refused
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from support import refused, refused_by_every_store_call
 
 from wontopos_mcp.dates import format_us, parse_moment, to_us
 from wontopos_mcp.errors import InvalidRequestError
 from wontopos_mcp.names import check_person, check_speaker, check_store_id
-
-pytest_plugins = ("core_fixtures",)
 
 # -- strategies --------------------------------------------------------------------------------
 
@@ -279,15 +277,7 @@ def test_any_id_outside_the_grammar_is_refused_naming_user_id(bad: str) -> None:
     "bad", ["", "-alice", ".alice", "_alice", "al ice", "al/ice", "ålice", "alice\n", "a" * 65, "x' OR '1'='1", "a:b"]
 )
 def test_a_bad_store_id_is_refused_by_every_call(service: Any, bad: str) -> None:
-    for call in (
-        lambda: service.store_create(bad),
-        lambda: service.store_delete(bad),
-        lambda: service.speakers_list(user_id=bad),
-        lambda: service.speaker_register("Bob", user_id=bad),
-        lambda: service.memory_list(user_id=bad),
-    ):
-        with refused(400, field="user_id"):
-            call()
+    refused_by_every_store_call(service, bad)
     assert [s["user_id"] for s in service.stores_list()["stores"]] == ["default"]
 
 

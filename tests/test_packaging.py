@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-from mcp_support import TOOLS  # the one pinned tool list
+import pytest
+from support import REPO as ROOT
+from support import TOOLS  # the one pinned tool list
 
 import wontopos_mcp
+from wontopos_mcp.cli import main
 
 try:
     import tomllib
 except ImportError:  # Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
@@ -67,27 +69,31 @@ def test_public_names_are_pinned():
     assert wontopos_mcp.Memory.__name__ == "Memory"
 
 
-def _modules_after(statement: str) -> set[str]:
-    code = f"import sys; {statement}; print(','.join(sorted(sys.modules)))"
+def test_the_core_imports_nothing_of_mcp_or_http_and_nothing_heavy():
+    """One fresh interpreter (what an import loads shows only in a process that loaded
+    nothing before), two steps: the modules loaded after the core and the library, then
+    after the package and the CLI as well (the second check covers more than either alone)."""
+    code = (
+        "import json, sys\n"
+        "import wontopos_mcp.service, wontopos_mcp.library\n"
+        "core = sorted(sys.modules)\n"
+        "import wontopos_mcp, wontopos_mcp.cli\n"
+        "print(json.dumps([core, sorted(sys.modules)]))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    return set(out.stdout.strip().split(","))
-
-
-def test_the_core_imports_nothing_of_mcp_or_http():
-    loaded = _modules_after("import wontopos_mcp.service, wontopos_mcp.library")
+    core, with_cli = (set(step) for step in json.loads(out.stdout))
     for face in ("mcp", "starlette", "uvicorn", "wontopos_mcp.mcp_server"):
-        assert face not in loaded, face
-
-
-def test_importing_the_package_and_service_loads_no_heavy_module():
-    loaded = _modules_after("import wontopos_mcp, wontopos_mcp.service, wontopos_mcp.cli")
+        assert face not in core, face
     for heavy in ("lancedb", "pyarrow", "fastembed", "onnxruntime", "onnx"):
-        assert heavy not in loaded, heavy
+        assert heavy not in with_cli, heavy
 
 
-def test_version_is_declared_once():
+def test_version_is_declared_once(capsys):
     assert re.fullmatch(r"\d+\.\d+\.\d+", wontopos_mcp.__version__)
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert project["project"]["dynamic"] == ["version"]
-    out = subprocess.run([sys.executable, "-m", "wontopos_mcp", "--version"], capture_output=True, text=True)
-    assert out.stdout.strip() == f"wontopos-mcp {wontopos_mcp.__version__}"
+    # In process: argparse answers --version before main() does anything else.
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"wontopos-mcp {wontopos_mcp.__version__}"

@@ -18,13 +18,11 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
-from core_support import SteppableClock, walk_by_speaker
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import SteppableClock, walk_by_speaker
 
 from wontopos_mcp.service import MemoryService
-
-pytest_plugins = ("core_fixtures",)
 
 PEOPLE = ("Ann", "Ben")
 # Ann speaks most, so her walks cross several pages; None is an untagged memory.

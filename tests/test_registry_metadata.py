@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import jsonschema
-from mcp_support import TOOLS
+from support import REPO as ROOT
+from support import TOOLS
 
 import wontopos_mcp
-
-ROOT = Path(__file__).resolve().parents[1]
 
 _ENV_VAR = {
     "type": "object",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import wontopos
-from http_support import KEY, open_service, serve, settings_for
+from support import KEY, served
 
 SPEAKER_LIMIT = 3
 _ids = itertools.count()
@@ -23,11 +23,8 @@ _ids = itertools.count()
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[Any]:
-    settings = settings_for(tmp_path_factory.mktemp("rest-sdk"), api_key=KEY, speaker_limit=SPEAKER_LIMIT)
-    service = open_service(settings, embedder)
-    with serve(service, settings) as live:
+    with served(tmp_path_factory.mktemp("rest-sdk"), embedder, api_key=KEY, speaker_limit=SPEAKER_LIMIT) as live:
         yield live
-    service.close()
 
 
 @pytest.fixture

@@ -16,12 +16,15 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wontopos_mcp.duplicates import _FILLER_PHRASES, _FILLERS, is_restatement, restatement_key
+from wontopos_mcp.duplicates import (
+    _FILLER_PHRASES,
+    _FILLERS,
+    is_restatement,
+    restatement_key,
+)
 from wontopos_mcp.scope import in_store
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.text import duplicate_key
-
-pytest_plugins = ("core_fixtures",)
 
 DATA = Path(__file__).parent / "data"
 
@@ -215,19 +218,27 @@ def test_a_batch_skips_near_verbatim_restatements_within_itself_but_not_within_o
     assert (again["count"], again["duplicates"]) == (0, 1)
 
 
+def write_old_row(service: MemoryService, text: str, restate_key: str | None = None) -> str:
+    """Store ``text`` in the default store as an older version wrote it: with this
+    ``restate_key`` (``None``: its normalised key, ``dup_key``), bypassing today's rule.
+    Returns its id."""
+    key = service._resolve(None)[0]
+    embedder = service._embedder()
+    memory = {"content": text, "speaker": None, "category": "general", "event": None,
+              "conversation_id": None, "role": None}  # fmt: skip
+    memory_id, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]))
+    table = service.store.chunks(embedder.model_id, embedder.dim)
+    service.store.add_chunks(table, [{**row, "restate_key": restate_key or row["dup_key"]} for row in rows])
+    return memory_id
+
+
 def test_a_memory_written_before_the_restatement_key_is_still_found_as_an_exact_restatement(
     service: MemoryService,
 ) -> None:
     """``Store._upgrade`` fills an old row's restatement key with its normalised key: a
     write matches both keys, so exact restatements of old rows stay duplicates."""
-    key = service._resolve(None)[0]
-    embedder = service._embedder()
     text = "The gym opens at 6."
-    memory = {"content": text, "speaker": None, "category": "general", "event": None,
-              "conversation_id": None, "role": None}  # fmt: skip
-    old_id, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]))
-    table = service.store.chunks(embedder.model_id, embedder.dim)
-    service.store.add_chunks(table, [{**row, "restate_key": row["dup_key"]} for row in rows])
+    old_id = write_old_row(service, text)
 
     single = service.memory_add("the GYM opens at 6!")
     batch = service.memory_add_batch([{"content": "The gym opens at 6"}, {"content": "The gym opens at 7."}])
@@ -242,14 +253,8 @@ def test_a_row_whose_key_came_from_an_earlier_rule_is_never_taken_for_a_restatem
     """Rows keep the ``restate_key`` their version computed; the rule that made "on Prince
     Consort Road" and "on the Prince Consort Road" one key before issue 9 is gone. A key
     only finds candidates: the texts decide, so such a row is at worst missed, never matched."""
-    key = service._resolve(None)[0]
-    embedder = service._embedder()
     text, new = "The Church on Prince Consort Road.", "The Church on the Prince Consort Road."
-    memory = {"content": text, "speaker": None, "category": "general", "event": None,
-              "conversation_id": None, "role": None}  # fmt: skip
-    _, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]))
-    table = service.store.chunks(embedder.model_id, embedder.dim)
-    service.store.add_chunks(table, [{**row, "restate_key": restatement_key(new)} for row in rows])
+    write_old_row(service, text, restatement_key(new))
 
     single = service.memory_add(new)
     batch = service.memory_add_batch([{"content": new, "speaker": None}], user_id=None)
@@ -263,14 +268,8 @@ def test_an_exact_repeat_of_a_row_keyed_by_an_earlier_rule_is_still_a_duplicate(
     """Rows written between 4774e8d and issue 9 carry a restatement key the current rule
     never produces; single writes also match the normalised key (``dup_key``), so an
     exact repeat of such a row is still caught, by single and batch writes alike."""
-    key = service._resolve(None)[0]
-    embedder = service._embedder()
     text = "The landlord wants the rent by the fifth."
-    memory = {"content": text, "speaker": None, "category": "general", "event": None,
-              "conversation_id": None, "role": None}  # fmt: skip
-    old_id, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]))
-    table = service.store.chunks(embedder.model_id, embedder.dim)
-    service.store.add_chunks(table, [{**row, "restate_key": "f" * 32} for row in rows])
+    old_id = write_old_row(service, text, "f" * 32)
 
     single = service.memory_add("The landlord wants the rent by the fifth!")
     batch = service.memory_add_batch([{"content": "the landlord wants the rent by the fifth"}])

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from core_support import all_memories, walk_by_speaker
+from support import all_memories, walk_by_speaker
 
 from wontopos_mcp import search
 from wontopos_mcp.embeddings import ModelLoader

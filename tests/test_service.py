@@ -11,7 +11,6 @@ and the session's multilingual-e5-small.
 from __future__ import annotations
 
 import math
-import re
 import shutil
 import threading
 import uuid
@@ -21,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import SteppableClock, changes_nothing, refused, walk_by_speaker
+from support import (
+    RFC3339_MICROS,
+    ServiceFace,
+    SteppableClock,
+    changes_nothing,
+    ids,
+    refused,
+    walk_by_speaker,
+)
 
 from wontopos_mcp import (
     BadRequestError,
@@ -35,139 +42,6 @@ from wontopos_mcp import (
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store import Store
-
-pytest_plugins = ("core_fixtures",)
-
-RFC3339_MICROS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
-
-
-# -- the two faces ---------------------------------------------------------------------------------
-
-
-class ServiceFace:
-    """The core, called with SPEC's MCP parameter names."""
-
-    def __init__(self, svc: MemoryService) -> None:
-        self.svc = svc
-
-    def create_store(self, user_id: Any) -> dict[str, Any]:
-        return self.svc.store_create(user_id)
-
-    def delete_store(self, user_id: Any) -> dict[str, Any]:
-        return self.svc.store_delete(user_id)
-
-    def stores(self) -> list[dict[str, Any]]:
-        return self.svc.stores_list()["stores"]
-
-    def register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.speaker_register(speaker, user_id=user_id)
-
-    def speakers(self, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.speakers_list(user_id=user_id)
-
-    def remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.speaker_remove(speaker, user_id=user_id)
-
-    def add(self, content: Any, user_id: Any = None, **fields: Any) -> dict[str, Any]:
-        return self.svc.memory_add(content, user_id=user_id, **fields)
-
-    def search(self, query: Any, user_id: Any = None, **options: Any) -> list[dict[str, Any]]:
-        return self.svc.memory_search(query, user_id=user_id, **options)["memories"]
-
-    def by_speaker(self, speaker: Any, user_id: Any = None, **options: Any) -> dict[str, Any]:
-        return self.svc.by_speaker(speaker, user_id=user_id, **options)
-
-    def get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.memory_get(memory_id, user_id=user_id)["memory"]
-
-    def list(self, user_id: Any = None, **options: Any) -> dict[str, Any]:
-        return self.svc.memory_list(user_id=user_id, **options)
-
-    def forget(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.memory_forget(memory_id=memory_id, user_id=user_id)
-
-    def forget_speaker(self, speaker: Any, confirm_records: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.memory_forget(speaker=speaker, confirm_records=confirm_records, user_id=user_id)
-
-    def supersede(self, memory_id: Any, content: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.svc.memory_supersede(memory_id, content, user_id=user_id)
-
-
-class LibraryFace(ServiceFace):
-    """The same calls through ``Memory``, with the SDK ``Client``'s names and argument order."""
-
-    def __init__(self, svc: MemoryService) -> None:
-        super().__init__(svc)
-        self.mem = Memory(service=svc)
-
-    def create_store(self, user_id: Any) -> dict[str, Any]:
-        return self.mem.create_store(user_id)
-
-    def delete_store(self, user_id: Any) -> dict[str, Any]:
-        return self.mem.delete_store(user_id)
-
-    def stores(self) -> list[dict[str, Any]]:
-        return self.mem.list_stores()
-
-    def register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.add_speaker(speaker, user_id=user_id)
-
-    def speakers(self, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.list_speakers(user_id=user_id)
-
-    def remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.remove_speaker(speaker, user_id=user_id)
-
-    def add(self, content: Any, user_id: Any = None, **fields: Any) -> dict[str, Any]:
-        return self.mem.add(content, user_id=user_id, **fields)
-
-    def search(self, query: Any, user_id: Any = None, **options: Any) -> list[dict[str, Any]]:
-        return self.mem.search(query, user_id, **options)
-
-    def by_speaker(self, speaker: Any, user_id: Any = None, **options: Any) -> dict[str, Any]:
-        return self.mem.by_speaker(speaker, user_id, **options)
-
-    def get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.get(user_id, memory_id)
-
-    def list(self, user_id: Any = None, **options: Any) -> dict[str, Any]:
-        return self.mem.list_memories(user_id, **options)
-
-    def forget(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.delete(user_id, memory_id)
-
-    def forget_speaker(self, speaker: Any, confirm_records: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.delete_speaker(speaker, confirm_records=confirm_records, user_id=user_id)
-
-    def supersede(self, memory_id: Any, content: Any, user_id: Any = None) -> dict[str, Any]:
-        return self.mem.update(memory_id, content, user_id=user_id)
-
-
-@pytest.fixture(params=["service", "library"])
-def make_face(request: pytest.FixtureRequest, make_service: Callable[..., MemoryService]) -> Callable[..., ServiceFace]:
-    def make(**kwargs: Any) -> ServiceFace:
-        svc = make_service(**kwargs)
-        # Open the database before Memory() starts its background open: a call racing that
-        # open is a bug of its own (test_a_call_made_while_the_database_is_opening_...).
-        svc.stores_list()
-        return ServiceFace(svc) if request.param == "service" else LibraryFace(svc)
-
-    return make
-
-
-@pytest.fixture
-def face(make_face: Callable[..., ServiceFace]) -> ServiceFace:
-    return make_face()
-
-
-@pytest.fixture
-def clocked_face(make_face: Callable[..., ServiceFace], clock: SteppableClock) -> ServiceFace:
-    return make_face(clock=clock)
-
-
-def ids(memories: list[dict[str, Any]]) -> list[str]:
-    return [m["id"] for m in memories]
-
 
 # -- stores ------------------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_support import REPO
+from support import REPO
 
 from wontopos_mcp.config import ConfigError
 from wontopos_mcp.store import LOCK_FILE, Store
@@ -60,6 +60,7 @@ def _refused_in_one_line(done: subprocess.CompletedProcess[str]) -> str:
 # --- a local directory ---------------------------------------------------------------------------
 
 
+# Real processes (every start-up refusal here): see the module's doc.
 @pytest.mark.parametrize("args", ENTRY_POINTS)
 def test_a_file_as_the_database_stops_every_entry_point_with_one_line(tmp_path: Path, args: list[str]) -> None:
     db = tmp_path / "memories.txt"
@@ -109,6 +110,7 @@ def test_a_usable_directory_passes_and_the_check_leaves_only_the_lock_file(tmp_p
         Store(str(db / LOCK_FILE)).check_usable()
 
 
+# A fresh interpreter: what an import loads shows only in a process that loaded nothing before.
 def test_checking_a_local_directory_does_not_import_lancedb(tmp_path: Path) -> None:
     """The stdio server checks before tools/list: LanceDB's import (~1 s) must not come first."""
     code = (

@@ -17,22 +17,18 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
-from mcp_support import TOOLS, server_env
+from support import REPO, TOOLS, server_env
 
 pytestmark = pytest.mark.anyio
 
-REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def _command(db: Path) -> list[str]:
     return [sys.executable, "-m", "wontopos_mcp", "--db", str(db)]
 
 
+# Real processes (the stdio face): an MCP host spawns the server, so the SDK's stdio client
+# and the raw lines below each need the real program, its stdin, stdout and exit code.
 async def test_a_stdio_client_registers_a_speaker_adds_and_searches(tmp_path, model_cache) -> None:
     command, *args = _command(tmp_path / "db")
     params = StdioServerParameters(command=command, args=args, env=server_env(model_cache), cwd=str(REPO))

@@ -8,25 +8,18 @@ its second round of reads, the by_speaker spans).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from core_support import all_memories, refused
-
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from support import all_memories, refused
 
 
 @pytest.fixture
-def pair(tmp_path: Path, embedder: Any) -> Any:
-    a = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
-    b = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
+def pair(make_service: Any) -> Any:
+    """Two services on one database, as two processes would be."""
+    a, b = make_service(), make_service()
     a.store_create("shared")
-    yield a, b
-    a.close()
-    b.close()
+    return a, b
 
 
 def test_a_speaker_registered_or_removed_elsewhere_is_seen_at_once(pair: Any) -> None:

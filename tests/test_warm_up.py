@@ -3,27 +3,18 @@ every call that needs no embedding answers while the model is still loading (SPE
 "Calls that need no embedding never wait for the model").
 
 Real services (LanceDB under ``tmp_path``); the model load is the one thing controlled,
-through a loader that blocks until the test opens its gate (``mcp_support.Gate``).
+through a loader that blocks until the test opens its gate (``support.Gate``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from core_support import refused
-from mcp_support import Gate, open_loading_service
+from support import Gate, open_loading_service, refused
 
 from wontopos_mcp.service import MemoryService
-
-
-@pytest.fixture
-def gate(embedder: Any) -> Iterator[Gate]:
-    gate = Gate(embedder)
-    yield gate
-    gate.event.set()
 
 
 @pytest.fixture
