@@ -441,7 +441,7 @@ class LiveServer:
         self.url = ""
         self.port = 0
 
-    def __enter__(self) -> "LiveServer":
+    def __enter__(self) -> LiveServer:
         listener = socket.create_server(("127.0.0.1", 0))
         self.port = listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"

@@ -35,7 +35,11 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
     code, out, _ = wontopos("export", "--user", "alice")
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 0
-    assert [m["content"] for m in lines] == ["Bob's train leaves at 8", "Bob's train leaves at 9", "I will book the taxi"]
+    assert [m["content"] for m in lines] == [
+        "Bob's train leaves at 8",
+        "Bob's train leaves at 9",
+        "I will book the taxi",
+    ]
     export = tmp_path / "alice.jsonl"
     assert wontopos("export", "--user", "alice", "--out", str(export))[0] == 0
 
@@ -73,7 +77,11 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     wontopos: Any, service: MemoryService, tmp_path: Path
 ) -> None:
     good = [json.dumps({"id": f"m{i}", "content": f"Fact number {i}."}) for i in range(150)]
-    bad = ["not json at all", json.dumps({"id": "x1", "content": "Hi", "speaker": "Me"}), json.dumps({"content": "no id"})]
+    bad = [
+        "not json at all",
+        json.dumps({"id": "x1", "content": "Hi", "speaker": "Me"}),
+        json.dumps({"content": "no id"}),
+    ]
     source = tmp_path / "mixed.jsonl"
     source.write_text("\n".join(good[:60] + bad + good[60:]) + "\n", encoding="utf-8")
     code, out, err = wontopos("import", str(source), "--json", "--batch", "100")

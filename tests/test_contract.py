@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp_support import TOOLS, open_service
+from support import TOOLS, open_service, settings_for
 
 from wontopos_mcp import Memory, contract, models
 from wontopos_mcp.commands import add_commands
@@ -66,9 +66,9 @@ def test_the_table_holds_every_mcp_tool_and_the_rest_and_library_only_operations
 
 def test_the_table_imports_nothing_of_the_protocols_or_storage() -> None:
     source = Path(contract.__file__).read_text(encoding="utf-8")
-    imported = {
-        node.module or "" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
-    } | {alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import) for alias in node.names}
+    imported = {node.module or "" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)} | {
+        alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import) for alias in node.names
+    }
     assert imported <= {"__future__", "collections.abc", "dataclasses", "typing", "batch", "conversation", "names",
                         "validation", ""}, imported  # fmt: skip
 
@@ -193,7 +193,7 @@ def test_the_cores_signature_defaults_are_the_tables() -> None:
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Any:
-    svc = open_service(tmp_path_factory.mktemp("contract"), embedder)
+    svc = open_service(settings_for(tmp_path_factory.mktemp("contract")), embedder)
     svc.memory_add("The lighthouse keeper feeds the gulls.", speaker="me")
     yield svc
     svc.close()

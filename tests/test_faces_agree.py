@@ -21,21 +21,15 @@ from typing import Any
 import httpx
 import pytest
 import wontopos
-from http_support import KEY, open_service, serve, settings_for
 from mcp import Client
-from mcp_support import Session
+from support import KEY, Session, open_service, serve, settings_for
 
 from wontopos_mcp import Memory, WontoposError, contract
-from wontopos_mcp.models import answer_models
 from wontopos_mcp.mcp_server import build_server
+from wontopos_mcp.models import answer_models
 
 pytestmark = pytest.mark.anyio
 _ids = itertools.count()
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 class Faces:
@@ -95,7 +89,8 @@ async def faces(live: tuple[Any, Any]) -> AsyncIterator[Faces]:
 def _valid(op_name: str, answer: dict[str, Any]) -> dict[str, Any]:
     """``answer`` validated against the contract's answer models for ``op_name``."""
     errors = []
-    for model in answer_models(contract.operation(op_name)):
+    models = answer_models(contract.operation(op_name))
+    for model in models:
         try:
             model.model_validate(answer)
             return answer

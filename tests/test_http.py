@@ -49,7 +49,6 @@ LIMIT = 4096
 ALLOWED = ("mcp.example.com", "app.example.com:8443")
 
 
-
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
     """A server that needs the API key, allows two extra host names and takes 4 KiB bodies."""
@@ -152,8 +151,11 @@ def test_the_sdks_own_transport_check_does_not_refuse_an_allowed_host(http: http
     response = http.post(
         "/mcp",
         json=initialize,
-        headers={"Host": "mcp.example.com", "Origin": "https://mcp.example.com",
-                 "Accept": "application/json, text/event-stream"},  # fmt: skip
+        headers={
+            "Host": "mcp.example.com",
+            "Origin": "https://mcp.example.com",
+            "Accept": "application/json, text/event-stream",
+        },  # fmt: skip
     )
     assert response.status_code == 200, response.text
     assert response.headers.get("mcp-session-id")
@@ -322,7 +324,12 @@ def test_healthz_is_503_once_the_model_failed(tmp_path: Path) -> None:
                 loader.get(timeout=60)  # the load is over, and failed
             failed = client.get("/healthz")
             assert failed.status_code == 503
-            assert failed.json() | {"version": None} == {"status": "error", "version": None, "db": "ok", "model": "failed"}
+            assert failed.json() | {"version": None} == {
+                "status": "error",
+                "version": None,
+                "db": "ok",
+                "model": "failed",
+            }
     finally:
         service.close()
 
@@ -432,7 +439,9 @@ async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, mod
     command = [sys.executable, "-m", "wontopos_mcp", "--transport", "http", "--port", str(port),
                "--db", str(tmp_path / "db")]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    async with await anyio.open_process(command, env=server_env(model_cache, WONTOPOS_API_KEY=KEY), cwd=REPO) as process:
+    async with await anyio.open_process(
+        command, env=server_env(model_cache, WONTOPOS_API_KEY=KEY), cwd=REPO
+    ) as process:
         try:
             with anyio.fail_after(60):
                 assert process.stderr is not None

@@ -152,7 +152,9 @@ def test_stdin_is_read_as_bytes_and_progress_has_no_total(
     code, out, err = wontopos("import", "-", "--json")
     summary = json.loads(out)
     assert code == 1 and summary["user_id"] == "default" and summary["stored"] == 2
-    assert summary["skipped"] == [{"line": 2, "reason": "not UTF-8 text (byte 0xFF at column 1); save the file as UTF-8"}]
+    assert summary["skipped"] == [
+        {"line": 2, "reason": "not UTF-8 text (byte 0xFF at column 1); save the file as UTF-8"}
+    ]
     assert "wontopos-mcp: import: 3 lines, " in err
 
 

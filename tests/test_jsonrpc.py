@@ -199,7 +199,6 @@ def test_the_in_process_check_finds_nothing_in_well_formed_arguments() -> None:
     assert lone_surrogate_error("memory_add", None) is None
 
 
-
 @pytest.mark.anyio
 async def test_an_in_process_call_with_a_lone_surrogate_is_refused_before_the_service(service) -> None:
     server = build_server(service)

@@ -35,7 +35,6 @@ VALID = {
 }
 
 
-
 @pytest.fixture
 async def mcp(service) -> AsyncIterator[Session]:
     async with mcp_session(service) as session:

@@ -85,9 +85,7 @@ def test_search_answers_what_the_sdk_reads_and_never_another_speakers_words(mem:
     assert refused.value.details["field"] == "verify"
 
 
-def test_by_speaker_pages_with_before_and_skip_ids_return_every_memory_once(
-    mem: wontopos.Client, store: str
-) -> None:
+def test_by_speaker_pages_with_before_and_skip_ids_return_every_memory_once(mem: wontopos.Client, store: str) -> None:
     mem.add_speaker("Chen", user_id=store)
     facts = [
         "Chen moved the standup to nine",
@@ -175,7 +173,8 @@ def test_add_turn_and_recall(mem: wontopos.Client, store: str) -> None:
     assert [t["role"] for t in turns] == ["user", "assistant", "user"]
     around = recalled["context"]["around_top_memory"]
     assert [line for line in around if line.startswith("[match] ")] == [
-        "[match] " + ("[me] " if recalled["long_term"]["memories"][0].get("speaker") == "me" else "")
+        "[match] "
+        + ("[me] " if recalled["long_term"]["memories"][0].get("speaker") == "me" else "")
         + recalled["long_term"]["memories"][0]["content"]
     ]
 

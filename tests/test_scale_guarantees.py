@@ -40,7 +40,8 @@ TOPICS = (
     "The landlord wants ten percent more rent from May.", "I'm learning Spanish before the trip to Valencia.",
     "The dentist said the back tooth needs a root canal.", "Our flight to Lisbon was delayed by six hours.",
     "I planted tomatoes and basil on the balcony.", "The car needs new brakes before winter.",
-    "私は毎朝コーヒーを飲みます。", "다음 달에 부산으로 이사 가요.", "我对芒果过敏。", "Я купил старую дачу под Тверью.",
+    "私は毎朝コーヒーを飲みます。", "다음 달에 부산으로 이사 가요.", "我对芒果过敏。",
+    "Я купил старую дачу под Тверью.",
     "Ich fahre jeden Tag mit dem Fahrrad zur Arbeit.", "The concert tickets sold out in ten minutes.",
 )  # fmt: skip
 TINY_TEXTS = (
@@ -65,7 +66,9 @@ def has_vector_index(store: Store) -> bool:
     return any(ix.columns == ["vector"] for ix in store.existing_chunks().list_indices())
 
 
-def bulk_insert(service: MemoryService, embedder: Any, plan: list[tuple[str | None, int, str | None]], seed: int) -> list[str]:  # fmt: skip
+def bulk_insert(
+    service: MemoryService, embedder: Any, plan: list[tuple[str | None, int, str | None]], seed: int
+) -> list[str]:
     """Memories (speaker, topic, conversation) in one commit, every field as the service
     writes it; sequence numbers follow the store's. Returns the new ids in order."""
     bases = embedder.embed_passages(list(TOPICS))
@@ -149,7 +152,11 @@ def rebuild_vector_index(store: Store, partitions: int | None) -> None:
     indexed query sees only part of a scope."""
     from lancedb.index import IvfSq
 
-    config = IvfSq(distance_type="cosine") if partitions is None else IvfSq(distance_type="cosine", num_partitions=partitions)
+    config = (
+        IvfSq(distance_type="cosine")
+        if partitions is None
+        else IvfSq(distance_type="cosine", num_partitions=partitions)
+    )
     store.existing_chunks().create_index("vector", config=config, replace=True)
 
 
@@ -171,12 +178,16 @@ def test_a_speaker_above_the_flat_limit_gets_limit_distinct_memories_all_its_own
 ) -> None:
     assert world.store.count(where("Big")) > FLAT_MAX and has_vector_index(world.store)  # the indexed path
     for query in QUERIES:
-        ids = [m["id"] for m in world.service.memory_search(query, speaker="Big", limit=limit, user_id=STORE)["memories"]]
+        ids = [
+            m["id"] for m in world.service.memory_search(query, speaker="Big", limit=limit, user_id=STORE)["memories"]
+        ]
         assert len(ids) == limit == len(set(ids))
         assert set(ids) <= world.owned["Big"]
 
 
-def test_the_store_vector_search_returns_every_row_of_a_large_scope_that_is_asked_for(world: World, embedder: Any) -> None:
+def test_the_store_vector_search_returns_every_row_of_a_large_scope_that_is_asked_for(
+    world: World, embedder: Any
+) -> None:
     """k up to past the scope: min(k, 200) distinct rows, all in scope, even when the
     index's fixed number of probed partitions holds fewer (the re-query over every
     partition must make up the difference)."""
@@ -189,7 +200,9 @@ def test_the_store_vector_search_returns_every_row_of_a_large_scope_that_is_aske
         assert {r["memory_id"] for r in rows} <= world.owned["Big"]
 
 
-def test_the_indexed_search_of_a_large_scope_finds_the_same_top_ten_as_exact_search(world: World, embedder: Any) -> None:
+def test_the_indexed_search_of_a_large_scope_finds_the_same_top_ten_as_exact_search(
+    world: World, embedder: Any
+) -> None:
     rebuild_vector_index(world.store, None)  # as maintain() builds it (an earlier test may have replaced it)
     table = world.store.existing_chunks()
     overlap = []
@@ -382,7 +395,9 @@ def test_a_database_from_before_the_bitmap_and_the_restatement_key_is_upgraded_o
     service.close()
 
 
-def test_rows_read_by_a_row_id_that_compaction_moved_are_still_the_right_memories(tmp_path: Path, embedder: Any) -> None:
+def test_rows_read_by_a_row_id_that_compaction_moved_are_still_the_right_memories(
+    tmp_path: Path, embedder: Any
+) -> None:
     """Search reads winners by the row ids its queries gave; compaction in between (here
     forced) renumbers rows, and the read must notice and look them up by id instead."""
     service = make_service(tmp_path / "db", embedder)

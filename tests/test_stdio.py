@@ -22,7 +22,6 @@ from support import REPO, TOOLS, server_env
 pytestmark = pytest.mark.anyio
 
 
-
 def _command(db: Path) -> list[str]:
     return [sys.executable, "-m", "wontopos_mcp", "--db", str(db)]
 
