@@ -134,7 +134,11 @@ def run(mode: str, n: int, every: int, batch: int, model_cache: str) -> dict[str
         f"disk <= 3x floor at every point (max {max(ratios):.2f}x)": max(ratios) <= 3.0,
         f"p95 last block <= 1.5x p95 first ({p95s[-1]:.1f} / {p95s[0]:.1f} ms = {p95s[-1] / p95s[0]:.2f}x)": p95s[-1]
         <= 1.5 * p95s[0],
-        f"no {unit} over 1 s (max {worst:.0f} ms)": worst <= 1000 or mode != "single",
+        (
+            f"no write over 1 s (max {worst:.0f} ms)"
+            if mode == "single"
+            else f"(single writes only) slowest {unit}: {worst:.0f} ms"
+        ): worst <= 1000 or mode != "single",
         f"search after the run <= 1.5x compacted copy ({after:.1f} / {compacted:.1f} ms = {after / compacted:.2f}x)": after
         <= 1.5 * compacted,
     }

@@ -127,9 +127,11 @@ def unindexed_rows(dataset: Any, fragments: Sequence[Fragment]) -> tuple[int, in
 
 def maintain(table: Any, *, retain: timedelta) -> dict[str, int]:
     """One round of upkeep on a LanceDB table (call inside the write lock): at most one
-    compaction, then the index update if due, then cleanup if anything became garbage
-    or the version count says so. Returns what it did, for logs and tests."""
+    compaction, then the index update if due, then cleanup when this round's commits
+    passed a multiple of ``CLEANUP_EVERY`` versions. Returns what it did, for logs and
+    tests."""
     dataset = table.to_lance()
+    first = dataset.version  # the commit this round follows
     done = {"compacted": 0, "indexed": 0, "cleaned": 0}
     fragments = fragments_of(dataset)
     merge = merge_run(fragments)
@@ -144,7 +146,7 @@ def maintain(table: Any, *, retain: timedelta) -> dict[str, int]:
     if outside and index_due(outside, inside):
         dataset.optimize.optimize_indices()
         done["indexed"] = outside
-    if dataset.version % CLEANUP_EVERY == 0:
+    if dataset.version // CLEANUP_EVERY > (first - 1) // CLEANUP_EVERY:
         stats = dataset.cleanup_old_versions(older_than=retain, error_if_tagged_old_versions=False)
         done["cleaned"] = int(stats.old_versions)
     if done["compacted"] or done["indexed"]:

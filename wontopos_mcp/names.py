@@ -16,6 +16,7 @@ import unicodedata
 from typing import Any
 
 from .errors import InvalidRequestError
+from .validation import bounded
 
 ME = "me"
 MAX_SPEAKER_CHARS = 80
@@ -52,12 +53,7 @@ def check_speaker(raw: Any, *, field: str = "speaker") -> str:
         )
     if not name:
         raise InvalidRequestError(f"{field} must not be empty", field=field)
-    if len(name) > MAX_SPEAKER_CHARS:
-        raise InvalidRequestError(
-            f"{field} is {len(name)} characters; at most {MAX_SPEAKER_CHARS} are allowed",
-            field=field,
-            max_chars=MAX_SPEAKER_CHARS,
-        )
+    bounded(name, field=field, max_chars=MAX_SPEAKER_CHARS)
     if name != ME and name.casefold() == ME:
         raise InvalidRequestError(
             f"'{name}' is reserved: write exactly 'me' for the assistant itself",

@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .batch import Origin
 from .batch_writes import BatchWrites
 from .bootstrap import StartupSettings, parts
 from .commits import Commits
 from .dates import to_us
-from .idempotency import Idempotency
+from .forwarding import delegate
 from .memories import Memories
 from .names import DEFAULT_STORE
-from .paging import PAGE_LIMIT, SpeakerPages
-from .reads import CONTEXT_LIMIT, LIST_LIMIT, RECALL_LIMIT, SEARCH_LIMIT, Reads
+from .paging import SpeakerPages
+from .reads import Reads
 from .registry import Registry
 from .stores import Stores
 from .writes import Writes
@@ -138,124 +137,26 @@ class MemoryService:
     def store_create(self, user_id: Any = None) -> dict[str, Any]:
         return self._stores.store_create(DEFAULT_STORE if user_id is None else user_id)
 
-    def stores_list(self) -> dict[str, Any]:
-        return self._stores.stores_list()
+    stores_list = delegate(Stores.stores_list, "_stores")
+    store_delete = delegate(Stores.store_delete, "_stores")
+    delete_all = delegate(Stores.delete_all, "_stores")
+    speaker_register = delegate(Stores.speaker_register, "_stores")
+    speakers_list = delegate(Stores.speakers_list, "_stores")
+    speaker_remove = delegate(Stores.speaker_remove, "_stores")
 
-    def store_delete(self, user_id: Any) -> dict[str, Any]:
-        return self._stores.store_delete(user_id)
+    # -- memories -------------------------------------------------------------------------------
 
-    def delete_all(self, user_id: Any) -> dict[str, Any]:
-        """Erase every memory of a store; the store and its speakers stay (REST/library)."""
-        return self._stores.delete_all(user_id)
-
-    def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        return self._stores.speaker_register(speaker, user_id)
-
-    def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
-        return self._stores.speakers_list(user_id)
-
-    def speaker_remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
-        return self._stores.speaker_remove(speaker, user_id)
-
-    # -- memories: writes --------------------------------------------------------------------------
-
-    def memory_add(
-        self,
-        content: Any,
-        speaker: Any = None,
-        category: Any = None,
-        event_date: Any = None,
-        conversation_id: Any = None,
-        user_id: Any = None,
-        *,
-        idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
-        return self._writes.memory_add(
-            content, speaker, category, event_date, conversation_id, user_id, idempotency=idempotency
-        )
-
-    def memory_add_batch(
-        self,
-        items: Any,
-        user_id: Any = None,
-        *,
-        idempotency: Idempotency | None = None,
-        origins: Sequence[Origin] | None = None,
-    ) -> dict[str, Any]:
-        """Store many memories with one embedding pass and one commit (see ``batch_writes``)."""
-        return self._batches.memory_add_batch(items, user_id, idempotency=idempotency, origins=origins)
-
-    def memory_add_bulk(
-        self,
-        content: Any,
-        category: Any = None,
-        timestamp: Any = None,
-        user_id: Any = None,
-        *,
-        idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
-        """A text blob (at most 500,000 characters) cut into memories and stored as a batch."""
-        return self._batches.memory_add_bulk(content, category, timestamp, user_id, idempotency=idempotency)
-
-    def memory_add_messages(
-        self,
-        messages: Any,
-        conversation_id: Any = None,
-        user_id: Any = None,
-        *,
-        idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
-        """Store a conversation: one labelled memory per message, all in one commit."""
-        return self._writes.memory_add_messages(messages, conversation_id, user_id, idempotency=idempotency)
-
-    def memory_forget(
-        self, memory_id: Any = None, speaker: Any = None, confirm_records: Any = None, user_id: Any = None
-    ) -> dict[str, Any]:
-        return self._writes.memory_forget(memory_id, speaker, confirm_records, user_id)
-
-    def memory_supersede(
-        self, memory_id: Any, content: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
-    ) -> dict[str, Any]:
-        return self._writes.memory_supersede(memory_id, content, user_id, idempotency=idempotency)
-
-    # -- memories: reads ---------------------------------------------------------------------------
-
-    def memory_search(
-        self,
-        query: Any,
-        speaker: Any = None,
-        limit: Any = SEARCH_LIMIT.default,
-        filters: Any = None,
-        include_superseded: Any = False,
-        user_id: Any = None,
-    ) -> dict[str, Any]:
-        return self._reads.memory_search(query, speaker, limit, filters, include_superseded, user_id)
-
-    def by_speaker(
-        self,
-        speaker: Any,
-        limit: Any = PAGE_LIMIT.default,
-        before: Any = None,
-        skip_ids: Any = None,
-        user_id: Any = None,
-    ) -> dict[str, Any]:
-        return self._pages.by_speaker(speaker, limit, before, skip_ids, user_id)
-
-    def memory_recall(
-        self,
-        query: Any,
-        limit: Any = RECALL_LIMIT.default,
-        context_limit: Any = CONTEXT_LIMIT.default,
-        user_id: Any = None,
-    ) -> dict[str, Any]:
-        """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
-        return self._reads.memory_recall(query, limit, context_limit, user_id)
-
-    def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
-        return self._reads.memory_get(memory_id, user_id)
-
-    def memory_list(self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
-        return self._reads.memory_list(limit, cursor, user_id)
+    memory_add = delegate(Writes.memory_add, "_writes")
+    memory_add_messages = delegate(Writes.memory_add_messages, "_writes")
+    memory_forget = delegate(Writes.memory_forget, "_writes")
+    memory_supersede = delegate(Writes.memory_supersede, "_writes")
+    memory_add_batch = delegate(BatchWrites.memory_add_batch, "_batches")
+    memory_add_bulk = delegate(BatchWrites.memory_add_bulk, "_batches")
+    memory_search = delegate(Reads.memory_search, "_reads")
+    memory_recall = delegate(Reads.memory_recall, "_reads")
+    memory_get = delegate(Reads.memory_get, "_reads")
+    memory_list = delegate(Reads.memory_list, "_reads")
+    by_speaker = delegate(SpeakerPages.by_speaker, "_pages")
 
     # -- for tests and bench/ (thin names over the parts) ---------------------------------------------
 

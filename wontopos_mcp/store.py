@@ -15,25 +15,23 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
 from .coordination import LOCK_FILE, coordinator_for, is_remote
 from .errors import TableMissing
+from .forwarding import delegate
 from .maintenance import RETAIN, RETAIN_REMOTE
 from .store_schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, registry_schema, upgrade
-from .store_search import ChunkReads, run
+from .store_search import ChunkReads, RegistryReads, run
 from .store_upkeep import Upkeep
 
 __all__ = ["LOCK_FILE", "MEMORY_FIELDS", "META_FILE", "ModelMismatch", "Store", "is_remote"]
 
 META_FILE = "wontopos.json"
 _CHECK_TIMEOUT_S = 20.0  # check_usable: longest wait for object storage to answer
-_REGISTRY_CACHE_SIZE = 256  # registry answers kept per store handle (see registry_rows)
 
 
 def _lancedb() -> Any:
@@ -58,6 +56,53 @@ def _opened(open_table: Callable[[], Any]) -> Any:
 
 class ModelMismatch(RuntimeError):
     """The database was built with another embedding model (a start-up error)."""
+
+
+class ModelRecord:
+    """Which embedding model (and vector size) a database was built with: the registry's
+    ``meta`` row, and beside a local database a small JSON file, which answers without
+    importing LanceDB, so the CLI refuses a mismatch at start-up in milliseconds."""
+
+    def __init__(
+        self,
+        uri: str,
+        remote: bool,
+        registry_rows: Callable[[str], list[dict[str, Any]]],
+        registry_add: Callable[[list[dict[str, Any]]], None],
+    ) -> None:
+        self._uri, self._remote = uri, remote
+        self._rows, self._add = registry_rows, registry_add
+
+    def recorded(self) -> tuple[str, int] | None:
+        """(model id, vector size) the database was built with, if it has vectors yet."""
+        if not self._remote:
+            try:
+                with open(os.path.join(self._uri, META_FILE), encoding="utf-8") as fh:
+                    meta = json.load(fh)
+                return str(meta["model"]), int(meta["dim"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+        rows = self._rows("kind = 'meta'")
+        return (rows[0]["name"], int(rows[0]["value"])) if rows else None
+
+    def check(self, model_id: str) -> None:
+        """Stop when the database was built with another model (vectors not comparable)."""
+        recorded = self.recorded()
+        if recorded and recorded[0] != model_id:
+            raise ModelMismatch(
+                f"the database at {self._uri} was built with embedding model {recorded[0]!r} "
+                f"({recorded[1]} dimensions), not {model_id!r}; start with --embed-model "
+                f"{recorded[0]} or reindex"
+            )
+
+    def record(self, model_id: str, dim: int) -> None:
+        """Record the model when the chunks table is created (inside the write lock)."""
+        if not self._rows("kind = 'meta'"):
+            meta = {"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}
+            self._add([meta])
+        if not self._remote:
+            with open(os.path.join(self._uri, META_FILE), "w", encoding="utf-8") as fh:
+                json.dump({"model": model_id, "dim": dim}, fh)
 
 
 class Store:
@@ -96,8 +141,8 @@ class Store:
         self._adb: Any = None  # the same database through LanceDB's async API (reads)
         self._aregistry: Any = None
         self._achunks: Any = None
-        self._registry_cache: OrderedDict[str, tuple[int, list[dict[str, Any]]]] = OrderedDict()
-        self._cache_lock = threading.Lock()
+        self._registry_reads = RegistryReads(self._registry_reader)
+        self._model = ModelRecord(uri, self._remote, self.registry_rows, self.registry_add)
         self._on_open: list[Callable[[], None]] = []
         self._ready = False  # set only once the registry is open and the hooks have run
 
@@ -177,28 +222,7 @@ class Store:
             self._aregistry = run(self._adb.open_table(REGISTRY))
         return self._aregistry
 
-    def registry_rows(self, where: str) -> list[dict[str, Any]]:
-        """Registry rows ``where`` selects, answered from memory while the registry's
-        version has not moved (0.2 ms to ask, against ~3 ms for the query; other
-        processes' commits move it too). Every call gets its own copies."""
-        table = self._registry_reader()
-
-        async def read() -> tuple[int, list[dict[str, Any]]]:
-            version = await table.version()
-            held = self._registry_cache.get(where)
-            if held is not None and held[0] == version:
-                return held
-            # Tagged with the version read before the query: a commit in between only
-            # makes the next call read again.
-            return version, (await table.query().where(where).to_arrow()).to_pylist()
-
-        version, rows = run(read())
-        with self._cache_lock:
-            self._registry_cache[where] = (version, rows)
-            self._registry_cache.move_to_end(where)
-            while len(self._registry_cache) > _REGISTRY_CACHE_SIZE:
-                self._registry_cache.popitem(last=False)
-        return [dict(row) for row in rows]
+    registry_rows = delegate(RegistryReads.rows, "_registry_reads")
 
     def registry_count(self, where: str) -> int:
         return len(self.registry_rows(where))
@@ -217,31 +241,8 @@ class Store:
 
     # -- model record ----------------------------------------------------------------
 
-    def recorded_model(self) -> tuple[str, int] | None:
-        """(model id, vector size) the database was built with, if it has vectors yet.
-
-        A local database answers from a small JSON file, without importing LanceDB, so
-        the CLI can refuse a mismatch at start-up in milliseconds.
-        """
-        if not self._remote:
-            try:
-                with open(os.path.join(self.uri, META_FILE), encoding="utf-8") as fh:
-                    meta = json.load(fh)
-                return str(meta["model"]), int(meta["dim"])
-            except (OSError, ValueError, KeyError, TypeError):
-                return None
-        rows = self.registry_rows("kind = 'meta'")
-        return (rows[0]["name"], int(rows[0]["value"])) if rows else None
-
-    def check_model(self, model_id: str) -> None:
-        """Stop when the database was built with another model (vectors not comparable)."""
-        recorded = self.recorded_model()
-        if recorded and recorded[0] != model_id:
-            raise ModelMismatch(
-                f"the database at {self.uri} was built with embedding model {recorded[0]!r} "
-                f"({recorded[1]} dimensions), not {model_id!r}; start with --embed-model "
-                f"{recorded[0]} or reindex"
-            )
+    recorded_model = delegate(ModelRecord.recorded, "_model")
+    check_model = delegate(ModelRecord.check, "_model")
 
     def chunks(self, model_id: str, dim: int) -> Any:
         """The chunks table, created (and the model recorded) on first use."""
@@ -254,13 +255,8 @@ class Store:
     def _create_chunks(self, model_id: str, dim: int) -> None:
         if CHUNKS in self._table_names():
             return
-        self.check_model(model_id)
-        if not self.registry_count("kind = 'meta'"):
-            meta = {"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}
-            self.registry_add([meta])
-        if not self._remote:
-            with open(os.path.join(self.uri, META_FILE), "w", encoding="utf-8") as fh:
-                json.dump({"model": model_id, "dim": dim}, fh)
+        self._model.check(model_id)
+        self._model.record(model_id, dim)
         create_indexes(self._open_or_create(CHUNKS, chunk_schema(dim), "chunk_id"))
 
     def existing_chunks(self) -> Any | None:
@@ -298,45 +294,13 @@ class Store:
                 return None
         return self._achunks
 
-    def count(self, where: str) -> int:
-        return self._reads.count(where)
-
-    def rows(
-        self,
-        where: str,
-        *,
-        columns: Sequence[str] | None = MEMORY_FIELDS,
-        order: Sequence[tuple[str, bool]] = (),
-        limit: int | None = None,
-        row_ids: bool = False,
-    ) -> list[dict[str, Any]]:
-        """Rows ``where`` selects (``columns=None``: every column); ``row_ids`` adds each
-        row's ``_rowid`` (see ``take``)."""
-        return self._reads.rows(where, columns=columns, order=order, limit=limit, row_ids=row_ids)
-
-    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, dict[str, Any]]:
-        """Rows by the ``_rowid`` an earlier query gave (``ChunkReads.take``)."""
-        return self._reads.take(row_ids, columns)
-
-    def column(self, where: str, column: str) -> list[Any]:
-        return self._reads.column(where, column)
-
-    def vector_search(
-        self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
-    ) -> list[dict[str, Any]]:
-        """Cosine search inside ``where`` (``ChunkReads.vector_search``)."""
-        return self._reads.vector_search(vector, where, k, columns, scope_rows=scope_rows)
-
-    def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
-        """BM25 full-text search inside ``where`` (``ChunkReads.text_search``)."""
-        return self._reads.text_search(text, where, k, columns)
-
-    def vector_and_text_search(
-        self, vector: Any, text: str, where: str, k: int, columns: Sequence[str], text_columns: Sequence[str],
-        *, scope_rows: int | None = None,
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
-        """``vector_search`` and ``text_search`` at once: LanceDB runs them side by side."""
-        return self._reads.vector_and_text_search(vector, text, where, k, columns, text_columns, scope_rows=scope_rows)
+    count = delegate(ChunkReads.count, "_reads")
+    rows = delegate(ChunkReads.rows, "_reads")
+    take = delegate(ChunkReads.take, "_reads")
+    column = delegate(ChunkReads.column, "_reads")
+    vector_search = delegate(ChunkReads.vector_search, "_reads")
+    text_search = delegate(ChunkReads.text_search, "_reads")
+    vector_and_text_search = delegate(ChunkReads.vector_and_text_search, "_reads")
 
     # -- chunk writes (call inside write_lock) ----------------------------------------------
 
@@ -389,4 +353,4 @@ class Store:
             self._achunks = None
             self._aregistry = None
             self._reads.indexed = False
-            self._registry_cache.clear()
+            self._registry_reads.clear()

@@ -37,6 +37,11 @@ def text(value: Any, *, field: str, max_chars: int) -> str:
         raise InvalidRequestError(f"{field} must be a string", field=field)
     if not value.strip():
         raise InvalidRequestError(f"{field} must not be empty", field=field)
+    return bounded(value, field=field, max_chars=max_chars)
+
+
+def bounded(value: str, *, field: str, max_chars: int) -> str:
+    """``value`` if it has at most ``max_chars`` characters, else the 400 carrying ``max_chars``."""
     if len(value) > max_chars:
         raise InvalidRequestError(
             f"{field} is {len(value)} characters; at most {max_chars} are allowed",
