@@ -18,7 +18,6 @@ from .errors import InvalidRequestError
 from .names import check_speaker
 from .records import memory_record
 from .scope import filter_clauses, query_without_name, search_scope
-from .search import search_memories
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -63,6 +62,8 @@ class Reads:
         self, handle: StoreHandle, text: str, name: str | None, limit: int, filters: list[str], superseded: bool
     ) -> list[dict[str, Any]]:
         where = search_scope(handle.key, name, superseded, filters)
+        from .search import search_memories  # numpy: off the start-up path (spawn -> tools/list)
+
         hits = search_memories(self.memories.store, self._embedder(), query_without_name(text, name), where, limit)
         return [memory_record(row, similarity=sim) for row, sim in hits]
 
