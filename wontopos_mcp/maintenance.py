@@ -42,11 +42,13 @@ TIER_BASE = 32  # rows: fragments below this are tier 0
 DELETED_SHARE = 0.1  # a fragment this much deleted is rewritten (Lance's default)
 INDEX_LAG_MIN, INDEX_LAG_MAX, INDEX_LAG_SHARE = 64, 4096, 1 / 16
 CLEANUP_EVERY = 16
-# How long a replaced version's files outlive it. A reader loads the latest manifest when a
-# query starts and needs that version's files until the query ends: with no retention at
-# all, two reader processes (search + list, ~1,100 rounds, slowest round 0.96 s on a loaded
-# machine) never failed on a local disk. Object storage reads are slower and a deleted
-# object cannot be read at all (no open file handle keeps it), so it keeps them longer.
+# How old a version must be before cleanup may remove it and the files only it uses (the
+# latest version always stays; a version's age counts from its commit). A reader loads the
+# latest manifest when a query starts and needs that version's files until the query ends:
+# with no retention at all, two reader processes (search + list, ~1,100 rounds, slowest
+# round 0.96 s on a loaded machine) never failed on a local disk. Object storage reads are
+# slower and a deleted object cannot be read at all (no open file handle keeps it), so it
+# keeps them longer.
 RETAIN = timedelta(seconds=2)
 RETAIN_REMOTE = timedelta(seconds=15)
 # The IVF_SQ vector index is built again each time the table has grown this many times
