@@ -203,10 +203,15 @@ class Memories:
         millisecond at 1M rows)."""
         return self.store.rows(where, columns=(*RECORD_FIELDS, "seq"), order=_NEWEST_FIRST, limit=limit)
 
-    def after_seq(self, key: str, after: int, limit: int) -> list[Row]:
-        """The store's memories after sequence number ``after``, in write order."""
+    def after_seq(self, key: str, after: int, limit: int, after_id: str | None = None) -> list[Row]:
+        """The store's memories after (sequence number ``after``, memory id ``after_id``),
+        in write order: ties of ``seq`` (two replicas may give one number twice) are
+        ordered by id, so a page boundary between them skips neither."""
+        later = f"seq > {after}"
+        if after_id is not None:
+            later = f"({later} OR (seq = {after} AND memory_id > {quote(after_id)}))"
         return self.store.rows(
-            in_store(key) + f" AND chunk_idx = 0 AND seq > {after}", order=(("seq", True),), limit=limit
+            in_store(key) + f" AND chunk_idx = 0 AND {later}", order=(("seq", True), ("memory_id", True)), limit=limit
         )
 
     def around(self, key: str, top: Row, reach: int) -> list[Row]:

@@ -108,16 +108,16 @@ class Reads:
 
     def memory_list(self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
         limit = LIST_LIMIT.integer(limit)
-        after = _parse_cursor(cursor)
+        after, after_id = _parse_cursor(cursor)
         handle = self.registry.resolve(user_id)
-        rows = self.memories.after_seq(handle.key, after, limit + 1)
+        rows = self.memories.after_seq(handle.key, after, limit + 1, after_id)
         page = rows[:limit]
         more = len(rows) > limit and page
         return {
             "user_id": handle.display,
             "memories": [memory_record(r) for r in page],
             "count": len(page),
-            "next_cursor": str(page[-1]["seq"]) if more else None,
+            "next_cursor": f"{page[-1]['seq']}:{page[-1]['memory_id']}" if more else None,
         }
 
 
@@ -129,9 +129,15 @@ def _turn(row: dict[str, Any]) -> dict[str, Any]:
     return turn
 
 
-def _parse_cursor(cursor: Any) -> int:
+_CURSOR = re.compile(r"([0-9]{1,18})(?::([0-9a-f-]{36}))?")
+
+
+def _parse_cursor(cursor: Any) -> tuple[int, str | None]:
+    """(seq, memory id) of the last memory listed: ``"<seq>:<memory id>"``, or a bare
+    ``"<seq>"`` as earlier versions gave (read as "after every memory with that seq")."""
     if cursor is None:
-        return 0
-    if not isinstance(cursor, str) or not re.fullmatch(r"[0-9]{1,18}", cursor):
+        return 0, None
+    match = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    if match is None:
         raise InvalidRequestError("cursor must be a next_cursor from an earlier memory_list", field="cursor")
-    return int(cursor)
+    return int(match[1]), match[2]

@@ -73,12 +73,13 @@ class Registry:
             return
         with self.store.write_lock():
             if not self.store.registry_count(_store_where(store_key(DEFAULT_STORE))):
-                self.store.registry_add([_store_row(DEFAULT_STORE, self._now_us())])
+                self.store.registry_insert([_store_row(DEFAULT_STORE, self._now_us())])
 
     def create_store(self, store_id: str) -> dict[str, Any]:
-        """Register a store (``store_id`` already checked); "exists" when it does."""
+        """Register a store (``store_id`` already checked); "exists" when it does, as
+        decided by the row actually inserted (another writer may have decided too)."""
         with self.store.write_lock():
-            existing = self.store.registry_rows(_store_where(store_key(store_id)))
+            existing = self._store_rows(store_id)
             if existing:
                 return {"user_id": existing[0]["name"], "status": "exists"}
             skeleton = store_skeleton(store_id)
@@ -90,8 +91,12 @@ class Registry:
                         user_id=store_id,
                         conflicts_with=row["name"],
                     )
-            self.store.registry_add([_store_row(store_id, self._now_us())])
+            if not self.store.registry_insert([_store_row(store_id, self._now_us())]):
+                return {"user_id": self._store_rows(store_id)[0]["name"], "status": "exists"}
         return {"user_id": store_id, "status": "created"}
+
+    def _store_rows(self, store_id: str) -> list[dict[str, Any]]:
+        return self.store.registry_rows(_store_where(store_key(store_id)))
 
     def stores(self) -> list[dict[str, Any]]:
         """Every store's row, oldest first."""
@@ -137,7 +142,8 @@ class Registry:
 
     def register_speaker(self, handle: StoreHandle, name: str) -> tuple[dict[str, Any], str, int]:
         """(speaker row, "registered" or "exists", speakers now) once the store is
-        confirmed inside the write lock; 400 past the speaker limit."""
+        confirmed inside the write lock; 400 past the speaker limit. "registered" only
+        when this call's row was the one inserted."""
         with self.store.write_lock():
             self.confirm(handle)
             row = self.speaker(handle.key, name)
@@ -152,9 +158,9 @@ class Registry:
                         speaker=name,
                         speaker_limit=self.speaker_limit,
                     )
-                row = _registry_row("speaker", _speaker_key(handle.key, name), handle.key, name, self._now_us())
-                self.store.registry_add([row])
-                status = "registered"
+                new = _registry_row("speaker", _speaker_key(handle.key, name), handle.key, name, self._now_us())
+                inserted = self.store.registry_insert([new])
+                row, status = (new, "registered") if inserted else (self.speaker(handle.key, name) or new, "exists")
             return row, status, self.speaker_count(handle.key)
 
     def forget_speaker(self, key: str, name: str) -> None:
@@ -175,12 +181,11 @@ class Registry:
     def keep_idempotency_records(self, key: str, records: Sequence[tuple[str, str, str, int]]) -> None:
         """Inside the write lock: keep these (key, fingerprint, answer JSON, created
         microseconds), replacing any kept under the same keys: for an outcome that stored
-        no memory, or when the memories that carried them are about to be deleted."""
-        if not records:
-            return
-        names = sorted({record[0] for record in records})
-        self.store.registry_delete(f"kind = 'idem' AND user_id = {quote(key)} AND name IN {quote_all(names)}")
-        self.store.registry_add([_idempotency_row(key, *record) for record in records])
+        no memory, or when the memories that carried them are about to be deleted. One
+        row per key (the latest of several memories carrying one key), in one commit."""
+        latest = {record[0]: record for record in sorted(records, key=lambda record: record[3])}
+        if latest:
+            self.store.registry_upsert([_idempotency_row(key, *record) for record in latest.values()])
 
 
 # -- the rule, once ------------------------------------------------------------------------------

@@ -68,10 +68,10 @@ class ModelRecord:
         uri: str,
         remote: bool,
         registry_rows: Callable[[str], list[dict[str, Any]]],
-        registry_add: Callable[[list[dict[str, Any]]], None],
+        registry_insert: Callable[[list[dict[str, Any]]], int],
     ) -> None:
         self._uri, self._remote = uri, remote
-        self._rows, self._add = registry_rows, registry_add
+        self._rows, self._insert = registry_rows, registry_insert
 
     def recorded(self) -> tuple[str, int] | None:
         """(model id, vector size) the database was built with, if it has vectors yet."""
@@ -99,7 +99,7 @@ class ModelRecord:
         """Record the model when the chunks table is created (inside the write lock)."""
         if not self._rows("kind = 'meta'"):
             meta = {"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}
-            self._add([meta])
+            self._insert([meta])
         if not self._remote:
             with open(os.path.join(self._uri, META_FILE), "w", encoding="utf-8") as fh:
                 json.dump({"model": model_id, "dim": dim}, fh)
@@ -142,7 +142,7 @@ class Store:
         self._aregistry: Any = None
         self._achunks: Any = None
         self._registry_reads = RegistryReads(self._registry_reader)
-        self._model = ModelRecord(uri, self._remote, self.registry_rows, self.registry_add)
+        self._model = ModelRecord(uri, self._remote, self.registry_rows, self.registry_insert)
         self._on_open: list[Callable[[], None]] = []
         self._ready = False  # set only once the registry is open and the hooks have run
 
@@ -227,8 +227,23 @@ class Store:
     def registry_count(self, where: str) -> int:
         return len(self.registry_rows(where))
 
-    def registry_add(self, rows: list[dict[str, Any]]) -> None:
-        self.registry.add(arrow(rows, registry_schema()))
+    def registry_insert(self, rows: list[dict[str, Any]]) -> int:
+        """Insert the rows whose ``key`` is absent; answers how many were inserted.
+
+        One ``merge_insert`` on the primary key: LanceDB records the inserted keys in
+        the commit, so of two writers that both decided a key was absent (another
+        process, another replica) one commit is retried and inserts nothing. The data
+        keeps one row per key even where the write lock does not reach."""
+        merge = self.registry.merge_insert("key").when_not_matched_insert_all()
+        result = merge.execute(arrow(rows, registry_schema()))
+        self._after_write()
+        return int(result.num_inserted_rows)
+
+    def registry_upsert(self, rows: list[dict[str, Any]]) -> None:
+        """Insert the rows, replacing those already kept under the same ``key`` (one
+        commit: a row is never absent in between, nor kept twice)."""
+        merge = self.registry.merge_insert("key").when_matched_update_all().when_not_matched_insert_all()
+        merge.execute(arrow(rows, registry_schema()))
         self._after_write()
 
     def registry_delete(self, where: str) -> None:
