@@ -207,12 +207,13 @@ class Memories:
         """The store's memories after (sequence number ``after``, memory id ``after_id``),
         in write order: ties of ``seq`` (two replicas may give one number twice) are
         ordered by id, so a page boundary between them skips neither."""
-        later = f"seq > {after}"
-        if after_id is not None:
-            later = f"({later} OR (seq = {after} AND memory_id > {quote(after_id)}))"
-        return self.store.rows(
-            in_store(key) + f" AND chunk_idx = 0 AND {later}", order=(("seq", True), ("memory_id", True)), limit=limit
-        )
+        first = in_store(key) + " AND chunk_idx = 0 AND "
+        order = (("seq", True), ("memory_id", True))
+        # Two range queries, not one OR: a disjunction keeps LanceDB from using the seq
+        # index (an OR in a where-clause scanned ~250 ms at 1M rows, see search).
+        tied = [] if after_id is None else self.store.rows(first + f"seq = {after} AND memory_id > {quote(after_id)}")
+        later = self.store.rows(first + f"seq > {after}", order=order, limit=limit)
+        return sorted([*tied, *later], key=lambda row: (row["seq"], row["memory_id"]))[:limit]
 
     def around(self, key: str, top: Row, reach: int) -> list[Row]:
         """Current memories near ``top`` in write order: its conversation, or (without
