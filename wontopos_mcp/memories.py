@@ -209,8 +209,9 @@ class Memories:
         ordered by id, so a page boundary between them skips neither."""
         first = in_store(key) + " AND chunk_idx = 0 AND "
         order = (("seq", True), ("memory_id", True))
-        # Two range queries, not one OR: a disjunction keeps LanceDB from using the seq
-        # index (an OR in a where-clause scanned ~250 ms at 1M rows, see search).
+        # Two range queries, not one OR: a disjunction with another column's term made
+        # LanceDB scan in search's neighbour read (~250 ms at 1M rows); this clause's OR
+        # was not measured, each range here is one seq-index look-up.
         tied = [] if after_id is None else self.store.rows(first + f"seq = {after} AND memory_id > {quote(after_id)}")
         later = self.store.rows(first + f"seq > {after}", order=order, limit=limit)
         return sorted([*tied, *later], key=lambda row: (row["seq"], row["memory_id"]))[:limit]

@@ -256,7 +256,6 @@ class Store:
 
     # -- model record ----------------------------------------------------------------
 
-    recorded_model = delegate(ModelRecord.recorded, "_model")
     check_model = delegate(ModelRecord.check, "_model")
 
     def chunks(self, model_id: str, dim: int) -> Any:
