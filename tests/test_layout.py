@@ -23,7 +23,8 @@ CORE_ORDER = (
     # the embedding model
     "e5_convert", "embeddings",
     # storage: upkeep decisions, write coordination, the LanceDB adapter
-    "maintenance", "coordination", "db_checks", "store_schema", "store_search", "store_upkeep", "store",
+    "maintenance", "lease", "object_leases", "coordination", "db_checks",
+    "store_schema", "store_search", "store_upkeep", "store",
     # the parts, each the only owner of its data
     "registry", "memories", "search", "commits", "stores", "writes", "batch_writes", "reads", "paging",
     # building a service, and the facade
@@ -104,11 +105,21 @@ def test_the_import_reader_sees_an_upward_arrow() -> None:
 
 
 def test_write_coordination_is_chosen_by_the_database_uri(tmp_path: Path) -> None:
-    from wontopos_mcp.coordination import LOCK_FILE, FileLockCoordinator, InProcessCoordinator, coordinator_for
+    from wontopos_mcp.coordination import (
+        LOCK_FILE,
+        FileLockCoordinator,
+        InProcessCoordinator,
+        LeaseCoordinator,
+        coordinator_for,
+    )
 
     local = coordinator_for(str(tmp_path / "db"))
     assert isinstance(local, FileLockCoordinator)
-    assert type(coordinator_for("s3://bucket/db")) is InProcessCoordinator
+    for uri in ("s3://bucket/db", "s3+ddb://bucket/db?ddbTableName=t"):
+        for writers in ("single", "leased"):
+            chosen = coordinator_for(uri, writers=writers)
+            assert isinstance(chosen, LeaseCoordinator) and chosen.mode == writers
+    assert type(coordinator_for("db://cloud-db")) is InProcessCoordinator  # LanceDB Cloud: best effort
     local.attach()
     with local.hold(), local.hold():  # re-entrant for the thread that holds it
         assert (tmp_path / "db" / LOCK_FILE).exists()

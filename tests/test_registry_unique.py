@@ -38,7 +38,7 @@ class RacingStore(Store):
         self._own_lock = threading.RLock()
 
     @contextmanager
-    def write_lock(self) -> Iterator[None]:
+    def write_lock(self, scope: str | None = None) -> Iterator[None]:
         with self._own_lock:
             yield
 

@@ -30,15 +30,27 @@ class StartupSettings(Protocol):
 
     @property
     def storage_options_dict(self) -> dict[str, str]: ...
+    @property
+    def writers(self) -> str: ...
+    @property
+    def lease_ttl_ms(self) -> int: ...
 
 
 def parts(settings: StartupSettings, *, models: ModelLoader | None = None) -> tuple[Store, ModelLoader, dict[str, Any]]:
     """(store, model loader, service options) for these settings; ``models`` replaces
     the loader of ``settings.embed_model`` (tests, an embedder already loaded)."""
     from .embeddings import ModelLoader
-    from .store import Store
 
-    store = Store(settings.db, storage_options=settings.storage_options_dict)
+    store = store_for(settings)
     if models is None:
         models = ModelLoader.for_model(settings.embed_model, settings.model_cache)
     return store, models, {"speaker_limit": settings.speaker_limit}
+
+
+def store_for(settings: StartupSettings) -> Store:
+    """The ``Store`` the settings name (not yet opened: construction is cheap)."""
+    from .lease import LeaseTiming
+    from .store import Store
+
+    lease = LeaseTiming.from_ttl_ms(settings.lease_ttl_ms)
+    return Store(settings.db, storage_options=settings.storage_options_dict, writers=settings.writers, lease=lease)

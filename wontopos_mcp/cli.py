@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -45,6 +46,11 @@ def _store_flags(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument("--model-cache", default=default, help="model cache directory (WONTOPOS_MODEL_CACHE)")
     parser.add_argument(
         "--log-level", default=default, help="debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)"
+    )
+    parser.add_argument(
+        "--writers",
+        default=default,
+        help="object storage: single (default, one writing process) or leased (replicas) (WONTOPOS_WRITERS)",
     )
 
 
@@ -110,9 +116,13 @@ def serve(settings: Settings) -> int:
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
     service = MemoryService.open(settings)
     try:
+        service.store.claim()
         service.store.check_model(settings.embed_model)
-    except ModelMismatch as exc:
+    except (ModelMismatch, ConfigError) as exc:
         _fail(str(exc))
+    # SIGTERM as Ctrl-C: uvicorn raises the signal again once it has shut down, and the
+    # default action would end the process before ``close`` releases the database lease.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         if listener is None:
             from .mcp_server import build_server
@@ -123,7 +133,8 @@ def serve(settings: Settings) -> int:
             _serve_http(service, settings, listener)
     except KeyboardInterrupt:
         pass
-    service.close()
+    finally:
+        service.close()
     _exit_now(0)
     return 0
 
@@ -133,10 +144,10 @@ def _check_database(settings: Settings) -> None:
 
     Milliseconds for a local directory (no LanceDB import); object storage is asked.
     """
-    from .store import Store
+    from .bootstrap import store_for
 
     try:
-        Store(settings.db, storage_options=settings.storage_options_dict).check_usable()
+        store_for(settings).check_usable()
     except ConfigError as exc:
         print(f"wontopos-mcp: {exc}", file=sys.stderr)
         _exit_now(EXIT_BAD_SETTING)  # an object-store probe may still run in LanceDB's threads

@@ -91,7 +91,7 @@ class Commits:
         decided = decide()
         with self._running.guard(key, idem):
             embedded = self._embed(texts)
-            with self.store.write_lock():
+            with self.store.write_lock(key):
                 replay = self._replay(key, idem)
                 if replay is not None:
                     return replay

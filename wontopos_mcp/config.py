@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from .coordination import WRITERS
 from .errors import ConfigError  # noqa: F401 - defined with the other errors; faces import it from here
 
 DEFAULT_MODEL = "multilingual-e5-small-q4"
@@ -61,6 +62,10 @@ class Settings:
     # LanceDB storage options (WONTOPOS_STORAGE_OPTIONS, a JSON object): pairs, so the
     # settings stay hashable; ``storage_options_dict`` is what ``lancedb.connect`` takes.
     storage_options: tuple[tuple[str, str], ...] = ()
+    # Object storage: one writer (``single``) or replicas sharing the database under
+    # leases (``leased``); how long an unrenewed lease stands (``coordination``).
+    writers: str = "single"
+    lease_ttl_ms: int = 10_000
 
     @property
     def storage_options_dict(self) -> dict[str, str]:
@@ -101,12 +106,16 @@ class Settings:
             raise ConfigError(f"max body bytes must be at least 1024, not {self.max_body_bytes}")
         if self.log_level not in LOG_LEVELS:
             raise ConfigError(f"log level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
+        if self.writers not in WRITERS:
+            raise ConfigError(f"writers must be one of {', '.join(WRITERS)}, not {self.writers!r}")
+        if self.lease_ttl_ms < 500:
+            raise ConfigError(f"WONTOPOS_LEASE_TTL_MS must be at least 500, not {self.lease_ttl_ms}")
         if not self.embed_model.strip():
             raise ConfigError("embed model must not be empty")
         return self
 
 
-_INTS = {"port", "speaker_limit", "max_body_bytes"}
+_INTS = {"port", "speaker_limit", "max_body_bytes", "lease_ttl_ms"}
 
 
 def _local_path(db: str) -> str:
@@ -155,6 +164,6 @@ def _parse(name: str, value: Any, *, source: str) -> Any:
         return tuple(h.strip() for h in items if h.strip())
     if name == "storage_options":
         return _storage_options(value, source=source)
-    if name in ("transport", "log_level"):
+    if name in ("transport", "log_level", "writers"):
         return str(value).strip().lower()
     return str(value)

@@ -30,12 +30,15 @@ meanwhile, in this process or another; nothing here depends on how long a proces
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+Claim = Callable[[], AbstractContextManager[bool]]  # whether this process maintains now
 
 FAN_IN = 8
 TIER_BASE = 32  # rows: fragments below this are tier 0
@@ -127,16 +130,40 @@ def unindexed_rows(dataset: Any, fragments: Sequence[Fragment]) -> tuple[int, in
     return worst or (0, 0)
 
 
-def maintain(table: Any, *, retain: timedelta) -> dict[str, int]:
+def maintain(table: Any, *, retain: timedelta, claim: Claim | None = None) -> dict[str, int]:
     """One round of upkeep on a LanceDB table (call inside the write lock): at most one
     compaction, then the index update if due, then cleanup when this round's commits
     passed a multiple of ``CLEANUP_EVERY`` versions. Returns what it did, for logs and
-    tests."""
+    tests. ``claim`` is asked only when something is due: whether this process is the
+    one to do it (of several replicas, the database lease's holder)."""
     dataset = table.to_lance()
     first = dataset.version  # the commit this round follows
     done = {"compacted": 0, "indexed": 0, "cleaned": 0}
     fragments = fragments_of(dataset)
     merge = merge_run(fragments)
+    outside, inside = unindexed_rows(dataset, fragments)
+    if not merge and not (outside and index_due(outside, inside)) and first % CLEANUP_EVERY:
+        return done
+    with (claim or _ours)() as ours:
+        if ours:
+            _round(table, dataset, first, fragments, merge, retain, done)
+    return done
+
+
+@contextmanager
+def _ours() -> Iterator[bool]:
+    yield True
+
+
+def _round(
+    table: Any,
+    dataset: Any,
+    first: int,
+    fragments: list[Fragment],
+    merge: list[int],
+    retain: timedelta,
+    done: dict[str, int],
+) -> None:
     if merge:
         keep = [f.id for f in fragments if f.id not in merge]
         total = sum(f.rows + f.deleted for f in fragments if f.id in merge)
@@ -153,4 +180,3 @@ def maintain(table: Any, *, retain: timedelta) -> dict[str, int]:
         done["cleaned"] = int(stats.old_versions)
     if done["compacted"] or done["indexed"]:
         table.checkout_latest()
-    return done

@@ -144,7 +144,7 @@ class Registry:
         """(speaker row, "registered" or "exists", speakers now) once the store is
         confirmed inside the write lock; 400 past the speaker limit. "registered" only
         when this call's row was the one inserted."""
-        with self.store.write_lock():
+        with self.store.write_lock(handle.key):
             self.confirm(handle)
             row = self.speaker(handle.key, name)
             status = "exists"

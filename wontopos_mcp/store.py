@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from .coordination import LOCK_FILE, coordinator_for, is_remote
 from .errors import TableMissing
 from .forwarding import delegate
+from .lease import LeaseTiming
 from .maintenance import RETAIN, RETAIN_REMOTE
 from .store_schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, registry_schema, upgrade
 from .store_search import ChunkReads, RegistryReads, run
@@ -31,6 +33,8 @@ from .store_upkeep import Upkeep
 __all__ = ["LOCK_FILE", "MEMORY_FIELDS", "META_FILE", "ModelMismatch", "Store", "is_remote"]
 
 META_FILE = "wontopos.json"
+_CONFLICT_TRIES = 5  # a commit that lost to a concurrent maintenance commit
+T = TypeVar("T")
 _CHECK_TIMEOUT_S = 20.0  # check_usable: longest wait for object storage to answer
 
 
@@ -120,20 +124,24 @@ class Store:
         vector_index_min_rows: int = 50_000,
         retain: timedelta | None = None,
         storage_options: dict[str, str] | None = None,
+        writers: str = "single",
+        lease: LeaseTiming | None = None,
     ) -> None:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
         arguments so a test can cross them with a few hundred rows. ``retain``: how long
         old versions are kept for readers (default ``maintenance.RETAIN``, or
         ``RETAIN_REMOTE`` on object storage). ``storage_options``
-        go to ``lancedb.connect`` (object storage: endpoint, region, allow_http...)."""
+        go to ``lancedb.connect`` (object storage: endpoint, region, allow_http...).
+        ``writers`` and ``lease``: how writers on object storage share the database
+        (``coordination``)."""
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.vector_index_min_rows = vector_index_min_rows
         self._remote = is_remote(uri)
         self.retain = retain if retain is not None else (RETAIN_REMOTE if self._remote else RETAIN)
         self._upkeep = Upkeep(self.retain, vector_index_min_rows, self.registry_rows)
-        self._coordinator = coordinator_for(uri)
+        self._coordinator = coordinator_for(uri, writers=writers, storage_options=self.storage_options, timing=lease)
         self._reads = ChunkReads(self._reader, flat_search_max)
         self._db: Any = None
         self._registry: Any = None
@@ -171,8 +179,11 @@ class Store:
             db = lancedb.connect(self.uri, **options)
             self._adb = run(lancedb.connect_async(self.uri, **options))
             self._db = db
-            with self.write_lock():
-                self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
+            if REGISTRY in self._table_names():  # readers never need the write lock
+                self._registry = db.open_table(REGISTRY)
+            else:
+                with self.write_lock():
+                    self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
             for hook in self._on_open:
                 hook()
             self._ready = True
@@ -198,14 +209,22 @@ class Store:
         return self._registry
 
     @contextmanager
-    def write_lock(self) -> Iterator[None]:
-        """Serialise writers of this database (across processes where the URI allows)."""
-        with self._coordinator.hold():
+    def write_lock(self, scope: str | None = None) -> Iterator[None]:
+        """Serialise writers of the store ``scope`` (its key), or of the whole database,
+        across processes and machines where the URI allows. Take a store's before the
+        database's, never the other way round."""
+        with self._coordinator.hold(scope):
             yield
+
+    def claim(self) -> None:
+        """At a server's start: take what writing needs for the process's lifetime
+        (object storage, ``--writers single``: the database), or ``ConfigError``."""
+        self._coordinator.claim()
 
     def _open_or_create(self, name: str, schema: Any, key: str) -> Any:
         if name in self._table_names():
             return self._db.open_table(name)
+        self._coordinator.check()
         table = self._db.create_table(name, schema=schema)
         table.set_unenforced_primary_key(key)
         return table
@@ -235,7 +254,7 @@ class Store:
         process, another replica) one commit is retried and inserts nothing. The data
         keeps one row per key even where the write lock does not reach."""
         merge = self.registry.merge_insert("key").when_not_matched_insert_all()
-        result = merge.execute(arrow(rows, registry_schema()))
+        result = self._commit(lambda: merge.execute(arrow(rows, registry_schema())))
         self._after_write()
         return int(result.num_inserted_rows)
 
@@ -243,15 +262,15 @@ class Store:
         """Insert the rows, replacing those already kept under the same ``key`` (one
         commit: a row is never absent in between, nor kept twice)."""
         merge = self.registry.merge_insert("key").when_matched_update_all().when_not_matched_insert_all()
-        merge.execute(arrow(rows, registry_schema()))
+        self._commit(lambda: merge.execute(arrow(rows, registry_schema())))
         self._after_write()
 
     def registry_delete(self, where: str) -> None:
-        self.registry.delete(where)
+        self._commit(lambda: self.registry.delete(where))
         self._after_write()
 
     def registry_update(self, where: str, values: dict[str, Any]) -> None:
-        self.registry.update(where=where, values=values)
+        self._commit(lambda: self.registry.update(where=where, values=values))
         self._after_write()
 
     # -- model record ----------------------------------------------------------------
@@ -319,7 +338,7 @@ class Store:
     # -- chunk writes (call inside write_lock) ----------------------------------------------
 
     def add_chunks(self, table: Any, rows: list[dict[str, Any]]) -> None:
-        table.add(arrow(rows, table.schema))
+        self._commit(lambda: table.add(arrow(rows, table.schema)))
         self._after_write(table)
 
     def upsert_chunks(self, table: Any, rows: list[dict[str, Any]], delete_where: str | None = None) -> None:
@@ -327,14 +346,14 @@ class Store:
         merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
         if delete_where:
             merge = merge.when_not_matched_by_source_delete(delete_where)
-        merge.execute(arrow(rows, table.schema))
+        self._commit(lambda: merge.execute(arrow(rows, table.schema)))
         self._after_write(table)
 
     def update_chunks(self, where: str, values_sql: dict[str, str]) -> int:
         table = self.existing_chunks()
         if table is None:
             return 0
-        result = table.update(where=where, values_sql=values_sql)
+        result = self._commit(lambda: table.update(where=where, values_sql=values_sql))
         self._after_write(table)
         return int(getattr(result, "rows_updated", 0) or 0)
 
@@ -344,14 +363,29 @@ class Store:
             return 0
         before = table.count_rows(where)
         if before:
-            table.delete(where)
+            self._commit(lambda: table.delete(where))
             self._after_write(table)
         return before
 
     # -- upkeep (inside write_lock) -------------------------------------------------------------
 
+    def _commit(self, action: Callable[[], T]) -> T:
+        """Run ``action``, one LanceDB commit, once the coordinator confirms this process
+        may still write (a lapsed lease: 503, nothing written). A commit that lost to
+        another replica's maintenance commit (Lance's "commit conflict", which writes
+        nothing) is tried again: every action here means the same on the newer version."""
+        for attempt in range(1, _CONFLICT_TRIES + 1):
+            self._coordinator.check()
+            try:
+                return action()
+            except (OSError, RuntimeError, ValueError) as exc:
+                if attempt == _CONFLICT_TRIES or "commit conflict" not in str(exc).lower():
+                    raise
+                time.sleep(0.05 * attempt)
+        raise AssertionError("unreachable")
+
     def _after_write(self, table: Any = None) -> None:
-        self._upkeep.after_write(self._registry if table is None else table, self._registry)
+        self._upkeep.after_write(self._registry if table is None else table, self._registry, self._coordinator.upkeep)
 
     def maintain(self, table: Any | None = None) -> None:
         """Bring both tables fully up to date now (``Upkeep.full``); inside the write lock."""
@@ -359,6 +393,7 @@ class Store:
 
     def close(self) -> None:
         with self._coordinator.local():
+            self._coordinator.close()
             self._ready = False
             self._chunks = None
             self._registry = None

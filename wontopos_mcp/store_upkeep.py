@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from .maintenance import maintain, vector_index_due
+from .maintenance import Claim, maintain, vector_index_due
 from .store_schema import arrow, indexes_on, registry_schema
 
 log = logging.getLogger(__name__)
@@ -28,11 +28,11 @@ class Upkeep:
         self.vector_index_min_rows = vector_index_min_rows
         self._registry_rows = registry_rows
 
-    def after_write(self, table: Any, registry: Any) -> None:
+    def after_write(self, table: Any, registry: Any, claim: Claim | None = None) -> None:
         """Upkeep after a commit to ``table``, decided from its state: whichever process
-        writes keeps the database healthy."""
+        writes keeps the database healthy (of several replicas, the one ``claim`` lets)."""
         try:
-            done = maintain(table, retain=self.retain)
+            done = maintain(table, retain=self.retain, claim=claim)
             if table is not registry and (done["compacted"] or done["indexed"]):
                 self._index_vectors(table, registry)
         except Exception:  # housekeeping: the next commit decides again

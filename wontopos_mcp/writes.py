@@ -160,7 +160,7 @@ class Writes:
     def _forget_one(self, memory_id: str, handle: StoreHandle) -> dict[str, Any]:
         key = handle.key
         self.memories.memory_row(key, memory_id)
-        with self.store.write_lock():
+        with self.store.write_lock(key):
             row = self.memories.memory_row(key, memory_id)
             # The versions it superseded are relinked in the same commit as the delete:
             # forgetting the newest version makes its predecessor current again; forgetting
@@ -177,7 +177,7 @@ class Writes:
         key = handle.key
         self.registry.require_speaker(key, name, writing=False)
         said = said_by(key, name)
-        with self.store.write_lock():
+        with self.store.write_lock(key):
             current = self.memories.count(said)
             if current != confirm:
                 raise ConflictError(
