@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
-from support import Gate, LibraryFace, ServiceFace, SteppableClock
+from support import Gate, LibraryFace, ServiceFace, SteppableClock, s3_emulator
 
 from wontopos_mcp.embeddings import (
     DEFAULT_MODEL,
@@ -147,3 +147,11 @@ def gate(embedder: Any) -> Iterator[Gate]:
     gate = Gate(embedder)
     yield gate
     gate.event.set()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real S3 API (moto's server) on loopback with one bucket, ``exists``, for the
+    whole session: started by the first test that needs it."""
+    with s3_emulator(tmp_path_factory.mktemp("moto")) as endpoint:
+        yield endpoint

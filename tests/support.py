@@ -507,3 +507,68 @@ def server_env(model_cache: Any, **extra: str) -> dict[str, str]:
         if name in os.environ:
             env[name] = os.environ[name]
     return env
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now, on the loopback interface."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def s3_emulator(log_dir: Path, buckets: tuple[str, ...] = ("exists",)) -> Iterator[str]:
+    """A real S3 (and DynamoDB) API, moto's server, on a free loopback port with
+    ``buckets``; its endpoint while the block runs, stopped after."""
+    import subprocess
+    import sys
+    import time
+
+    import boto3  # with moto[server], of the test extra
+
+    port = free_port()
+    log = (log_dir / "moto.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # listening once a connection is accepted
+            assert server.poll() is None, "moto's server exited at start"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "moto's server did not listen within 60 s"
+                time.sleep(0.1)
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client(**s3_client_args(endpoint))
+        for bucket in buckets:
+            client.create_bucket(Bucket=bucket)
+        yield endpoint
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=15)
+        log.close()
+
+
+def s3_client_args(endpoint: str, service: str = "s3") -> dict[str, str]:
+    return {
+        "service_name": service,
+        "endpoint_url": endpoint,
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+        "region_name": "us-east-1",
+    }
+
+
+S3_ENV = {  # what a user sets to point LanceDB (and the leases) at an S3-compatible endpoint
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}

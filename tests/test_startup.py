@@ -14,12 +14,10 @@ import socket
 import stat
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, free_port
 
 from wontopos_mcp.config import ConfigError
 from wontopos_mcp.store import LOCK_FILE, Store
@@ -40,7 +38,7 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
 
 def _start(db: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     if "--transport" in args:
-        args = [*args, "--port", str(_free_port())]
+        args = [*args, "--port", str(free_port())]
     return subprocess.run(
         [sys.executable, "-m", "wontopos_mcp", "--db", db, *args],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=120, stdin=subprocess.DEVNULL,
@@ -126,47 +124,6 @@ def test_checking_a_local_directory_does_not_import_lancedb(tmp_path: Path) -> N
 # --- object storage (S3, through moto's server) -----------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real S3 API on a free loopback port with one bucket, ``exists``; stopped after."""
-    import boto3  # with moto[server], of the test extra
-
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:  # listening once a connection is accepted
-            assert server.poll() is None, "moto's server exited at start"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "moto's server did not listen within 60 s"
-                time.sleep(0.1)
-        endpoint = f"http://127.0.0.1:{port}"
-        boto3.client(
-            "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1"
-        ).create_bucket(Bucket="exists")
-        yield endpoint
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
-        log.close()
-
-
 def _s3_env(home: Path, endpoint: str, **extra: str) -> dict[str, str]:
     return _env(
         home,
@@ -225,6 +182,6 @@ def test_an_endpoint_that_never_answers_stops_after_the_timeout() -> None:
 
 
 def test_an_endpoint_nobody_listens_on_is_named_unreachable() -> None:
-    endpoint = f"http://127.0.0.1:{_free_port()}"
+    endpoint = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ConfigError, match="its endpoint cannot be reached; fix: check the endpoint"):
         Store("s3://bucket/db", storage_options=_s3_options(endpoint)).check_usable(timeout=60.0)

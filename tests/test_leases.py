@@ -1,0 +1,314 @@
+"""Leases on object storage (SPEC "Embeddings and storage"): the conditional writes they
+are built on, acquiring, renewing, taking over from a dead holder, losing a lease, and
+the ``--writers`` modes, against a real S3 and DynamoDB API (moto's server on loopback).
+
+The races between whole server replicas are in ``test_replicas.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO, S3_ENV, free_port, s3_client_args
+
+from wontopos_mcp.coordination import LeaseCoordinator, coordinator_for, lease_name
+from wontopos_mcp.lease import LeaseBackend, LeaseBusy, LeaseLost, Leases, LeaseTiming
+from wontopos_mcp.object_leases import DynamoLeaseBackend, S3LeaseBackend, backend_for
+from wontopos_mcp.store import Store
+
+FAST = LeaseTiming.from_ttl_ms(1000)  # TTL 1 s, margin 0.2 s: takeovers within seconds
+DDB_TABLE = "lance-commits"
+
+
+def _options(endpoint: str) -> dict[str, str]:
+    return {
+        "endpoint": endpoint,
+        "dynamodb_endpoint": endpoint,
+        "allow_http": "true",
+        "region": "us-east-1",
+        "aws_access_key_id": "test",
+        "aws_secret_access_key": "test",
+    }
+
+
+@pytest.fixture(scope="module")
+def ddb_table(s3_endpoint: str) -> str:
+    """LanceDB's DynamoDB commit-store table layout (``base_uri`` S, ``version`` N)."""
+    import boto3
+
+    boto3.client(**s3_client_args(s3_endpoint, "dynamodb")).create_table(
+        TableName=DDB_TABLE,
+        KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"}, {"AttributeName": "version", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "base_uri", "AttributeType": "S"},
+            {"AttributeName": "version", "AttributeType": "N"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return DDB_TABLE
+
+
+@pytest.fixture(params=["s3", "s3+ddb"])
+def backend(request: pytest.FixtureRequest, s3_endpoint: str) -> LeaseBackend:
+    prefix = f"leases-{uuid.uuid4().hex[:8]}"
+    if request.param == "s3":
+        return backend_for(f"s3://exists/{prefix}", _options(s3_endpoint))
+    table = request.getfixturevalue("ddb_table")
+    return backend_for(f"s3+ddb://exists/{prefix}?ddbTableName={table}", _options(s3_endpoint))
+
+
+# --- the conditional writes --------------------------------------------------------------------
+
+
+def test_the_backends_are_chosen_by_the_uri(s3_endpoint: str, ddb_table: str) -> None:
+    assert isinstance(backend_for("s3://exists/db", _options(s3_endpoint)), S3LeaseBackend)
+    chosen = backend_for(f"s3+ddb://exists/db?ddbTableName={ddb_table}", _options(s3_endpoint))
+    assert isinstance(chosen, DynamoLeaseBackend) and chosen.table == ddb_table
+
+
+@pytest.mark.parametrize(
+    ("uri", "words"),
+    [
+        ("gs://bucket/db", "gs:// databases cannot be shared by several writers yet"),
+        ("az://container/db", "az:// databases cannot be shared by several writers yet"),
+        ("s3+ddb://bucket/db", "needs ?ddbTableName="),
+    ],
+)
+def test_a_store_without_a_lease_backend_is_refused_in_one_line(uri: str, words: str) -> None:
+    from wontopos_mcp.config import ConfigError
+
+    with pytest.raises(ConfigError, match=words.replace("?", r"\?")):
+        backend_for(uri, {})
+
+
+def test_create_only_if_absent_replace_and_delete_only_if_unchanged(backend: LeaseBackend) -> None:
+    first = backend.create("lease", b"one")
+    assert first is not None
+    assert backend.create("lease", b"two") is None  # it exists: nobody else gets it
+    second = backend.replace("lease", first, b"three")
+    assert second is not None and second != first
+    assert backend.replace("lease", first, b"four") is None  # a stale version changes nothing
+    assert backend.read("lease") == (second, b"three")
+    backend.delete("lease", first)  # stale: left alone
+    assert backend.read("lease") == (second, b"three")
+    backend.delete("lease", second)
+    assert backend.read("lease") is None
+    assert backend.replace("lease", second, b"five") is None  # gone: nothing to replace
+    assert backend.create("lease", b"six") is not None
+
+
+# --- acquiring, renewing, taking over ------------------------------------------------------------
+
+
+def test_a_held_lease_is_busy_for_others_and_free_once_released(backend: LeaseBackend) -> None:
+    mine, theirs = Leases(backend, FAST), Leases(backend, FAST)
+    lease = mine.acquire("store-a")
+    try:
+        with pytest.raises(LeaseBusy) as refused:
+            theirs.acquire("store-a", wait=0.3)
+        assert refused.value.status == 503 and refused.value.details["retry_after_ms"] == 1000
+        other = theirs.acquire("store-b", wait=0.3)  # another name is another lease
+        theirs.release(other)
+    finally:
+        mine.release(lease)
+    again = theirs.acquire("store-a", wait=0.3)
+    theirs.release(again)
+
+
+def test_a_live_holder_keeps_its_lease_past_the_ttl(backend: LeaseBackend) -> None:
+    """Renewals change the lease's version, so a waiter never sees it unchanged for the
+    TTL and never takes it over, however long it waits."""
+    holder, waiter = Leases(backend, FAST), Leases(backend, FAST)
+    lease = holder.acquire("db")
+    try:
+        with pytest.raises(LeaseBusy):
+            waiter.acquire("db", wait=3 * FAST.ttl_s)
+        assert lease.valid() and lease.renewals >= 3
+    finally:
+        holder.release(lease)
+
+
+def test_a_dead_holder_is_taken_over_after_the_ttl_and_then_knows_it(backend: LeaseBackend) -> None:
+    holder, waiter = Leases(backend, FAST), Leases(backend, FAST)
+    dead = holder.acquire("db")
+    dead._stop.set()  # the holder stalls: no more renewals (as if killed or cut off)
+    started = time.monotonic()
+    taken = waiter.acquire("db")
+    waited = time.monotonic() - started
+    try:
+        assert waited >= FAST.takeover_s  # never before the TTL plus the margin
+        assert not dead.valid()  # the stalled holder stopped trusting its lease before that
+        with pytest.raises(LeaseLost) as lost:
+            holder.check(dead)
+        assert lost.value.status == 503 and "retry_after_ms" in lost.value.details
+    finally:
+        waiter.release(taken)
+
+
+def test_a_holder_whose_lease_was_taken_learns_it_at_the_next_renewal(backend: LeaseBackend) -> None:
+    holder = Leases(backend, FAST)
+    lease = holder.acquire("db")
+    stolen = backend.replace("db", lease.token, b"someone else")  # as a takeover would
+    assert stolen is not None
+    deadline = time.monotonic() + 3 * FAST.ttl_s
+    while not lease.lost and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert lease.lost and not lease.valid()
+    holder.release(lease)
+    assert backend.read("db") == (stolen, b"someone else")  # a lost lease is not deleted
+
+
+# --- the coordinator over them -------------------------------------------------------------------
+
+
+def _coordinator(endpoint: str, uri: str, writers: str) -> LeaseCoordinator:
+    chosen = coordinator_for(uri, writers=writers, storage_options=_options(endpoint), timing=FAST)
+    assert isinstance(chosen, LeaseCoordinator)
+    return chosen
+
+
+def test_leased_replicas_exclude_each_other_per_store_not_across_stores(s3_endpoint: str) -> None:
+    uri = f"s3://exists/coord-{uuid.uuid4().hex[:8]}"
+    one, two = _coordinator(s3_endpoint, uri, "leased"), _coordinator(s3_endpoint, uri, "leased")
+    inside = threading.Event()
+    with one.hold("alice"), one.hold("alice"):  # re-entrant
+        with two.hold("bob"):  # another store: at the same time
+            inside.set()
+        with pytest.raises(LeaseBusy):
+            two.leases().acquire(lease_name("alice"), wait=0.3)
+        with two.upkeep() as maintains:
+            assert maintains  # nobody holds the database lease: this one maintains
+    assert inside.is_set()
+    with one.hold(None):  # the database lease held: the other leaves upkeep to it
+        with two.upkeep() as maintains:
+            assert not maintains
+    with two.hold("alice"):  # released: free at once
+        pass
+
+
+def test_a_store_refuses_to_commit_once_its_lease_was_lost(s3_endpoint: str) -> None:
+    """The holder checks its lease before every commit: a lost one is a 503 and the
+    commit does not happen."""
+    uri = f"s3://exists/lost-{uuid.uuid4().hex[:8]}"
+    store = Store(uri, storage_options=_options(s3_endpoint), writers="leased", lease=FAST)
+    row = {"key": "probe", "kind": "probe", "user_id": "", "name": "x", "created_us": 0, "value": ""}
+    try:
+        store.connect()
+        coordinator = store._coordinator
+        assert isinstance(coordinator, LeaseCoordinator)
+        with store.write_lock("alice"):
+            lease = coordinator._held[lease_name("alice")][0]
+            assert coordinator.leases().backend.replace(lease.name, lease.token, b"taken") is not None
+            deadline = time.monotonic() + 3 * FAST.ttl_s
+            while not lease.lost and time.monotonic() < deadline:
+                time.sleep(0.05)
+            with pytest.raises(LeaseLost):
+                store.registry_insert([row])
+        assert store.registry_rows("key = 'probe'") == []
+    finally:
+        store.close()
+
+
+# --- --writers single: one writing process, a second refused at start ------------------------------
+
+
+def _server(db: str, endpoint: str, home: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("WONTOPOS_", "AWS_"))},
+        **S3_ENV,
+        "AWS_ENDPOINT": endpoint,
+        "AWS_ALLOW_HTTP": "true",
+        "HOME": str(home),
+        "WONTOPOS_DB": db,
+        "WONTOPOS_LEASE_TTL_MS": "1500",
+        "PYTHONPATH": str(REPO),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "wontopos_mcp", "--transport", "http", "--port", str(port), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _serving(process: subprocess.Popen[str], port: int, timeout: float = 90) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[1]
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("the server did not answer /healthz in time")
+
+
+@pytest.fixture
+def stopping() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=30)
+
+
+def test_a_second_single_writer_stops_at_start_naming_the_flag(
+    s3_endpoint: str, tmp_path: Path, stopping: list[Any]
+) -> None:
+    db = f"s3://exists/single-{uuid.uuid4().hex[:8]}"
+    port = free_port()
+    first = _server(db, s3_endpoint, tmp_path, port)
+    stopping.append(first)
+    _serving(first, port)
+    second = _server(db, s3_endpoint, tmp_path, free_port())
+    stopping.append(second)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 2 and out == "" and "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert "another process is writing this database" in line and "--writers leased" in line
+    # Stopped the way a service manager stops it, the first releases the database: a new
+    # writer starts without waiting out the lease.
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=60)
+    backend = backend_for(db, _options(s3_endpoint))
+    assert backend.read("database") is None
+
+
+def test_leased_writers_on_a_store_without_a_lease_backend_stop_at_start(tmp_path: Path) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("WONTOPOS_")}, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", "--db", "gs://bucket/db", "--writers", "leased", "stores", "list"],
+        env={**env, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "wontopos-mcp: gs:// databases cannot be shared by several writers yet (leases are built for s3:// and "
+        "s3+ddb://); run a single writer (--writers single) or use an S3-compatible store"
+    ]
+
+
+@pytest.mark.parametrize("value", ["many", "leased,single", "1"])
+def test_a_bad_writers_setting_is_refused(value: str) -> None:
+    from wontopos_mcp.config import ConfigError, Settings
+
+    with pytest.raises(ConfigError, match="writers must be one of single, leased"):
+        Settings.load({"writers": value}, environ={})
+    assert Settings.load(environ={"WONTOPOS_WRITERS": " Leased "}).writers == "leased"
