@@ -353,11 +353,13 @@ TOOLS = {
     "memory_supersede",
     "memory_add_messages",
     "memory_recall",
+    "speaker_rename",
+    "speaker_merge",
 }
 READ_ONLY = {
     "memory_search", "speakers_list", "by_speaker", "memory_get", "memory_list", "stores_list", "memory_recall",
 }  # fmt: skip
-DESTRUCTIVE = {"memory_forget", "speaker_remove", "store_delete"}
+DESTRUCTIVE = {"memory_forget", "speaker_remove", "store_delete", "speaker_merge"}
 
 
 class Session:

@@ -26,12 +26,13 @@ CORE_ORDER = (
     "maintenance", "lease", "object_leases", "coordination", "db_checks",
     "store_schema", "store_search", "store_upkeep", "store",
     # the parts, each the only owner of its data
-    "registry", "memories", "search", "commits", "stores", "writes", "batch_writes", "reads", "paging",
+    "registry", "memories", "search", "commits", "stores", "identity", "writes", "batch_writes", "reads", "paging",
     # building a service, and the facade
     "bootstrap", "service",
 )  # fmt: skip
 FACES = (
-    "__init__", "__main__", "config", "models", "jsonrpc", "mcp_params", "mcp_tools", "mcp_server", "transport",
+    "__init__", "__main__", "config", "models", "jsonrpc", "mcp_params", "mcp_tools", "mcp_speaker_tools",
+    "mcp_server", "transport",
     "rest", "http_app", "library", "cli", "commands",
 )  # fmt: skip
 FORBIDDEN = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")

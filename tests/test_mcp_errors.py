@@ -32,6 +32,9 @@ VALID = {
     "memory_id": "some-id",
     "user_id": "default",
     "messages": [{"role": "user", "content": "hello"}],
+    "new_name": "Robert",
+    "into": "Carol",
+    "confirm_records": 0,
 }
 
 

@@ -118,7 +118,13 @@ async def test_input_schemas_carry_the_contract_parameters_and_ranges(mcp: Sessi
     assert props("memory_forget")["confirm_records"]["type"] == "integer"
     assert set(props("memory_forget")) == {"memory_id", "speaker", "confirm_records", "user_id"}
     assert set(props("memory_supersede")) == {"memory_id", "content", "user_id"}
-    assert set(props("memory_list")) == {"limit", "cursor", "user_id"}
+    assert set(props("memory_list")) == {"limit", "cursor", "speaker", "user_id"}
+    assert set(props("speaker_rename")) == {"speaker", "new_name", "user_id"}
+    assert mcp.tools["speaker_rename"].input_schema["required"] == ["speaker", "new_name"]
+    assert set(props("speaker_merge")) == {"speaker", "into", "confirm_records", "user_id"}
+    assert mcp.tools["speaker_merge"].input_schema["required"] == ["speaker", "into", "confirm_records"]
+    merge_confirm = props("speaker_merge")["confirm_records"]
+    assert (merge_confirm["type"], merge_confirm["minimum"]) == ("integer", 0)
     assert set(props("memory_recall")) == {"query", "limit", "context_limit", "user_id"}
     context_limit = props("memory_recall")["context_limit"]
     assert (context_limit["minimum"], context_limit["maximum"], context_limit["default"]) == (0, 20, 10)

@@ -241,6 +241,31 @@ _TABLE: tuple[Operation, ...] = (
         ("SpeakerRemoveAnswer",),
         library="remove_speaker", rest=Rest("DELETE", "/memory/speakers", _names("user_id", "speaker")),
     ),
+    _op(
+        "speaker_rename",
+        (
+            Param("speaker", "The registered name to change.", required=True, max_chars=MAX_SPEAKER_CHARS),
+            Param("new_name", "The name to use from now on (not registered yet).", required=True,
+                  max_chars=MAX_SPEAKER_CHARS),
+            USER_ID,
+        ),
+        ("SpeakerRenameAnswer",),
+        library="rename_speaker",
+        rest=Rest("POST", "/memory/speakers/rename", _names("user_id", "speaker", "new_name")),
+    ),
+    _op(
+        "speaker_merge",
+        (
+            Param("speaker", "The registered name to merge away.", required=True, max_chars=MAX_SPEAKER_CHARS),
+            Param("into", "The registered name that keeps the memories.", required=True, max_chars=MAX_SPEAKER_CHARS),
+            Param("confirm_records", "The `records_to_delete` that by_speaker just reported for `speaker`.",
+                  required=True, low=0),
+            USER_ID,
+        ),
+        ("SpeakerMergeAnswer",),
+        library="merge_speakers",
+        rest=Rest("POST", "/memory/speakers/merge", _names("user_id", "speaker", "into", "confirm_records")),
+    ),
     # memories: writes
     _op(
         "memory_add",
@@ -333,9 +358,15 @@ _TABLE: tuple[Operation, ...] = (
         rest=Rest("POST", "/memory/get", _names("user_id", "memory_id"))),
     _op(
         "memory_list",
-        (LIST_LIMIT, Param("cursor", "`next_cursor` from the previous page."), USER_ID),
+        (
+            LIST_LIMIT,
+            Param("cursor", "`next_cursor` from the previous page."),
+            Param("speaker", 'Only this speaker\'s memories ("me" or a registered name): one person\'s export.',
+                  max_chars=MAX_SPEAKER_CHARS),
+            USER_ID,
+        ),
         ("MemoryListAnswer",),
-        library="list_memories", rest=Rest("POST", "/memory/list", _names("user_id", "limit", "cursor")),
+        library="list_memories", rest=Rest("POST", "/memory/list", _names("user_id", "limit", "cursor", "speaker")),
     ),
     _op(
         "by_speaker",

@@ -70,6 +70,18 @@ class Memory:
     def remove_speaker(self, speaker: str, user_id: str | None = None) -> dict[str, Any]:
         return self._service.speaker_remove(speaker, user_id=user_id)
 
+    def rename_speaker(self, speaker: str, new_name: str, user_id: str | None = None) -> dict[str, Any]:
+        """Re-tag every memory of ``speaker`` and rename the registration (409 when
+        ``new_name`` is registered: ``merge_speakers``)."""
+        return self._service.speaker_rename(speaker, new_name, user_id=user_id)
+
+    def merge_speakers(
+        self, speaker: str, into: str, confirm_records: int, user_id: str | None = None
+    ) -> dict[str, Any]:
+        """Re-tag ``speaker``'s memories as ``into`` and end ``speaker``'s registration;
+        ``confirm_records``: ``speaker``'s ``records_to_delete`` from ``by_speaker``."""
+        return self._service.speaker_merge(speaker, into, confirm_records, user_id=user_id)
+
     # -- memories ----------------------------------------------------------------------------
 
     def add(
@@ -169,9 +181,14 @@ class Memory:
         return self._service.memory_get(memory_id, user_id=user_id)["memory"]
 
     def list_memories(
-        self, user_id: str | None = None, *, limit: int = _LIST.default("limit"), cursor: str | None = None
+        self,
+        user_id: str | None = None,
+        *,
+        limit: int = _LIST.default("limit"),
+        cursor: str | None = None,
+        speaker: str | None = None,
     ) -> dict[str, Any]:
-        return self._service.memory_list(limit=limit, cursor=cursor, user_id=user_id)
+        return self._service.memory_list(limit=limit, cursor=cursor, user_id=user_id, speaker=speaker)
 
     def by_speaker(
         self,

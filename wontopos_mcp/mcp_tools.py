@@ -298,17 +298,19 @@ def tools(service: "MemoryService") -> list[Tool]:
     async def memory_list(
         limit: limit_param(listing.param("limit")) = listing.default("limit"),
         cursor: optional_text(given("memory_list", "cursor")) = None,
+        speaker: optional_text(given("memory_list", "speaker")) = None,
         user_id: UserId = None,
     ) -> CallToolResult:
         """List every memory of a store, oldest first, a page at a time; call it to review or
         export a whole store.
 
-        Superseded memories are included (flagged `is_superseded`). While `next_cursor` is
-        not null, call again with cursor=next_cursor.
+        Superseded memories are included (flagged `is_superseded`). With `speaker`, only
+        that person's memories (to export one person's data). While `next_cursor` is not
+        null, call again with cursor=next_cursor.
 
         {errors}
         """
-        return await _call(service.memory_list, limit=limit, cursor=cursor, user_id=user_id)
+        return await _call(service.memory_list, limit=limit, cursor=cursor, speaker=speaker, user_id=user_id)
 
     @tool(MemorySupersedeAnswer, title="Replace a changed fact")
     async def memory_supersede(
@@ -467,4 +469,7 @@ def tools(service: "MemoryService") -> list[Tool]:
         """
         return await _call(service.store_delete, user_id=user_id)
 
+    from .mcp_speaker_tools import identity_tools
+
+    identity_tools(tool, service)
     return tool.tools

@@ -203,15 +203,15 @@ class Memories:
         millisecond at 1M rows)."""
         return self.store.rows(where, columns=(*RECORD_FIELDS, "seq"), order=_NEWEST_FIRST, limit=limit)
 
-    def after_seq(self, key: str, after: int, limit: int, after_id: str | None = None) -> list[Row]:
-        """The store's memories after (sequence number ``after``, memory id ``after_id``),
-        in write order: ties of ``seq`` (two replicas may give one number twice) are
-        ordered by id, so a page boundary between them skips neither."""
-        first = in_store(key) + " AND chunk_idx = 0 AND "
+    def after_seq(
+        self, key: str, after: int, limit: int, after_id: str | None = None, speaker: str | None = None
+    ) -> list[Row]:
+        """The store's (or ``speaker``'s) memories after (``seq`` ``after``, id ``after_id``)
+        in write order; ``seq`` ties are ordered by id, so no page boundary skips one."""
+        first = (in_store(key) if speaker is None else said_by(key, speaker)) + " AND chunk_idx = 0 AND "
         order = (("seq", True), ("memory_id", True))
-        # Two range queries, not one OR: a disjunction with another column's term made
-        # LanceDB scan in search's neighbour read (~250 ms at 1M rows); this clause's OR
-        # was not measured, each range here is one seq-index look-up.
+        # Two range queries, not one OR: an OR with another column's term made LanceDB scan
+        # in search's neighbour read (~250 ms at 1M rows); each range is one index look-up.
         tied = [] if after_id is None else self.store.rows(first + f"seq = {after} AND memory_id > {quote(after_id)}")
         later = self.store.rows(first + f"seq > {after}", order=order, limit=limit)
         return sorted([*tied, *later], key=lambda row: (row["seq"], row["memory_id"]))[:limit]
@@ -249,12 +249,14 @@ class Memories:
         else:
             self.store.delete_chunks(where)
 
-    def untag(self, key: str, name: str) -> int:
-        """Take the speaker's name off their memories; how many memories it was on."""
+    def retag(self, key: str, name: str, new_name: str | None) -> int:
+        """Put ``new_name`` (``None``: no name) on every memory of ``name``, superseded
+        ones included, in one commit; how many memories it was on."""
         tagged = said_by(key, name)
-        untagged = self.store.count(tagged + FIRST_CHUNK)
-        self.store.update_chunks(tagged, {"speaker": "NULL"})
-        return untagged
+        retagged = self.store.count(tagged + FIRST_CHUNK)
+        if retagged:
+            self.store.update_chunks(tagged, {"speaker": "NULL" if new_name is None else quote(new_name)})
+        return retagged
 
 
 def restates(text: str, conversation: str | None, stored: Row) -> bool:

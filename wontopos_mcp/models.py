@@ -255,6 +255,22 @@ class SpeakerRemoveAnswer(_Answer):
     memories_untagged: int = Field(ge=0, description="Memories that lost the tag (they stay stored).")
 
 
+class SpeakerRenameAnswer(_Answer):
+    user_id: str
+    speaker: str = Field(description="The new name.")
+    previous: str = Field(description="The name it replaced.")
+    status: Literal["renamed"]
+    memories_retagged: int = Field(ge=0, description="Memories now under the new name, superseded included.")
+
+
+class SpeakerMergeAnswer(_Answer):
+    user_id: str
+    speaker: str = Field(description="The name that kept the memories (`into`).")
+    merged: str = Field(description="The name merged away (no longer registered).")
+    status: Literal["merged"]
+    memories_retagged: int = Field(ge=0, description="Memories moved to `speaker`, superseded included.")
+
+
 # --- stores -----------------------------------------------------------------------
 
 

@@ -106,11 +106,17 @@ class Reads:
         handle = self.registry.resolve(user_id)
         return {"memory": memory_record(self.memories.memory_row(handle.key, mid))}
 
-    def memory_list(self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None) -> dict[str, Any]:
+    def memory_list(
+        self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None, speaker: Any = None
+    ) -> dict[str, Any]:
+        """Every memory of the store (or of one speaker: one person's export), oldest first."""
         limit = LIST_LIMIT.integer(limit)
         after, after_id = _parse_cursor(cursor)
+        name = None if speaker is None else check_speaker(speaker)
         handle = self.registry.resolve(user_id)
-        rows = self.memories.after_seq(handle.key, after, limit + 1, after_id)
+        if name is not None:
+            self.registry.require_speaker(handle.key, name, writing=False)
+        rows = self.memories.after_seq(handle.key, after, limit + 1, after_id, speaker=name)
         page = rows[:limit]
         more = len(rows) > limit and page
         return {

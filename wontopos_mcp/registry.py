@@ -167,6 +167,24 @@ class Registry:
         """Inside the write lock: the speaker's registration goes."""
         self.store.registry_delete(f"key = {quote(_speaker_key(key, name))}")
 
+    def begin_rename(self, key: str, row: dict[str, Any], new_name: str) -> bool:
+        """Inside the write lock: register ``new_name`` as the renamed ``row`` (its
+        registration date kept, outside the limit), marked as a rename in progress; False
+        when ``new_name`` is registered as anyone else. A rename cut short (a crash
+        between its commits) left that mark, so a repeated call carries on."""
+        marker = f"renamed-from:{row['name']}"
+        existing = self.speaker(key, new_name)
+        if existing is not None:
+            return existing["value"] == marker
+        new = _registry_row("speaker", _speaker_key(key, new_name), key, new_name, row["created_us"], marker)
+        return bool(self.store.registry_insert([new])) or self.begin_rename(key, row, new_name)
+
+    def end_rename(self, key: str, name: str, new_name: str) -> None:
+        """Inside the write lock, once the memories carry ``new_name``: the old
+        registration goes, and the new one loses its mark."""
+        self.forget_speaker(key, name)
+        self.store.registry_update(f"key = {quote(_speaker_key(key, new_name))}", {"value": None})
+
     # -- kept idempotency records --------------------------------------------------------------
 
     def idempotency_record(self, key: str, idem_key: str, since_us: int) -> tuple[str, str] | None:

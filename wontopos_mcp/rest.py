@@ -199,6 +199,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     _endpoint("speaker_register"),
     _endpoint("speakers_list", query=True),
     _endpoint("speaker_remove"),
+    _endpoint("speaker_rename"),
+    _endpoint("speaker_merge"),
     _endpoint("memory_add", write=True, hosted=("image",), metadata=True),
     _endpoint("memory_supersede", write=True),
     _endpoint("memory_search", hosted=SEARCH_OPTIONS, extra={"self_memories": [], "images": []}),

@@ -31,6 +31,7 @@ from .bootstrap import StartupSettings, parts
 from .commits import Commits
 from .dates import to_us
 from .forwarding import delegate
+from .identity import Identity
 from .memories import Memories
 from .names import DEFAULT_STORE
 from .paging import SpeakerPages
@@ -71,6 +72,7 @@ class MemoryService:
         self.memories = Memories(store, now_us=self._now_us)
         self.commits = Commits(store, self.registry, self.memories, models, model_wait=model_wait, now_us=self._now_us)
         self._stores = Stores(self.commits)
+        self._identity = Identity(self.commits)
         self._writes = Writes(self.commits)
         self._batches = BatchWrites(self.commits)
         self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder)
@@ -143,6 +145,8 @@ class MemoryService:
     speaker_register = delegate(Stores.speaker_register, "_stores")
     speakers_list = delegate(Stores.speakers_list, "_stores")
     speaker_remove = delegate(Stores.speaker_remove, "_stores")
+    speaker_rename = delegate(Identity.speaker_rename, "_identity")
+    speaker_merge = delegate(Identity.speaker_merge, "_identity")
 
     # -- memories -------------------------------------------------------------------------------
 

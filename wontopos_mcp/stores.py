@@ -90,6 +90,6 @@ class Stores:
             self.registry.require_speaker(handle.key, name, writing=False)
             # Untag first: a crash before the registry delete leaves a registered name
             # with no memories, which a repeated call finishes removing.
-            untagged = self.memories.untag(handle.key, name)
+            untagged = self.memories.retag(handle.key, name, None)
             self.registry.forget_speaker(handle.key, name)
         return {"user_id": handle.display, "speaker": name, "status": "removed", "memories_untagged": untagged}
