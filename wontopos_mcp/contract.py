@@ -33,6 +33,7 @@ from .names import DEFAULT_STORE, MAX_SPEAKER_CHARS
 from .validation import MAX_CONTENT_CHARS, MAX_LABEL_CHARS, MAX_QUERY_CHARS, MAX_SKIP_IDS
 
 __all__ = [
+    "API_PREFIX",
     "DEFAULT_CATEGORY",
     "DEFAULT_STORE",
     "MAX_BATCH_ITEMS",
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 DEFAULT_CATEGORY = "general"  # the category of a memory stored without one (SPEC "Memories")
+API_PREFIX = "/api/v1"  # where the REST routes of the table live
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,9 @@ class Operation:
     """One call of the engine: ``core`` is the service method the faces call.
 
     ``mcp`` says whether it is an MCP tool (of the same name); ``library`` is its
-    ``Memory`` method; ``answers`` names its answer models in ``models.py``.
+    ``Memory`` method (and the SDK ``Client``'s); ``cli`` its ``wontopos-mcp`` command,
+    ``{name}`` standing for a positional argument (the others are ``--flags``);
+    ``answers`` names its answer models in ``models.py``.
     ``face_defaults`` lists parameters whose default the faces fill in because the core
     does not apply it itself (yet): see :meth:`with_face_defaults`.
     """
@@ -116,6 +120,7 @@ class Operation:
     mcp: bool = True
     library: str | None = None
     rest: Rest | None = None
+    cli: str | None = None
     face_defaults: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param:
@@ -213,17 +218,18 @@ _TABLE: tuple[Operation, ...] = (
             ),
         ),
         ("StoreCreateAnswer",),
-        library="create_store",
+        library="create_store", cli="stores create {user_id}",
         rest=Rest("POST", "/memory/collection", _names("user_id")),
         # The core's store_create refuses None today; once it defaults to "default"
         # itself, this goes and the faces pass None through.
         face_defaults=("user_id",),
     ),
-    _op("stores_list", (), ("StoresListAnswer",), library="list_stores",
+    _op("stores_list", (), ("StoresListAnswer",), library="list_stores", cli="stores list",
         rest=Rest("GET", "/memory/collections", _names())),
     _op(
         "store_delete", (Param("user_id", "The store to delete (required).", required=True),), ("StoreDeleteAnswer",),
-        library="delete_store", rest=Rest("DELETE", "/memory/collection", _names("user_id")),
+        library="delete_store", cli="stores delete {user_id}",
+        rest=Rest("DELETE", "/memory/collection", _names("user_id")),
     ),
     # speakers
     _op(
@@ -231,15 +237,17 @@ _TABLE: tuple[Operation, ...] = (
         (Param("speaker", f"The person's name, 1-{MAX_SPEAKER_CHARS} characters, any script.", required=True,
                max_chars=MAX_SPEAKER_CHARS), USER_ID),
         ("SpeakerRegisterAnswer",),
-        library="add_speaker", rest=Rest("POST", "/memory/speakers", _names("user_id", "speaker")),
+        library="add_speaker", cli="speakers add {speaker}",
+        rest=Rest("POST", "/memory/speakers", _names("user_id", "speaker")),
     ),
-    _op("speakers_list", (USER_ID,), ("SpeakersListAnswer",), library="list_speakers",
+    _op("speakers_list", (USER_ID,), ("SpeakersListAnswer",), library="list_speakers", cli="speakers list",
         rest=Rest("GET", "/memory/speakers", _names("user_id"))),
     _op(
         "speaker_remove",
         (Param("speaker", "The registered name to remove.", required=True, max_chars=MAX_SPEAKER_CHARS), USER_ID),
         ("SpeakerRemoveAnswer",),
-        library="remove_speaker", rest=Rest("DELETE", "/memory/speakers", _names("user_id", "speaker")),
+        library="remove_speaker", cli="speakers remove {speaker}",
+        rest=Rest("DELETE", "/memory/speakers", _names("user_id", "speaker")),
     ),
     # memories: writes
     _op(
@@ -293,7 +301,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("MemoryForgetAnswer",),
-        library="delete",  # by speaker: Memory.delete_speaker
+        library="delete", cli="memories forget {memory_id}",  # by speaker: Memory.delete_speaker
         rest=Rest("POST", "/memory/forget", _names("user_id", "memory_id", "speaker", "confirm_records")),
     ),
     # memories: reads
@@ -313,7 +321,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("MemorySearchAnswer",),
-        library="search",
+        library="search", cli="search {query}",
         rest=Rest(
             "POST", "/memory/search",
             _names("user_id", "query", "speaker", "filters", "include_superseded", max_results="limit"),
@@ -329,13 +337,14 @@ _TABLE: tuple[Operation, ...] = (
         ("MemoryRecallAnswer",),
         library="recall", rest=Rest("POST", "/memory/recall", _names("user_id", "query", "limit", "context_limit")),
     ),
-    _op("memory_get", (MEMORY_ID, USER_ID), ("MemoryGetAnswer",), library="get",
+    _op("memory_get", (MEMORY_ID, USER_ID), ("MemoryGetAnswer",), library="get", cli="memories get {memory_id}",
         rest=Rest("POST", "/memory/get", _names("user_id", "memory_id"))),
     _op(
         "memory_list",
         (LIST_LIMIT, Param("cursor", "`next_cursor` from the previous page."), USER_ID),
         ("MemoryListAnswer",),
-        library="list_memories", rest=Rest("POST", "/memory/list", _names("user_id", "limit", "cursor")),
+        library="list_memories", cli="memories list",
+        rest=Rest("POST", "/memory/list", _names("user_id", "limit", "cursor")),
     ),
     _op(
         "by_speaker",
@@ -346,7 +355,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("BySpeakerAnswer",),
-        library="by_speaker",
+        library="by_speaker", cli="memories list --speaker {speaker}",
         rest=Rest("POST", "/memory/by-speaker", _names("user_id", "speaker", "limit", "before", "skip_ids")),
     ),
     # REST and library only
