@@ -35,6 +35,7 @@ Face = Literal["mcp", "library", "rest", "cli"]
 FACES: tuple[Face, ...] = ("mcp", "library", "rest", "cli")
 PROGRAM = "wontopos-mcp"
 CLI_FLAGS = {"user_id": "--user"}  # a core name the CLI spells otherwise; the rest are --dashed-names
+CLI_METAVARS = {"speaker": "NAME", "user_id": "NAME", "memory_id": "ID"}  # a positional the fix leaves open
 
 
 def verb(op: str, face: Face) -> str | None:
@@ -73,12 +74,13 @@ def speak(exc: WontoposError, face: Face) -> WontoposError:
 
 def _command(template: str, args: dict[str, Any]) -> str:
     """A CLI command line: ``{name}`` filled from ``args`` (quoted for a shell; an
-    argument not known shows as its upper-case name), the other arguments as flags."""
+    argument the fix leaves open shows as the command's ``--help`` names it, ``NAME``),
+    the other arguments as flags."""
     words = []
     for word in template.split(" "):
         if word.startswith("{") and word.endswith("}"):
             name = word[1:-1]
-            words.append(shlex.quote(str(args.pop(name))) if name in args else name.upper())
+            words.append(shlex.quote(str(args.pop(name))) if name in args else CLI_METAVARS.get(name, name.upper()))
         else:
             words.append(word)
     for name, value in args.items():
