@@ -1,6 +1,7 @@
 """Errors speak the caller's language (SPEC "Errors"): the fix a message names is a call
 the caller can make (MCP ``speaker_register``, SDK/REST/library ``add_speaker``, CLI
-``wontopos-mcp speakers add``), rendered by each face from the one contract table; and
+``wontopos-mcp speakers add``), rendered by each face from the one contract table (REST
+and the library alike, as ``tests/test_faces_agree.py`` wants them); and
 every 404 carries ``field``, named as the caller named it.
 
 The table is checked from the source: every ``Fix.of(...)`` the package raises names an
@@ -70,7 +71,7 @@ def test_the_source_reader_finds_the_fixes_the_core_raises() -> None:
 @pytest.mark.parametrize("op", FIXED)
 def test_every_fix_has_a_verb_on_every_face_that_the_face_really_has(op: str) -> None:
     assert all(verb(op, face) is not None for face in FACES), op
-    method = verb(op, "library")
+    method = verb(op, "sdk")
     assert callable(getattr(Memory, method, None)) and callable(getattr(wontopos.Client, method, None)), method
     fix = _sample_fix(op)
     words = shlex.split(render(fix, "cli"))
@@ -81,7 +82,7 @@ def test_every_fix_has_a_verb_on_every_face_that_the_face_really_has(op: str) ->
     assert {str(value) for _, value in fix.args} <= {str(v) for v in parsed.values()}, (words, parsed)
 
 
-@pytest.mark.parametrize("face", ["library", "rest", "cli"])
+@pytest.mark.parametrize("face", ["sdk", "cli"])
 def test_no_fix_on_the_sdk_or_cli_face_names_an_mcp_tool(face: str) -> None:
     for op in FIXED:
         text = render(_sample_fix(op), face)
@@ -93,20 +94,17 @@ def test_no_fix_on_the_sdk_or_cli_face_names_an_mcp_tool(face: str) -> None:
 def test_each_face_spells_the_same_fix_its_own_way() -> None:
     fix = Fix.of("speaker_register", speaker="Bob O'Neil", user_id="alice")
     assert render(fix, "mcp") == str(fix) == """speaker_register(speaker="Bob O'Neil", user_id='alice')"""
-    assert render(fix, "library") == """add_speaker(speaker="Bob O'Neil", user_id='alice')"""
-    assert (
-        render(fix, "rest") == """add_speaker(speaker="Bob O'Neil", user_id='alice') (POST /api/v1/memory/speakers)"""
-    )
+    assert render(fix, "sdk") == """add_speaker(speaker="Bob O'Neil", user_id='alice')"""
     assert shlex.split(render(fix, "cli")) == ["wontopos-mcp", "speakers", "add", "Bob O'Neil", "--user", "alice"]
     # Arguments are renamed as the SDK names them; a positional the fix leaves open is the CLI's metavar.
-    assert render(Fix.of("memory_supersede", memory_id="m1"), "library") == "update(old_memory_id='m1')"
+    assert render(Fix.of("memory_supersede", memory_id="m1"), "sdk") == "update(old_memory_id='m1')"
     assert render(Fix.of("speaker_remove"), "cli") == "wontopos-mcp speakers remove NAME"
 
 
 def test_speaking_again_starts_from_the_parts_and_an_error_without_a_fix_is_untouched() -> None:
     exc = InvalidRequestError(("register ", Fix.of("speaker_register", speaker="Bob"), " first"), field="speaker")
     assert exc.message == "register speaker_register(speaker='Bob') first" == str(exc)
-    assert speak(exc, "library").message == "register add_speaker(speaker='Bob') first" == str(exc)
+    assert speak(exc, "sdk").message == "register add_speaker(speaker='Bob') first" == str(exc)
     assert speak(exc, "mcp").message == "register speaker_register(speaker='Bob') first"
     assert exc.envelope()["error"] == {"type": "invalid_request_error", "message": exc.message, "field": "speaker"}
     plain = InvalidRequestError("speaker_register is the tool", field="x")
@@ -155,20 +153,20 @@ def sdk(live: Any) -> Iterator[wontopos.Client]:
         yield client
 
 
-def test_rest_fixes_name_the_sdk_methods_and_routes_never_a_tool(sdk: wontopos.Client) -> None:
+def test_rest_fixes_name_the_sdk_methods_never_a_tool(sdk: wontopos.Client) -> None:
     with pytest.raises(wontopos.NotFoundError) as missing:
         sdk.list_speakers(user_id="nobody")
     assert missing.value.details["field"] == "user_id" and missing.value.details["user_id"] == "nobody"
-    assert "create_store(user_id='nobody') (POST /api/v1/memory/collection)" in missing.value.message
+    assert "create it first with create_store(user_id='nobody')" in missing.value.message
     sdk.create_store("rest_store")
     with pytest.raises(wontopos.BadRequestError) as unregistered:
         sdk.add("Carol likes tea", user_id="rest_store", speaker="Carol")
     message = unregistered.value.message
-    assert "add_speaker(speaker='Carol', user_id='rest_store') (POST /api/v1/memory/speakers)" in message
+    assert "Register it first: add_speaker(speaker='Carol', user_id='rest_store');" in message
     sdk.add_speaker("Ana", user_id="rest_store")
     with pytest.raises(wontopos.BadRequestError) as full:
         sdk.add_speaker("Ben", user_id="rest_store")
-    assert "remove_speaker(user_id='rest_store') (DELETE /api/v1/memory/speakers)" in full.value.message
+    assert "remove one with remove_speaker(user_id='rest_store') before" in full.value.message
     for error in (missing.value, unregistered.value, full.value):
         assert not set(re.findall(r"[a-z_]+", error.message)) & MCP_TOOLS, error.message
 

@@ -33,7 +33,6 @@ from .names import DEFAULT_STORE, MAX_SPEAKER_CHARS
 from .validation import MAX_CONTENT_CHARS, MAX_LABEL_CHARS, MAX_QUERY_CHARS, MAX_SKIP_IDS
 
 __all__ = [
-    "API_PREFIX",
     "DEFAULT_CATEGORY",
     "DEFAULT_STORE",
     "MAX_BATCH_ITEMS",
@@ -53,7 +52,6 @@ __all__ = [
 ]
 
 DEFAULT_CATEGORY = "general"  # the category of a memory stored without one (SPEC "Memories")
-API_PREFIX = "/api/v1"  # where the REST routes of the table live
 
 
 @dataclass(frozen=True)

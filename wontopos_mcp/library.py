@@ -42,7 +42,7 @@ def _speaks_the_sdk(cls: _C) -> _C:
             try:
                 return method(*args, **kwargs)
             except WontoposError as exc:
-                raise speak(exc, "library") from None
+                raise speak(exc, "sdk") from None
 
         return call
 

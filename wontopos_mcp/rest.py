@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from .contract import API_PREFIX, Operation, operation
+from .contract import Operation, operation
 from .conversation import turn_messages
 from .errors import InvalidRequestError, NotImplementedAPIError, WontoposError, internal_error
 from .idempotency import KEY_FIELD, Idempotency
@@ -55,6 +55,7 @@ __all__ = ["API_PREFIX", "ENDPOINTS", "HOSTED_ONLY", "rest_routes"]
 
 logger = logging.getLogger(__name__)
 
+API_PREFIX = "/api/v1"
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 # Search options of the hosted service: accepted when absent, 0 or null.
@@ -255,7 +256,7 @@ async def _run(service: MemoryService, call: Call, idempotency: Idempotency | No
     try:
         return await anyio.to_thread.run_sync(functools.partial(getattr(service, call.method), **kwargs))
     except WontoposError as exc:
-        raise speak(exc.renamed_field(call.fields), "rest") from None
+        raise speak(exc.renamed_field(call.fields), "sdk") from None
 
 
 def _handler(service: MemoryService, endpoints: dict[str, Endpoint]) -> Callable[[Request], Any]:

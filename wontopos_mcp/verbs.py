@@ -5,15 +5,18 @@ operation of the contract table and its arguments, by their core names). Each fa
 renders it once, where it maps errors, with :func:`speak`, so a caller is told to call
 what it can call (SPEC "Errors"):
 
-=========  ==================================================  ===============================
-face       rendering                                           from the contract table
-=========  ==================================================  ===============================
-mcp        ``speaker_register(speaker='Bob')``                 the tool (the operation's name)
-library    ``add_speaker(speaker='Bob')``                      ``Operation.library``, names
-                                                               renamed as the SDK names them
-rest       ``add_speaker(speaker='Bob') (POST /api/v1/...)``  the SDK method and the route
-cli        ``wontopos-mcp speakers add Bob``                   ``Operation.cli``
-=========  ==================================================  ===============================
+=====  ==========================================  =====================================
+face   rendering                                   from the contract table
+=====  ==========================================  =====================================
+mcp    ``speaker_register(speaker='Bob')``         the tool (the operation's name)
+sdk    ``add_speaker(speaker='Bob')``              ``Operation.library``, the arguments
+                                                   named as the SDK names them
+cli    ``wontopos-mcp speakers add Bob``           ``Operation.cli``
+=====  ==========================================  =====================================
+
+``sdk`` is the face of the SDK's names: the ``Memory`` library and the REST API, whose
+callers use the official SDK's ``Client`` (same methods), so a refusal reads the same
+through both and code moves between them unchanged (``tests/test_faces_agree.py``).
 
 The verbs themselves are columns of the one contract table (``contract.OPERATIONS``);
 this module only spells a call with them. A fix naming an operation that has no verb on
@@ -26,13 +29,13 @@ from __future__ import annotations
 import shlex
 from typing import Any, Literal
 
-from .contract import API_PREFIX, OPERATIONS
+from .contract import OPERATIONS
 from .errors import Fix, WontoposError
 
 __all__ = ["FACES", "Face", "render", "speak", "verb"]
 
-Face = Literal["mcp", "library", "rest", "cli"]
-FACES: tuple[Face, ...] = ("mcp", "library", "rest", "cli")
+Face = Literal["mcp", "sdk", "cli"]
+FACES: tuple[Face, ...] = ("mcp", "sdk", "cli")
 PROGRAM = "wontopos-mcp"
 CLI_FLAGS = {"user_id": "--user"}  # a core name the CLI spells otherwise; the rest are --dashed-names
 CLI_METAVARS = {"speaker": "NAME", "user_id": "NAME", "memory_id": "ID"}  # a positional the fix leaves open
@@ -47,7 +50,7 @@ def verb(op: str, face: Face) -> str | None:
         return operation.name if operation.mcp else None
     if face == "cli":
         return None if operation.cli is None else f"{PROGRAM} {operation.cli}"
-    return operation.library if face == "library" or operation.rest is not None else None
+    return operation.library
 
 
 def render(fix: Fix, face: Face) -> str:
@@ -59,12 +62,8 @@ def render(fix: Fix, face: Face) -> str:
         return str(fix)
     if face == "cli":
         return _command(name, dict(fix.args))
-    operation = OPERATIONS[fix.op]
-    renamed = operation.caller_names()
-    call = f"{name}({', '.join(f'{renamed.get(k, k)}={value!r}' for k, value in fix.args)})"
-    if face == "rest" and operation.rest is not None:
-        call += f" ({operation.rest.method} {API_PREFIX}{operation.rest.path})"
-    return call
+    renamed = OPERATIONS[fix.op].caller_names()
+    return f"{name}({', '.join(f'{renamed.get(k, k)}={value!r}' for k, value in fix.args)})"
 
 
 def speak(exc: WontoposError, face: Face) -> WontoposError:
