@@ -72,7 +72,7 @@ def test_stores_delete_asks_with_the_counts_and_deletes_only_on_yes(
         _answer(monkeypatch, answer)
         code, out, err = wontopos("stores", "delete", "alice")
         assert (code, out) == (1, "")
-        assert err == "wontopos-mcp: delete store 'alice' with its 2 memories and 1 speaker? [y/N] " + (
+        assert err == "wontopos-mcp: delete store 'alice' with its 2 memories and 1 speaker? [y/N] \n" + (
             "wontopos-mcp: nothing deleted\n"
         )
     assert [s["user_id"] for s in service.stores_list()["stores"]] == ["default", "alice"]

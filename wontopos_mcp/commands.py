@@ -277,7 +277,10 @@ def _confirmed(question: str) -> bool:
     """Ask on stderr, read the answer from stdin: only ``y`` or ``yes`` is a yes; no
     answer (end of input) is a no."""
     print(f"wontopos-mcp: {question} [y/N] ", end="", file=sys.stderr, flush=True)
-    return sys.stdin.readline().strip().lower() in ("y", "yes")
+    answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        print(file=sys.stderr)  # a piped answer is not echoed: end the question's line
+    return answer.strip().lower() in ("y", "yes")
 
 
 # -- speakers --------------------------------------------------------------------------------
