@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,9 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     assert code == 1 and summary["stored"] == 150 and summary["duplicates"] == 0
     assert [s["line"] for s in summary["skipped"]] == [61, 62, 63]
     assert "not valid JSON" in summary["skipped"][0]["reason"] and "reserved" in summary["skipped"][1]["reason"]
-    assert "wontopos-mcp: import: 103 of 153 lines, " in err and "wontopos-mcp: import: 153 of 153 lines, " in err
+    # The progress bar (tqdm, on stderr) after each batch: lines of the file's total, the rate, what was stored.
+    assert re.search(r"import: +67%\|.*\| 103/153 \[[^]]* lines/s, stored=100, already_there=0, skipped=3", err)
+    assert re.search(r"\| 153/153 \[[^]]* lines/s, stored=150, already_there=0, skipped=3\]", err)
     assert "skipped line 62" in err
     assert service.memory_list(limit=500)["count"] == 150
 

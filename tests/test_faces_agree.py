@@ -185,6 +185,8 @@ async def test_a_bad_field_inside_metadata_is_named_metadata_field_by_library_an
     content = "Carol said the garden gate sticks"
     library = faces.library_error(lambda: faces.mem.add(content, stores["library"], metadata=metadata))
     rest = faces.rest_error("/memory/store", {"user_id": stores["rest"], "content": content, "metadata": metadata})
+    # The same body, the message too: a fix names the store it was asked about (its own store each).
+    library["error"]["message"] = library["error"]["message"].replace(stores["library"], stores["rest"])
     assert library == rest
     assert library["status"] == 400 and expected.items() <= library["error"].items()
     for user_id in stores.values():
@@ -196,13 +198,18 @@ async def test_a_bad_speaker_keyword_is_named_speaker_by_library_and_mcp(faces: 
     content = "Carol said the garden gate sticks"
     library = faces.library_error(lambda: faces.mem.add(content, stores["library"], speaker="Carol"))
     mcp = await faces.mcp_error("memory_add", content=content, speaker="Carol", user_id=stores["mcp"])
+    # The same body but for the fix in the message, which each face names with its own verbs.
+    fixes = library["error"].pop("message"), mcp["error"].pop("message")
     assert library == mcp
+    assert f"add_speaker(speaker='Carol', user_id='{stores['library']}')" in fixes[0]
+    assert f"speaker_register(speaker='Carol', user_id='{stores['mcp']}')" in fixes[1]
+    library["error"]["message"] = fixes[0]
     assert library["error"]["field"] == "speaker" and library["error"]["speaker"] == "Carol"
     # The SDK sends its `speaker=` keyword inside metadata: that is the name the server saw.
     with pytest.raises(wontopos.BadRequestError) as sdk:
         faces.sdk.add(content, user_id=stores["rest"], speaker="Carol")
     assert sdk.value.details == {"field": "metadata.speaker", "speaker": "Carol"}
-    assert sdk.value.message == library["error"]["message"]
+    assert sdk.value.message == library["error"]["message"].replace(stores["library"], stores["rest"])
 
 
 async def test_a_keyword_wins_over_metadata_and_none_does_not_override_it(faces: Faces) -> None:

@@ -285,3 +285,28 @@ def test_a_rename_racing_another_processes_writes_leaves_no_memory_under_the_old
     robert = {m["id"] for m in memories if m.get("speaker") == "Robert"}
     assert acknowledged <= robert  # every write acknowledged before the rename was retagged
     assert renamed["memories_retagged"] >= 4 and len(robert) == 1 + len(acknowledged)
+
+
+def test_the_cli_renames_merges_after_asking_and_exports_one_person(
+    bob: MemoryService, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from support import command_runner
+
+    wontopos = command_runner(bob, capsys)
+    assert wontopos("speakers", "rename", "Bob", "Robert") == (0, "Bob is now Robert; 3 memories retagged\n", "")
+    code, _, err = wontopos("speakers", "rename", "Robert", "Carol")
+    assert code == 1 and "wontopos-mcp speakers merge Robert Carol" in err and "speaker_merge" not in err
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    code, out, err = wontopos("speakers", "merge", "Robert", "Carol")
+    assert (code, out) == (1, "") and "3 memories move" in err and "nothing merged" in err
+    assert len(_said(bob, "Robert")) == 3
+    code, out, _ = wontopos("export", "--speaker", "Robert")
+    assert code == 0 and {json.loads(line)["speaker"] for line in out.splitlines()} == {"Robert"}
+    assert len(out.splitlines()) == 3
+    assert wontopos("speakers", "merge", "Robert", "Carol", "--yes")[:2] == (
+        0,
+        "Robert merged into Carol; 3 memories retagged\n",
+    )
+    assert _said(bob, "Robert") == [] and len(_said(bob, "Carol")) == 4

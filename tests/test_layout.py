@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wontopos_mcp"
 CORE_ORDER = (
     # rules that know no storage
     "errors", "forwarding", "validation", "dates", "names", "text", "duplicates", "records", "conversation",
-    "idempotency", "batch", "scope", "contract",
+    "idempotency", "batch", "scope", "contract", "verbs",
     # the embedding model
     "e5_convert", "embeddings",
     # storage: upkeep decisions, write coordination, the LanceDB adapter
@@ -32,8 +32,7 @@ CORE_ORDER = (
 )  # fmt: skip
 FACES = (
     "__init__", "__main__", "config", "models", "jsonrpc", "mcp_params", "mcp_tools", "mcp_speaker_tools",
-    "mcp_server", "transport",
-    "rest", "http_app", "library", "cli", "commands",
+    "mcp_server", "transport", "rest", "http_app", "library", "cli", "commands", "cli_info", "importing",
 )  # fmt: skip
 FORBIDDEN = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")
 LONG_MODULES = {"e5_convert"}  # the model converter

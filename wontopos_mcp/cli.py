@@ -4,8 +4,9 @@ The default command is the stdio MCP server, so ``uvx wontopos-mcp`` in an agent
 config just works. ``--transport http`` serves the one HTTP app of ``http_app`` (MCP at
 ``/mcp``, SSE at ``/sse``, REST under ``/api/v1``, ``/healthz``) with uvicorn;
 ``--transport sse`` serves the same app, since SSE is part of it. An HTTP bind that is
-not loopback needs ``WONTOPOS_API_KEY``. The human commands (``speakers``, ``search``,
-``export``, ``import``, ``stats``) live in ``commands``.
+not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores``,
+``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``) live in
+``commands``; ``--help`` shows examples and the database a run would use.
 
 A bad setting stops here with one line on stderr and exit code 2, never a traceback;
 stdout stays reserved for the protocol (only the human commands print results to it).
@@ -54,13 +55,17 @@ def _store_flags(parser: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
-    from .commands import add_commands
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``argv`` only tells ``--help`` which database ``--db`` names."""
+    from .commands import EXAMPLES, add_commands
 
+    where = _database_line(argv)
     parser = _Parser(
         prog="wontopos-mcp",
         description="Memory that knows who said it: an offline MCP memory server. "
         "With no command it serves MCP (stdio by default; --transport http or sse for HTTP).",
+        epilog=f"{EXAMPLES}\n\n{where}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"wontopos-mcp {__version__}")
     _store_flags(parser, None)
@@ -72,8 +77,22 @@ def _parser() -> argparse.ArgumentParser:
     # A command's own copy of the flags sets them only when given after the command.
     common = argparse.ArgumentParser(add_help=False)
     _store_flags(common, argparse.SUPPRESS)
-    add_commands(parser, common)
+    add_commands(parser, common, where)
     return parser
+
+
+def _database_line(argv: Sequence[str] | None) -> str:
+    """``database: <path> (from ...)``, resolved as a run with these arguments would."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    given = next((w.split("=", 1)[1] for w in words if w.startswith("--db=")), None)
+    if given is None and "--db" in words[:-1]:
+        given = words[words.index("--db") + 1]
+    try:
+        db = Settings.load({"db": given}).db
+    except ConfigError as exc:
+        return f"database: none usable ({exc})"
+    source = "--db" if given else ("WONTOPOS_DB" if os.environ.get("WONTOPOS_DB", "").strip() else "the default")
+    return f"database: {db} (from {source}; set it with --db or WONTOPOS_DB)"
 
 
 def _fail(message: str) -> Any:
@@ -82,7 +101,7 @@ def _fail(message: str) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = vars(_parser().parse_args(argv))
+    args = vars(_parser(argv).parse_args(argv))
     names = {f.name for f in fields(Settings)}
     try:
         settings = Settings.load({k: v for k, v in args.items() if k in names})

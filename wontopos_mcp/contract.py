@@ -104,7 +104,9 @@ class Operation:
     """One call of the engine: ``core`` is the service method the faces call.
 
     ``mcp`` says whether it is an MCP tool (of the same name); ``library`` is its
-    ``Memory`` method; ``answers`` names its answer models in ``models.py``.
+    ``Memory`` method (and the SDK ``Client``'s); ``cli`` its ``wontopos-mcp`` command,
+    ``{name}`` standing for a positional argument (the others are ``--flags``);
+    ``answers`` names its answer models in ``models.py``.
     ``face_defaults`` lists parameters whose default the faces fill in because the core
     does not apply it itself (yet): see :meth:`with_face_defaults`.
     """
@@ -116,6 +118,7 @@ class Operation:
     mcp: bool = True
     library: str | None = None
     rest: Rest | None = None
+    cli: str | None = None
     face_defaults: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param:
@@ -213,17 +216,18 @@ _TABLE: tuple[Operation, ...] = (
             ),
         ),
         ("StoreCreateAnswer",),
-        library="create_store",
+        library="create_store", cli="stores create {user_id}",
         rest=Rest("POST", "/memory/collection", _names("user_id")),
         # The core's store_create refuses None today; once it defaults to "default"
         # itself, this goes and the faces pass None through.
         face_defaults=("user_id",),
     ),
-    _op("stores_list", (), ("StoresListAnswer",), library="list_stores",
+    _op("stores_list", (), ("StoresListAnswer",), library="list_stores", cli="stores list",
         rest=Rest("GET", "/memory/collections", _names())),
     _op(
         "store_delete", (Param("user_id", "The store to delete (required).", required=True),), ("StoreDeleteAnswer",),
-        library="delete_store", rest=Rest("DELETE", "/memory/collection", _names("user_id")),
+        library="delete_store", cli="stores delete {user_id}",
+        rest=Rest("DELETE", "/memory/collection", _names("user_id")),
     ),
     # speakers
     _op(
@@ -231,15 +235,17 @@ _TABLE: tuple[Operation, ...] = (
         (Param("speaker", f"The person's name, 1-{MAX_SPEAKER_CHARS} characters, any script.", required=True,
                max_chars=MAX_SPEAKER_CHARS), USER_ID),
         ("SpeakerRegisterAnswer",),
-        library="add_speaker", rest=Rest("POST", "/memory/speakers", _names("user_id", "speaker")),
+        library="add_speaker", cli="speakers add {speaker}",
+        rest=Rest("POST", "/memory/speakers", _names("user_id", "speaker")),
     ),
-    _op("speakers_list", (USER_ID,), ("SpeakersListAnswer",), library="list_speakers",
+    _op("speakers_list", (USER_ID,), ("SpeakersListAnswer",), library="list_speakers", cli="speakers list",
         rest=Rest("GET", "/memory/speakers", _names("user_id"))),
     _op(
         "speaker_remove",
         (Param("speaker", "The registered name to remove.", required=True, max_chars=MAX_SPEAKER_CHARS), USER_ID),
         ("SpeakerRemoveAnswer",),
-        library="remove_speaker", rest=Rest("DELETE", "/memory/speakers", _names("user_id", "speaker")),
+        library="remove_speaker", cli="speakers remove {speaker}",
+        rest=Rest("DELETE", "/memory/speakers", _names("user_id", "speaker")),
     ),
     _op(
         "speaker_rename",
@@ -250,7 +256,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("SpeakerRenameAnswer",),
-        library="rename_speaker",
+        library="rename_speaker", cli="speakers rename {speaker} {new_name}",
         rest=Rest("POST", "/memory/speakers/rename", _names("user_id", "speaker", "new_name")),
     ),
     _op(
@@ -263,7 +269,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("SpeakerMergeAnswer",),
-        library="merge_speakers",
+        library="merge_speakers", cli="speakers merge {speaker} {into}",
         rest=Rest("POST", "/memory/speakers/merge", _names("user_id", "speaker", "into", "confirm_records")),
     ),
     # memories: writes
@@ -318,7 +324,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("MemoryForgetAnswer",),
-        library="delete",  # by speaker: Memory.delete_speaker
+        library="delete", cli="memories forget {memory_id}",  # by speaker: Memory.delete_speaker
         rest=Rest("POST", "/memory/forget", _names("user_id", "memory_id", "speaker", "confirm_records")),
     ),
     # memories: reads
@@ -338,7 +344,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("MemorySearchAnswer",),
-        library="search",
+        library="search", cli="search {query}",
         rest=Rest(
             "POST", "/memory/search",
             _names("user_id", "query", "speaker", "filters", "include_superseded", max_results="limit"),
@@ -354,7 +360,7 @@ _TABLE: tuple[Operation, ...] = (
         ("MemoryRecallAnswer",),
         library="recall", rest=Rest("POST", "/memory/recall", _names("user_id", "query", "limit", "context_limit")),
     ),
-    _op("memory_get", (MEMORY_ID, USER_ID), ("MemoryGetAnswer",), library="get",
+    _op("memory_get", (MEMORY_ID, USER_ID), ("MemoryGetAnswer",), library="get", cli="memories get {memory_id}",
         rest=Rest("POST", "/memory/get", _names("user_id", "memory_id"))),
     _op(
         "memory_list",
@@ -366,7 +372,8 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("MemoryListAnswer",),
-        library="list_memories", rest=Rest("POST", "/memory/list", _names("user_id", "limit", "cursor", "speaker")),
+        library="list_memories", cli="memories list",
+        rest=Rest("POST", "/memory/list", _names("user_id", "limit", "cursor", "speaker")),
     ),
     _op(
         "by_speaker",
@@ -377,7 +384,7 @@ _TABLE: tuple[Operation, ...] = (
             USER_ID,
         ),
         ("BySpeakerAnswer",),
-        library="by_speaker",
+        library="by_speaker", cli="memories list --speaker {speaker}",
         rest=Rest("POST", "/memory/by-speaker", _names("user_id", "speaker", "limit", "before", "skip_ids")),
     ),
     # REST and library only

@@ -122,6 +122,12 @@ def ensure_model_dir(cache_dir: str | os.PathLike[str], weights_path: str | os.P
     return final
 
 
+def is_converted(cache_dir: str | os.PathLike[str]) -> bool:
+    """Whether ``cache_dir`` already holds the converted model (``wontopos-mcp info``):
+    a few ``stat`` calls, nothing read or converted."""
+    return _is_complete(Path(cache_dir) / cache_key())
+
+
 # --------------------------------------------------------------------------- cache folder
 
 

@@ -23,11 +23,43 @@ changing one import.
 Two more kinds of failure are not refusals of a request and stay outside the tree:
 ``ConfigError`` (a bad setting, stopping the server at start-up) and ``StorageError``
 (what the LanceDB adapter in ``store`` maps LanceDB's own failures to, once).
+
+A message that says how to fix the refusal names the call to make as a :class:`Fix`
+(an operation of the contract table and its arguments), not as text: the caller of the
+MCP face is told ``speaker_register(speaker='Bob')``, of the library ``add_speaker(...)``,
+of the CLI ``wontopos-mcp speakers add Bob`` (SPEC "Errors": the fix names the caller's
+own verbs). Each face renders it once, where it maps errors (``verbs.speak``); until
+then the message spells it with the core's names, which are the MCP tools'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True)
+class Fix:
+    """The call that would fix a refusal: ``op`` names an operation of the contract table
+    (its core name), ``args`` its arguments by their core names (``None`` ones left out).
+
+    ``str(fix)`` is the core's spelling, ``op(name='value', ...)``; the faces render it
+    with their own verbs and names."""
+
+    op: str
+    args: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, op: str, **args: Any) -> Fix:
+        return cls(op, tuple((name, value) for name, value in args.items() if value is not None))
+
+    def __str__(self) -> str:
+        given = ", ".join(f"{name}={value!r}" for name, value in self.args)
+        return f"{self.op}({given})" if self.args else self.op
+
+
+Message = str | Sequence[str | Fix]  # text, or text around the calls that fix the refusal
 
 
 class WontoposError(Exception):
@@ -40,9 +72,10 @@ class WontoposError(Exception):
     status: int = 500
     type: str = "api_error"
 
-    def __init__(self, message: str, *, status: int | None = None, **details: Any) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: Message, *, status: int | None = None, **details: Any) -> None:
+        self.parts: tuple[str | Fix, ...] = (message,) if isinstance(message, str) else tuple(message)
+        self.message = "".join(str(part) for part in self.parts)
+        super().__init__(self.message)
         if status is not None:
             self.status = status
         self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
@@ -50,6 +83,17 @@ class WontoposError(Exception):
     @property
     def field(self) -> str | None:
         return self.details.get("field")
+
+    @property
+    def fixes(self) -> tuple[Fix, ...]:
+        return tuple(part for part in self.parts if isinstance(part, Fix))
+
+    def spoken(self, render: Callable[[Fix], str]) -> WontoposError:
+        """Return this error with each :class:`Fix` in its message rendered by ``render``
+        (a face's verbs). Rendering again starts from the parts, never from the text."""
+        self.message = "".join(part if isinstance(part, str) else render(part) for part in self.parts)
+        self.args = (self.message,)
+        return self
 
     def envelope(self) -> dict[str, Any]:
         """The SPEC error body, as every face sends it."""

@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .contract import operation
-from .errors import ConflictError, InvalidRequestError
+from .errors import ConflictError, Fix, InvalidRequestError
 from .names import check_person
+from .registry import store_in_fix
 from .scope import said_by
 
 if TYPE_CHECKING:
@@ -45,8 +46,11 @@ class Identity:
             assert row is not None  # just required
             if not self.registry.begin_rename(handle.key, row, new):
                 raise ConflictError(
-                    f"{new!r} is already registered in this store; to make {name!r} and {new!r} one person, "
-                    "merge them with speaker_merge",
+                    (
+                        f"{new!r} is already registered in this store; to make {name!r} and {new!r} one person, "
+                        "merge them with ",
+                        Fix.of("speaker_merge", speaker=name, into=new, user_id=store_in_fix(handle.key)),
+                    ),
                     field="new_name",
                     speaker=new,
                 )
@@ -74,8 +78,11 @@ class Identity:
             current = self.memories.count(said_by(handle.key, name))
             if current != confirm:
                 raise ConflictError(
-                    f"confirm_records is {confirm} but {name!r} now has {current} records; "
-                    "call by_speaker again and confirm the current number",
+                    (
+                        f"confirm_records is {confirm} but {name!r} now has {current} records; call ",
+                        Fix.of("by_speaker", speaker=name, user_id=store_in_fix(handle.key)),
+                        " again and confirm the current number",
+                    ),
                     field="confirm_records",
                     records_to_delete=current,
                 )

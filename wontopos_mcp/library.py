@@ -8,22 +8,51 @@ Defaults and renamed parameters come from the contract table
 is the table's, an argument left as ``None`` is not sent (the core's default applies),
 and ``error.field`` names a parameter as the caller passed it (``old_memory_id``,
 ``metadata.speaker``, ``user_msg``).
+
+Errors are mapped in one place, :func:`_speaks_the_sdk`, which wraps every public
+method: a fix in a message names the SDK's methods (``add_speaker(speaker='Bob')``,
+``create_store(user_id='alice')``), never an MCP tool.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .config import Settings
 from .contract import MEMORY_FIELDS, METADATA_NAMES, operation
 from .conversation import turn_messages
-from .errors import InvalidRequestError
+from .errors import InvalidRequestError, WontoposError
 from .service import MemoryService
+from .verbs import speak
 
 _NO_ID = object()
 _SEARCH, _LIST, _BULK = operation("memory_search"), operation("memory_list"), operation("add_bulk")
+_C = TypeVar("_C", bound=type)
 
 
+def _speaks_the_sdk(cls: _C) -> _C:
+    """Wrap each public method of ``cls`` so a ``WontoposError`` leaves it with its fix
+    named in the SDK's verbs: the library's one error mapping."""
+
+    def wrapped(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except WontoposError as exc:
+                raise speak(exc, "sdk") from None
+
+        return call
+
+    for name, value in list(vars(cls).items()):
+        if callable(value) and not name.startswith("_"):
+            setattr(cls, name, wrapped(value))
+    return cls
+
+
+@_speaks_the_sdk
 class Memory:
     """A local memory: ``Memory(db="./memdb")``; ``Memory()`` reads ``WONTOPOS_*``.
 
@@ -148,7 +177,7 @@ class Memory:
         """Supersede a memory whose fact changed."""
         try:
             return self._service.memory_supersede(old_memory_id, new_content, user_id=user_id)
-        except InvalidRequestError as exc:
+        except WontoposError as exc:  # a 404 names old_memory_id too
             raise exc.renamed_field(operation("memory_supersede").caller_names()) from None
 
     def search(

@@ -15,6 +15,8 @@ public method the SDK calls for every ``tools/call``:
   its own envelope;
 - anything else: the one 500 of :func:`errors.internal_error`, logged with its traceback.
 
+A fix in the message is named with the tools' own names (:func:`verbs.speak`).
+
 Each answer is a ``CallToolResult`` with ``is_error=True``, the SPEC error body as
 ``structured_content`` and the same JSON as text. Every output schema is
 ``{"type": "object", "anyOf": [answer, ErrorEnvelope]}`` so strict clients accept both.
@@ -42,6 +44,7 @@ from . import __version__
 from .errors import InvalidRequestError, WontoposError, internal_error
 from .jsonrpc import field_path, lone_surrogate_error
 from .mcp_tools import error_result, tools
+from .verbs import speak
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -150,7 +153,7 @@ class WontoposMCPServer(MCPServer):
         except MCPError:
             raise  # a protocol-level refusal stays one
         except Exception as exc:  # noqa: BLE001 - every failure becomes an answer; crashes are logged
-            return error_result(self._as_wontopos_error(name, exc))
+            return error_result(speak(self._as_wontopos_error(name, exc), "mcp"))
 
     async def run_streams(self, read_stream: Any, write_stream: Any) -> None:
         """Serve one connection over the given streams, as the SDK's own transports do;

@@ -93,7 +93,7 @@ class Memories:
         """A memory's first chunk, every memory field; 404 when the store has no such memory."""
         rows = self.store.rows(memory_is(key, memory_id) + FIRST_CHUNK)
         if not rows:
-            raise NotFoundError(f"memory '{memory_id}' does not exist in this store", memory_id=memory_id)
+            raise NotFoundError(f"memory '{memory_id}' is not in this store", field="memory_id", memory_id=memory_id)
         return rows[0]
 
     def every_chunk(self, key: str, memory_id: str) -> list[Row]:

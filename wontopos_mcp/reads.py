@@ -14,7 +14,7 @@ from . import validation as v
 from .contract import operation
 from .conversation import context_line, context_window
 from .dates import format_us
-from .errors import InvalidRequestError
+from .errors import Fix, InvalidRequestError
 from .names import check_speaker
 from .records import memory_record
 from .scope import filter_clauses, query_without_name, search_scope
@@ -145,5 +145,7 @@ def _parse_cursor(cursor: Any) -> tuple[int, str | None]:
         return 0, None
     match = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
     if match is None:
-        raise InvalidRequestError("cursor must be a next_cursor from an earlier memory_list", field="cursor")
+        raise InvalidRequestError(
+            ("cursor must be a next_cursor from an earlier ", Fix.of("memory_list")), field="cursor"
+        )
     return int(match[1]), match[2]

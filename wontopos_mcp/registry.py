@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConflictError, InvalidRequestError, NotFoundError
+from .errors import ConflictError, Fix, InvalidRequestError, NotFoundError
 from .names import DEFAULT_STORE, ME, check_store_id, store_key, store_skeleton
 from .scope import quote, quote_all
 
@@ -152,8 +152,11 @@ class Registry:
                 count = self.speaker_count(handle.key)
                 if count >= self.speaker_limit:
                     raise InvalidRequestError(
-                        f"this store already has {count} registered speakers, the limit; "
-                        "remove one with speaker_remove before registering another",
+                        (
+                            f"this store already has {count} registered speakers, the limit; remove one with ",
+                            Fix.of("speaker_remove", user_id=store_in_fix(handle.key)),
+                            " before registering another",
+                        ),
                         field="speaker",
                         speaker=name,
                         speaker_limit=self.speaker_limit,
@@ -222,8 +225,11 @@ def _unregistered_among(key: str, people: Sequence[tuple[str, str]], found: dict
             continue
         if writing:
             raise InvalidRequestError(
-                f"speaker '{name}' is not registered in this store. Register it first: "
-                f"speaker_register(speaker='{name}'); 'me' (the assistant) needs no registration",
+                (
+                    f"speaker '{name}' is not registered in this store. Register it first: ",
+                    Fix.of("speaker_register", speaker=name, user_id=store_in_fix(key)),
+                    "; 'me' (the assistant) needs no registration",
+                ),
                 field=field,
                 speaker=name,
             )
@@ -232,10 +238,20 @@ def _unregistered_among(key: str, people: Sequence[tuple[str, str]], found: dict
 
 def _missing_store(store_id: str) -> NotFoundError:
     return NotFoundError(
-        f"store '{store_id}' does not exist; create it first with store_create "
-        f"(user_id='{store_id}') or use the built-in 'default' store",
+        (
+            f"store '{store_id}' does not exist; create it first with ",
+            Fix.of("store_create", user_id=store_id),
+            " or use the built-in 'default' store",
+        ),
+        field="user_id",
         user_id=store_id,
     )
+
+
+def store_in_fix(key: str) -> str | None:
+    """The store as a :class:`Fix` names it: left out for the default store, which every
+    call uses when no store is named."""
+    return None if key == DEFAULT_STORE else key
 
 
 # -- row layout -------------------------------------------------------------------------------------

@@ -46,6 +46,7 @@ from .conversation import turn_messages
 from .errors import InvalidRequestError, NotImplementedAPIError, WontoposError, internal_error
 from .idempotency import KEY_FIELD, Idempotency
 from .jsonrpc import lone_surrogate_error
+from .verbs import speak
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -257,7 +258,7 @@ async def _run(service: MemoryService, call: Call, idempotency: Idempotency | No
     try:
         return await anyio.to_thread.run_sync(functools.partial(getattr(service, call.method), **kwargs))
     except WontoposError as exc:
-        raise exc.renamed_field(call.fields) from None
+        raise speak(exc.renamed_field(call.fields), "sdk") from None
 
 
 def _handler(service: MemoryService, endpoints: dict[str, Endpoint]) -> Callable[[Request], Any]:

@@ -15,9 +15,10 @@ from .commits import Embedded, Written
 from .contract import DEFAULT_CATEGORY, operation
 from .conversation import parse_messages
 from .dates import parse_moment
-from .errors import ConflictError, InvalidRequestError
+from .errors import ConflictError, Fix, InvalidRequestError
 from .idempotency import Idempotency
 from .names import check_speaker
+from .registry import store_in_fix
 from .scope import memory_is, said_by
 
 if TYPE_CHECKING:
@@ -151,7 +152,10 @@ class Writes:
         name = check_speaker(speaker)
         if confirm_records is None:
             raise InvalidRequestError(
-                "confirm_records is required with speaker: pass records_to_delete from by_speaker",
+                (
+                    "confirm_records is required with speaker: pass records_to_delete from ",
+                    Fix.of("by_speaker", speaker=name),
+                ),
                 field="confirm_records",
             )
         confirm = CONFIRM_RECORDS.integer(confirm_records)
@@ -181,8 +185,11 @@ class Writes:
             current = self.memories.count(said)
             if current != confirm:
                 raise ConflictError(
-                    f"confirm_records is {confirm} but {name!r} now has {current} records to delete; "
-                    "call by_speaker again and confirm the current number",
+                    (
+                        f"confirm_records is {confirm} but {name!r} now has {current} records to delete; call ",
+                        Fix.of("by_speaker", speaker=name, user_id=store_in_fix(handle.key)),
+                        " again and confirm the current number",
+                    ),
                     field="confirm_records",
                     records_to_delete=current,
                 )

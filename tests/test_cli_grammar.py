@@ -1,0 +1,221 @@
+"""The CLI for humans: one grammar (``stores create NAME``, ``stores delete NAME`` asking
+first, ``speakers add NAME``, ``memories list|get|forget``), ``info``, ``--help`` with
+examples and the database it would use, ``--json`` only where it does something, and
+argument errors before anything is opened or loaded.
+
+Commands run in process through the CLI's own parser on a real database under
+``tmp_path`` (``command_runner``); what must be seen from outside (exit codes, nothing
+created, no model touched) runs as a real process.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import REPO, command_runner
+
+from wontopos_mcp import commands
+from wontopos_mcp.cli import _parser
+from wontopos_mcp.config import Settings
+from wontopos_mcp.service import MemoryService
+
+
+@pytest.fixture
+def wontopos(service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Any:
+    return command_runner(service, capsys)
+
+
+def _answer(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text))
+
+
+def _process(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO), **env}
+    return subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", *argv],
+        capture_output=True, text=True, env=environment, timeout=60, check=False,
+    )  # fmt: skip
+
+
+# -- stores --------------------------------------------------------------------------------------------
+
+
+def test_stores_create_takes_the_name_and_the_old_user_flag_still_works(wontopos: Any) -> None:
+    assert wontopos("stores", "create", "alice") == (0, "alice: created\n", "")
+    assert wontopos("stores", "create", "alice") == (0, "alice: exists\n", "")
+    assert wontopos("stores", "create", "--user", "bob")[:2] == (0, "bob: created\n")
+    code, out, err = wontopos("stores", "create", "carol", "--user", "dave")
+    assert (code, out) == (1, "") and "two store names" in err
+    code, _, err = wontopos("stores", "create")
+    assert code == 1 and "wontopos-mcp stores create NAME" in err
+    listed = json.loads(wontopos("stores", "list", "--json")[1])
+    assert [s["user_id"] for s in listed["stores"]] == ["default", "alice", "bob"]
+
+
+def test_stores_delete_asks_with_the_counts_and_deletes_only_on_yes(
+    wontopos: Any, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service.store_create("alice")
+    service.speaker_register("Bob", user_id="alice")
+    service.memory_add("Bob's train leaves at 8", speaker="Bob", user_id="alice")
+    service.memory_add("The office opens at 9", user_id="alice")
+
+    for answer in ("n\n", "", "maybe\n"):  # no, no answer at all (end of input), anything but yes
+        _answer(monkeypatch, answer)
+        code, out, err = wontopos("stores", "delete", "alice")
+        assert (code, out) == (1, "")
+        assert err == "wontopos-mcp: delete store 'alice' with its 2 memories and 1 speaker? [y/N] \n" + (
+            "wontopos-mcp: nothing deleted\n"
+        )
+    assert [s["user_id"] for s in service.stores_list()["stores"]] == ["default", "alice"]
+
+    _answer(monkeypatch, "y\n")
+    code, out, _ = wontopos("stores", "delete", "alice")
+    assert (code, out) == (0, "alice: deleted (2 memories and 1 speaker)\n")
+    assert [s["user_id"] for s in service.stores_list()["stores"]] == ["default"]
+
+
+def test_stores_delete_yes_does_not_ask_and_an_unknown_store_is_refused(
+    wontopos: Any, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service.store_create("temp")
+    _answer(monkeypatch, "")  # nobody to answer: --yes must not ask
+    code, out, err = wontopos("stores", "delete", "temp", "--yes", "--json")
+    assert code == 0 and err == "" and json.loads(out) == {"user_id": "temp", "status": "deleted"}
+    code, _, err = wontopos("stores", "delete", "temp", "--yes")
+    assert code == 1 and "store 'temp' does not exist" in err and "stores create temp" in err
+
+
+def test_deleting_the_default_store_says_it_is_emptied(
+    wontopos: Any, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service.memory_add("A fact")
+    _answer(monkeypatch, "yes\n")
+    code, _, err = wontopos("stores", "delete", "default")
+    assert code == 0 and "empty the default store, forgetting its 1 memory and 0 speakers?" in err
+    assert service.memory_list()["count"] == 0
+
+
+# -- memories -------------------------------------------------------------------------------------------
+
+
+def test_memories_list_get_and_forget(wontopos: Any, service: MemoryService) -> None:
+    service.store_create("alice")
+    service.speaker_register("Bob", user_id="alice")
+    first = service.memory_add("Bob's train leaves at 8", speaker="Bob", user_id="alice")
+    second = service.memory_add("I will book the taxi", speaker="me", user_id="alice")
+    newer = service.memory_supersede(first["id"], "Bob's train leaves at 9", user_id="alice")
+
+    code, out, _ = wontopos("memories", "list", "--user", "alice")
+    lines = out.splitlines()
+    assert code == 0 and [line.split("  ")[0] for line in lines] == [first["id"], second["id"], newer["id"]]
+    assert lines[0].endswith("[Bob] Bob's train leaves at 8  (superseded)") and lines[1].endswith(
+        "[me] I will book the taxi"
+    )
+
+    code, out, _ = wontopos("memories", "list", "--user", "alice", "--speaker", "Bob", "--json")
+    said = json.loads(out)
+    assert code == 0 and [m["id"] for m in said["memories"]] == [newer["id"], first["id"]]  # newest first
+    assert said["has_more"] is False
+
+    code, out, _ = wontopos("memories", "get", second["id"], "--user", "alice")
+    assert code == 0 and f"id: {second['id']}" in out.splitlines() and "content: I will book the taxi" in out
+    assert (
+        json.loads(wontopos("memories", "get", second["id"], "--user", "alice", "--json")[1])["memory"]["speaker"]
+        == "me"
+    )
+
+    assert wontopos("memories", "forget", second["id"], "--user", "alice")[:2] == (
+        0, f"forgot memory {second['id']} in 'alice'\n",
+    )  # fmt: skip
+    code, _, err = wontopos("memories", "forget", second["id"], "--user", "alice")
+    assert code == 1 and "does not exist" in err
+
+
+def test_a_list_longer_than_its_limit_says_how_to_go_on_and_that_command_works(
+    wontopos: Any, service: MemoryService
+) -> None:
+    service.store_create("many")
+    service.speaker_register("Bob", user_id="many")
+    stored = [service.memory_add(f"Fact number {i}", speaker="Bob", user_id="many")["id"] for i in range(5)]
+    code, out, err = wontopos("memories", "list", "--user", "many", "--limit", "3")
+    assert code == 0 and [line.split("  ")[0] for line in out.splitlines()] == stored[:3]
+    assert err.startswith("wontopos-mcp: more: wontopos-mcp memories list --user many --cursor ")
+    more = shlex.split(err.removeprefix("wontopos-mcp: more: "))
+    code, out, err = wontopos(*more[1:])
+    assert (code, err) == (0, "") and [line.split("  ")[0] for line in out.splitlines()] == stored[3:]
+
+    code, out, err = wontopos("memories", "list", "--user", "many", "--speaker", "Bob", "--limit", "2")
+    assert code == 0 and [line.split("  ")[0] for line in out.splitlines()] == stored[::-1][:2]
+    assert "raise --limit" in err
+    code, out, err = wontopos("memories", "list", "--user", "many", "--speaker", "Bob", "--limit", "30")
+    assert code == 0 and err == "" and len(out.splitlines()) == 5
+
+
+# -- info and help --------------------------------------------------------------------------------------
+
+
+def test_info_names_the_database_its_size_stores_and_model_state(
+    service: MemoryService, capsys: pytest.CaptureFixture[str], model_cache: Path, tmp_path: Path
+) -> None:
+    service.store_create("alice")
+    db = service.store.uri
+
+    def info(cache: Path) -> tuple[int, str]:
+        settings = Settings.load({"db": db, "model_cache": str(cache)})
+        args = vars(_parser().parse_args(["info", *(["--json"] if cache == model_cache else [])]))
+        code = commands.run(args, settings, service=service)
+        return code, capsys.readouterr().out
+
+    code, out = info(model_cache)  # the session's cache, converted by the first test that needed the model
+    answer = json.loads(out)
+    assert code == 0 and answer["db"] == db and answer["stores"] == ["default", "alice"]
+    assert answer["size_bytes"] > 0 and answer["model"] == "multilingual-e5-small-q4"
+    assert answer["model_converted"] is True and answer["model_mismatch"] is None
+
+    code, out = info(tmp_path / "empty-cache")
+    assert code == 0 and f"database      {db}\n" in out and "stores        2: default, alice\n" in out
+    assert "not converted yet" in out and "size on disk  " in out
+    assert not (tmp_path / "empty-cache").exists()  # info converts nothing
+
+
+def test_help_shows_examples_and_the_database_a_run_would_use(tmp_path: Path) -> None:
+    done = _process(tmp_path, "--help", WONTOPOS_DB=str(tmp_path / "from-env"))
+    assert done.returncode == 0
+    assert "examples:\n  wontopos-mcp " in done.stdout and "wontopos-mcp stores create alice" in done.stdout
+    assert f"database: {tmp_path / 'from-env'} (from WONTOPOS_DB;" in done.stdout
+    done = _process(tmp_path, "--db", str(tmp_path / "flag"), "stores", "delete", "--help")
+    assert "example:\n  wontopos-mcp stores delete alice --yes" in done.stdout
+    assert f"database: {tmp_path / 'flag'} (from --db;" in done.stdout and "--yes" in done.stdout
+
+
+# -- argument errors come first -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["search", "x", "--limit", "3"], "argument --limit: must be between 5 and 20, got 3"),
+        (["search", "x", "--limit", "many"], "argument --limit: must be a whole number, got 'many'"),
+        (["memories", "list", "--limit", "0"], "argument --limit: must be between 1 and 500, got 0"),
+        (["import", "x.jsonl", "--batch", "0"], "argument --batch: must be between 1 and 10000, got 0"),
+        (["export", "--json"], "unrecognized arguments: --json"),  # export always writes JSON Lines
+        (["stores", "delete"], "the following arguments are required: NAME"),
+    ],
+)
+def test_a_bad_argument_stops_at_once_before_any_database_or_model(
+    tmp_path: Path, argv: list[str], message: str
+) -> None:
+    db, cache = tmp_path / "db", tmp_path / "cache"
+    done = _process(tmp_path, *argv, WONTOPOS_DB=str(db), WONTOPOS_MODEL_CACHE=str(cache))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"wontopos-mcp: {message}\n"
+    assert not db.exists() and not cache.exists()  # nothing opened, nothing converted
