@@ -168,6 +168,18 @@ def _notice(page: Any) -> Any:
     return page.locator("#notice")
 
 
+# -- the browser must run where the suite proves it ---------------------------------------------------
+
+
+def test_a_missing_browser_fails_under_ci_and_only_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        _unavailable("no system Chromium")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _unavailable("no system Chromium")
+
+
 # -- serving the page --------------------------------------------------------------------------------
 
 
@@ -256,7 +268,13 @@ def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     _add(api, store, "I am the assistant.", speaker="me")
     _add(api, store, "Nobody said this.")
 
-    _open_store(page, live, store)
+    _login(page, live)
+    stores = page.get_by_role("combobox", name="Store", exact=True)
+    expect(stores).to_be_focused()  # by keyboard: pick, Tab to "Open store", Enter
+    stores.select_option(store)
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Open store")).to_be_focused()
+    page.keyboard.press("Enter")
     expect(_row(page, "Bob").locator("td.count")).to_have_text("3")
     expect(_row(page, "さくら").locator("td.count")).to_have_text("1")
     expect(_row(page, "me")).to_contain_text("the assistant")
@@ -283,7 +301,8 @@ def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
     _row(page, "Dana").get_by_role("button", name="Show the memories of Dana").click()
     expect(page.locator("#memories > li")).to_have_count(20)
     assert _contents(page) == notes[::-1][:20]
-    expect(page.locator("#results-summary")).to_contain_text(f"{_by_speaker(api, store, 'Dana')['records_to_delete']} records")
+    records = _by_speaker(api, store, "Dana")["records_to_delete"]
+    expect(page.locator("#results-summary")).to_contain_text(f"{records} records in all would be deleted")
     expect(page.get_by_role("button", name="Newer")).to_be_hidden()
     _screenshot(page, "speaker-memories")
 
@@ -308,7 +327,8 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     _add(api, store, "Bob is allergic to peanuts.", speaker="Bob", category="health", event_date="2024-03-01")
     _add(api, store, "Carol is allergic to cats.", speaker="Carol", category="health")
     old = _add(api, store, "Bob lives in Paris.", speaker="Bob", category="home")
-    new = _post(api, "/supersede", {"user_id": store, "old_memory_id": old, "new_content": "Bob lives in Berlin."})["id"]
+    later = {"user_id": store, "old_memory_id": old, "new_content": "Bob lives in Berlin."}
+    new = _post(api, "/supersede", later)["id"]
 
     _open_store(page, live, store)
     page.get_by_label("Query").fill("allergy")
