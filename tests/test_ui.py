@@ -279,6 +279,7 @@ def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     expect(_row(page, "さくら").locator("td.count")).to_have_text("1")
     expect(_row(page, "me")).to_contain_text("the assistant")
     expect(page.locator("#speaker-limit")).to_have_text("2 of 50 people registered")
+    _screenshot(page, "store")
 
     page.get_by_role("button", name="All memories").click()
     expect(page.locator("#memories > li")).to_have_count(6)
