@@ -1,6 +1,7 @@
 """The HTTP face: one Starlette app serving MCP over Streamable HTTP (``/mcp``) and SSE
 (``/sse`` + ``/messages/``), the REST API of the hosted service (``/api/v1/...``, see
-``rest``), and ``/healthz``.
+``rest``), ``/healthz``, and the memory browser's static files at ``/ui/`` (the page
+calls the REST API like any other client).
 
 One engine per process: every MCP session, SSE connection and REST request uses the one
 ``MemoryService`` given to :func:`build_app`. The app's lifespan runs the Streamable HTTP
@@ -17,8 +18,10 @@ One pure-ASGI middleware, :class:`Guard`, applies to every route, in this order:
 3. ``/.well-known/*`` answers 404 without authentication (OAuth-probing clients get a
    clean "no" rather than a 401 they would try to log in through).
 4. API key, when ``WONTOPOS_API_KEY`` is set: ``X-API-Key`` or ``Authorization: Bearer``,
-   compared in constant time, on every route but ``/healthz``; else 401. With no key
-   configured a sent key is ignored.
+   compared in constant time, on every route but ``/healthz`` and the memory browser's
+   static files under ``/ui`` (a browser cannot send a header when it opens a page; the
+   files hold no data, and the page sends the key on every REST call); else 401. With no
+   key configured a sent key is ignored.
 5. Body limit (``max_body_bytes``): a declared ``Content-Length`` over it is refused at
    once, and a streamed body is counted as it arrives (the body is read up to the limit
    before the route runs); either way 413 with ``max_bytes``.
@@ -39,6 +42,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -49,8 +53,9 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import __version__
@@ -78,6 +83,8 @@ logger = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 OPEN_PATHS = ("/healthz",)
+UI_PATH = "/ui"  # the memory browser: static files in the package (``wontopos_mcp/ui``)
+UI_FILES = Path(__file__).resolve().parent / "ui"
 WELL_KNOWN = "/.well-known/"
 
 
@@ -146,6 +153,11 @@ def _split_host(value: str) -> tuple[str, int | None] | None:
     return name.rstrip("."), port
 
 
+def _open(path: str) -> bool:
+    """Served without the API key: the health check and the browser's static files."""
+    return path in OPEN_PATHS or path == UI_PATH or path.startswith(UI_PATH + "/")
+
+
 class Guard:
     """Host, Origin, API key and body limit for every HTTP request (see the module doc)."""
 
@@ -208,7 +220,7 @@ class Guard:
         path: str = scope["path"]
         if path.startswith(WELL_KNOWN):
             raise NotFoundError(f"no route {scope['method']} {path}", path=path)
-        if self.key is not None and path not in OPEN_PATHS and not self._authenticated(headers):
+        if self.key is not None and not _open(path) and not self._authenticated(headers):
             given = "x-api-key" in headers or "authorization" in headers
             raise AuthenticationError(
                 "wrong API key" if given else "an API key is required: send it as X-API-Key or Authorization: Bearer"
@@ -312,6 +324,9 @@ def build_app(service: MemoryService, settings: Settings) -> Starlette:
 
     health_reads = anyio.CapacityLimiter(1)
 
+    async def to_ui(request: Request) -> Response:
+        return RedirectResponse(UI_PATH + "/", status_code=308)
+
     async def healthz(request: Request) -> JSONResponse:
         status, body = await _health(service, health_reads)
         return JSONResponse(body, status_code=status)
@@ -328,6 +343,8 @@ def build_app(service: MemoryService, settings: Settings) -> Starlette:
     return Starlette(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            Route(UI_PATH, to_ui, methods=["GET", "HEAD"]),
+            Mount(UI_PATH, app=StaticFiles(directory=UI_FILES, html=True), name="ui"),
             *rest_routes(service),
             *mcp_routes,
             *sse,

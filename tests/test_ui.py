@@ -1,0 +1,518 @@
+"""The memory browser at ``/ui/``, in a real browser: the system's headless Chromium
+driven by Playwright, over one real server (uvicorn, a real service: LanceDB in a
+temporary folder and the session's real model), each test on a store of its own.
+
+Every data call the page makes goes through the REST API with the key as ``X-API-Key``;
+the tests watch the requests (the key never in a URL, never a request to anywhere else)
+and check each view and each destructive flow against what the REST API then answers.
+
+The browser is the system's (``apt-get install chromium``), never one Playwright
+downloads. Under ``CI=true`` a missing browser or Playwright fails these tests: they can
+never skip silently where the suite is meant to prove them. Set
+``WONTOPOS_UI_SCREENSHOTS`` to a folder to keep screenshots of the main views.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support import KEY, REPO, LiveServer, error_body, served
+
+UI_FILES = REPO / "wontopos_mcp" / "ui"
+SCREENSHOTS = os.environ.get("WONTOPOS_UI_SCREENSHOTS")
+LIMIT = 64 * 1024
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _unavailable(reason: str) -> None:
+    """Fail under CI (the browser tests must run there), else skip saying why."""
+    if _in_ci():
+        pytest.fail(f"CI=true but {reason}: .ci/run installs it (apt-get install chromium; the test extra)")
+    pytest.skip(reason)
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    if Path("/usr/bin/chromium").exists():
+        return "/usr/bin/chromium"
+    _unavailable("no system Chromium (apt-get install chromium)")
+    raise AssertionError("unreachable")
+
+
+# -- fixtures: one server, one browser ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
+    with served(tmp_path_factory.mktemp("ui"), embedder, api_key=KEY, max_body_bytes=LIMIT) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("Playwright is not installed (the test extra)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def api(live: LiveServer) -> Iterator[httpx.Client]:
+    """The REST API as the page sees it, with the key: to seed data and check results."""
+    with httpx.Client(base_url=f"{live.url}/api/v1/memory", headers={"X-API-Key": KEY}, timeout=60) as client:
+        yield client
+
+
+class Requests:
+    """Every request a page made: URL, method and headers."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, dict[str, str]]] = []
+
+    def __call__(self, request: Any) -> None:
+        self.seen.append((request.method, request.url, request.all_headers()))
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=20_000)  # a search may wait for the model on 2 shared cores
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 900})
+    yield context.new_page()
+    context.close()
+
+
+@pytest.fixture
+def seen(page: Any) -> Requests:
+    requests = Requests()
+    page.on("request", requests)
+    return requests
+
+
+def _post(api: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = api.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _store(api: httpx.Client, name: str, speakers: tuple[str, ...] = ()) -> str:
+    assert _post(api, "/collection", {"user_id": name})["status"] == "created"
+    for speaker in speakers:
+        _post(api, "/speakers", {"user_id": name, "speaker": speaker})
+    return name
+
+
+def _add(api: httpx.Client, store: str, content: str, **metadata: Any) -> str:
+    answer = _post(api, "/store", {"user_id": store, "content": content, "metadata": metadata})
+    assert answer["status"] == "stored", answer
+    return str(answer["id"])
+
+
+def _by_speaker(api: httpx.Client, store: str, speaker: str) -> dict[str, Any]:
+    return _post(api, "/by-speaker", {"user_id": store, "speaker": speaker, "limit": 5})
+
+
+def _screenshot(page: Any, name: str) -> None:
+    if SCREENSHOTS:
+        page.screenshot(path=str(Path(SCREENSHOTS) / f"ui-{name}.png"), full_page=True)
+
+
+def _login(page: Any, live: LiveServer) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{live.url}/ui/")
+    page.get_by_label("The server's API key").fill(KEY)
+    page.get_by_label("The server's API key").press("Enter")
+    expect(page.locator("#app")).to_be_visible()
+
+
+def _open_store(page: Any, live: LiveServer, store: str) -> None:
+    from playwright.sync_api import expect
+
+    _login(page, live)
+    page.get_by_role("combobox", name="Store", exact=True).select_option(store)
+    page.get_by_role("button", name="Open store").click()
+    expect(page.locator("#store-name")).to_have_text(store)
+
+
+def _row(page: Any, speaker: str) -> Any:
+    return page.locator(f'#speakers tbody tr[data-speaker="{speaker}"]')
+
+
+def _contents(page: Any) -> list[str]:
+    return [str(text) for text in page.locator("#memories > li > .content").all_inner_texts()]
+
+
+def _notice(page: Any) -> Any:
+    return page.locator("#notice")
+
+
+# -- the browser must run where the suite proves it ---------------------------------------------------
+
+
+def test_a_missing_browser_fails_under_ci_and_only_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true"):
+        _unavailable("no system Chromium")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        _unavailable("no system Chromium")
+
+
+# -- serving the page --------------------------------------------------------------------------------
+
+
+def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(live: LiveServer) -> None:
+    with httpx.Client(base_url=live.url, timeout=30) as bare:
+        moved = bare.get("/ui")
+        assert moved.status_code == 308 and moved.headers["location"] == "/ui/"
+        index = bare.get("/ui/")
+        assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+        assert '<script type="module" src="app.js">' in index.text
+        script = bare.get("/ui/app.js")
+        assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+        # Data still needs the key; the checks of every route apply to the page too.
+        error_body(bare.get("/api/v1/memory/collections").json(), 401, "authentication_error")
+        error_body(bare.get("/ui/", headers={"Host": "evil.example"}).json(), 421, "invalid_request_error")
+        error_body(bare.get("/ui/app.js", headers={"Origin": "http://evil.example"}).json(), 403, "permission_error")
+        error_body(bare.post("/ui/", content=b"x" * (LIMIT + 1)).json(), 413, "invalid_request_error")
+        error_body(bare.get("/ui/nothing.js").json(), 404, "not_found_error")
+    # A path that climbs out of /ui/ is not a way around the key (httpx would normalise it).
+    connection = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
+    try:
+        for path in ("/ui/../api/v1/memory/collections", "/ui/%2e%2e/api/v1/memory/collections"):
+            connection.request("GET", path)
+            answer = connection.getresponse()
+            body = json.loads(answer.read())
+            assert answer.status == 404 and "collections" not in body, (path, body)
+    finally:
+        connection.close()
+
+
+def test_the_files_load_nothing_from_anywhere_else() -> None:
+    files = {path.name: path.read_text(encoding="utf-8") for path in UI_FILES.iterdir()}
+    assert set(files) == {"index.html", "app.js", "api.js", "dom.js", "export.js", "style.css"}
+    for name, text in files.items():
+        assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text), name
+        assert "innerHTML" not in text and "insertAdjacentHTML" not in text, name  # contents are text, never HTML
+    for name in ("app.js", "dom.js", "export.js"):
+        for imported in re.findall(r'from "([^"]+)"', files[name]):
+            assert imported.startswith("./") and imported[2:] in files, (name, imported)
+
+
+def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
+    page: Any, seen: Requests, live: LiveServer
+) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{live.url}/ui/")
+    key_input = page.get_by_label("The server's API key")
+    expect(key_input).to_be_focused()
+    key_input.fill("not-the-key")
+    key_input.press("Enter")
+    expect(_notice(page)).to_contain_text("401 authentication_error")
+    expect(_notice(page)).to_contain_text("wrong API key")
+    expect(page.locator("#app")).to_be_hidden()
+
+    _login(page, live)
+    expect(page.get_by_role("combobox", name="Store", exact=True).locator("option[value=default]")).to_have_count(1)
+    _screenshot(page, "stores")
+    page.reload()  # asked once: the tab keeps it
+    expect(page.locator("#app")).to_be_visible()
+    expect(page.locator("#login")).to_be_hidden()
+
+    api_calls = [(method, url, headers) for method, url, headers in seen.seen if "/api/" in url]
+    assert len(api_calls) >= 3
+    for _, url, headers in seen.seen:
+        assert url.startswith(f"{live.url}/"), url  # nothing from anywhere else
+        assert KEY not in url and "not-the-key" not in url, url
+        if "/api/" not in url:
+            assert "x-api-key" not in headers, url  # the files need no key
+    assert [h.get("x-api-key") for _, _, h in api_calls] == ["not-the-key"] + [KEY] * (len(api_calls) - 1)
+    assert KEY not in page.url
+
+
+# -- the views ----------------------------------------------------------------------------------------
+
+
+def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "counts", ("Bob", "さくら"))
+    for text in ("Bob likes tea.", "Bob walks his dog.", "Bob plays chess."):
+        _add(api, store, text, speaker="Bob")
+    _add(api, store, "さくらは京都に住んでいる。", speaker="さくら")
+    _add(api, store, "I am the assistant.", speaker="me")
+    _add(api, store, "Nobody said this.")
+
+    _login(page, live)
+    stores = page.get_by_role("combobox", name="Store", exact=True)
+    expect(stores).to_be_focused()  # by keyboard: pick, Tab to "Open store", Enter
+    stores.select_option(store)
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Open store")).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(_row(page, "Bob").locator("td.count")).to_have_text("3")
+    expect(_row(page, "さくら").locator("td.count")).to_have_text("1")
+    expect(_row(page, "me")).to_contain_text("the assistant")
+    expect(page.locator("#speaker-limit")).to_have_text("2 of 50 people registered")
+    _screenshot(page, "store")
+
+    page.get_by_role("button", name="All memories").click()
+    expect(page.locator("#memories > li")).to_have_count(6)
+    assert _contents(page)[0] == "Bob likes tea."  # oldest first
+    untagged = page.locator("#memories > li", has_text="Nobody said this.")
+    expect(untagged.locator(".speaker")).to_have_text("untagged")
+
+
+def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "paging", ("Dana",))
+    notes = [f"Dana's note number {i:02d}." for i in range(23)]
+    for text in notes:
+        _add(api, store, text, speaker="Dana", category="notes")
+
+    _open_store(page, live, store)
+    _row(page, "Dana").get_by_role("button", name="Show the memories of Dana").click()
+    expect(page.locator("#memories > li")).to_have_count(20)
+    assert _contents(page) == notes[::-1][:20]
+    records = _by_speaker(api, store, "Dana")["records_to_delete"]
+    expect(page.locator("#results-summary")).to_contain_text(f"{records} records in all would be deleted")
+    expect(page.get_by_role("button", name="Newer")).to_be_hidden()
+    _screenshot(page, "speaker-memories")
+
+    older = page.get_by_role("button", name="Older")
+    older.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#memories > li")).to_have_count(3)
+    assert _contents(page) == notes[2::-1]
+    expect(older).to_be_hidden()
+    expect(page.locator("#results-title")).to_be_focused()  # focus is not lost with the button
+    page.get_by_role("button", name="Newer").press("Enter")
+    expect(page.locator("#memories > li")).to_have_count(20)
+    assert _contents(page)[0] == notes[-1]
+
+
+def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_chain(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "searching", ("Bob", "Carol"))
+    _add(api, store, "Bob is allergic to peanuts.", speaker="Bob", category="health", event_date="2024-03-01")
+    _add(api, store, "Carol is allergic to cats.", speaker="Carol", category="health")
+    old = _add(api, store, "Bob lives in Paris.", speaker="Bob", category="home")
+    later = {"user_id": store, "old_memory_id": old, "new_content": "Bob lives in Berlin."}
+    new = _post(api, "/supersede", later)["id"]
+
+    _open_store(page, live, store)
+    page.get_by_label("Query").fill("allergy")
+    page.get_by_label("Query").press("Enter")
+    expect(page.locator("#results-summary")).to_have_text("3 memories, best first")  # the superseded one left out
+    speakers = page.locator("#memories > li .speaker").all_inner_texts()
+    assert sorted(speakers) == ["Bob", "Bob", "Carol"]
+    peanuts = page.locator("#memories > li", has_text="peanuts")
+    expect(peanuts.locator(".category")).to_have_text("health")
+    expect(peanuts.locator(".event_date")).to_have_text("happened 2024-03-01")
+    expect(peanuts.locator(".created_at time")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\dT.*Z$"))
+    expect(peanuts.locator(".similarity")).to_have_text(re.compile(r"similarity 0\.\d{3}"))
+
+    page.get_by_role("combobox", name="Speaker", exact=True).select_option("Carol")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#results-summary")).to_have_text("1 memories said by Carol, best first")
+    assert page.locator("#memories > li .speaker").all_inner_texts() == ["Carol"]
+
+    page.get_by_role("combobox", name="Speaker", exact=True).select_option("Bob")
+    page.get_by_label("Query").fill("where does Bob live")
+    page.get_by_label("include superseded versions").check()
+    page.get_by_label("Query").press("Enter")
+    expect(page.locator("#results-summary")).to_have_text("3 memories said by Bob, best first")
+    paris = page.locator("#memories > li", has_text="Paris")
+    expect(paris.locator(".superseded")).to_have_text(f"superseded by {new}")
+    paris.get_by_role("button", name="Show later versions").click()
+    expect(paris.locator(".chain > li .content")).to_have_text(["Bob lives in Berlin."])
+    expect(paris.locator(".chain > li .current")).to_have_count(1)
+    _screenshot(page, "search")
+
+
+# -- the destructive flows ------------------------------------------------------------------------------
+
+
+def test_forget_one_memory_only_after_a_confirm(page: Any, live: LiveServer, api: httpx.Client) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "forget-one", ("Ann",))
+    keep = _add(api, store, "Ann keeps this one.", speaker="Ann")
+    gone = _add(api, store, "Ann wants this forgotten.", speaker="Ann")
+    _open_store(page, live, store)
+    _row(page, "Ann").get_by_role("button", name="Show the memories of Ann").click()
+    forget = page.get_by_role("button", name=f"Forget memory {gone}")
+
+    forget.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Ann wants this forgotten.")
+    page.keyboard.press("Escape")  # no is the default
+    expect(dialog).to_be_hidden()
+    assert api.post("/get", json={"user_id": store, "memory_id": gone}).status_code == 200
+
+    forget.click()
+    dialog.get_by_role("button", name="Forget it").click()
+    expect(page.locator("#status")).to_have_text("Forgot 1 memory")
+    assert _contents(page) == ["Ann keeps this one."]
+    error_body(api.post("/get", json={"user_id": store, "memory_id": gone}).json(), 404, "not_found_error")
+    assert api.post("/get", json={"user_id": store, "memory_id": keep}).status_code == 200
+    expect(_row(page, "Ann").locator("td.count")).to_have_text("1")
+
+
+def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "forget-speaker", ("Eve",))
+    _add(api, store, "Eve said one thing. And then another.", speaker="Eve")
+    _add(api, store, "Eve said a second thing.", speaker="Eve")
+    records = _by_speaker(api, store, "Eve")["records_to_delete"]
+    assert records == 3  # chunks, not memories: the count shown must be this one
+
+    _open_store(page, live, store)
+    forget_all = page.get_by_role("button", name="Forget every memory of Eve")
+    forget_all.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text(f"This deletes {records} records.")
+    page.keyboard.press("Escape")
+    assert _by_speaker(api, store, "Eve")["records_to_delete"] == records
+
+    forget_all.click()
+    expect(dialog.get_by_role("button", name=f"Delete {records} records")).to_be_visible()
+    _screenshot(page, "confirm")
+    _add(api, store, "Eve said a third thing meanwhile.", speaker="Eve")  # the count changes
+    dialog.get_by_role("button", name=f"Delete {records} records").click()
+    expect(dialog.locator("#confirm-error")).to_contain_text("409 conflict_error")
+    expect(dialog.locator('#confirm-error dd[data-field="records_to_delete"]')).to_have_text(str(records + 1))
+    expect(dialog).to_contain_text(f"The count changed meanwhile: {records + 1} records now.")
+    assert _by_speaker(api, store, "Eve")["records_to_delete"] == records + 1  # nothing deleted
+    _screenshot(page, "confirm-changed")
+
+    dialog.get_by_role("button", name=f"Delete {records + 1} records").click()
+    expect(page.locator("#status")).to_have_text("Deleted 3 memories of Eve")
+    expect(dialog).to_be_hidden()
+    after = _by_speaker(api, store, "Eve")
+    assert after["records_to_delete"] == 0 and after["memories"] == []
+    expect(_row(page, "Eve").locator("td.count")).to_have_text("0")  # the registration stays
+
+
+def test_supersede_a_memory(page: Any, live: LiveServer, api: httpx.Client) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "supersede", ("Ben",))
+    old = _add(api, store, "Ben's meeting is on Friday.", speaker="Ben", category="work")
+    _open_store(page, live, store)
+    _row(page, "Ben").get_by_role("button", name="Show the memories of Ben").click()
+    page.get_by_role("button", name=f"Supersede memory {old}").click()
+    text = page.get_by_label("The new version")
+    expect(text).to_be_focused()
+    text.fill("Ben's meeting is on Tuesday.")
+    text.press("Enter")
+    expect(page.locator("#status")).to_contain_text(f"{old} is superseded")
+    assert _contents(page) == ["Ben's meeting is on Tuesday.", "Ben's meeting is on Friday."]
+    expect(page.locator("#memories > li").first.locator(".category")).to_have_text("work")
+    expect(page.locator(f'#memories > li[data-id="{old}"] .superseded')).to_contain_text("superseded by")
+    stored = _post(api, "/get", {"user_id": store, "memory_id": old})["memory"]
+    assert stored["is_superseded"] is True
+    newest = _by_speaker(api, store, "Ben")["memories"][0]
+    assert newest["id"] == stored["superseded_by"] and newest["content"] == "Ben's meeting is on Tuesday."
+
+
+def test_register_and_remove_a_speaker_and_refusals_shown_as_their_error(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "speakers", ("Gina",))
+    _open_store(page, live, store)
+
+    name = page.get_by_label("Register a speaker")
+    name.fill("Frank")
+    name.press("Enter")
+    expect(page.locator("#status")).to_have_text("Registered Frank")
+    expect(_row(page, "Frank").locator("td.count")).to_have_text("0")
+
+    name.fill("Me")  # the reserved name in another case: refused, said clearly
+    name.press("Enter")
+    expect(_notice(page)).to_contain_text("400 invalid_request_error")
+    expect(_notice(page).locator('dd[data-field="field"]')).to_have_text("speaker")
+    expect(_row(page, "Me")).to_have_count(0)
+
+    _add(api, store, "Frank fixed the boiler.", speaker="Frank")
+    page.get_by_role("button", name="Open store").click()  # counts again
+    expect(_row(page, "Frank").locator("td.count")).to_have_text("1")
+    page.get_by_role("button", name="Remove Frank").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Frank's 1 memories stay, untagged.")
+    dialog.get_by_role("button", name="Remove Frank").click()
+    expect(page.locator("#status")).to_have_text("Removed Frank; 1 memories are untagged now")
+    expect(_row(page, "Frank")).to_have_count(0)
+    assert [s["speaker"] for s in api.get("/speakers", params={"user_id": store}).json()["speakers"]] == ["Gina"]
+
+    # A read refused by the server: Gina was removed after the page listed her.
+    api.request("DELETE", "/speakers", json={"user_id": store, "speaker": "Gina"}).raise_for_status()
+    page.get_by_role("combobox", name="Speaker", exact=True).select_option("Gina")
+    page.get_by_label("Query").fill("boiler")
+    page.get_by_label("Query").press("Enter")
+    expect(_notice(page)).to_contain_text("404 not_found_error")
+    expect(_notice(page).locator('dd[data-field="speaker"]')).to_have_text("Gina")
+    expect(_notice(page).locator(".error-message")).to_contain_text("Gina")
+
+
+def test_export_a_store_and_one_speaker_as_jsonl(page: Any, live: LiveServer, api: httpx.Client) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "export", ("Hal",))
+    old = _add(api, store, "Hal drives a red car.", speaker="Hal")
+    _post(api, "/supersede", {"user_id": store, "old_memory_id": old, "new_content": "Hal drives a blue car."})
+    for i in range(21):  # more than one by_speaker page
+        _add(api, store, f"Hal's item {i}.", speaker="Hal")
+    _add(api, store, "An untagged line.")
+    everything = _post(api, "/list", {"user_id": store, "limit": 500})["memories"]
+    assert len(everything) == 24
+
+    _open_store(page, live, store)
+    with page.expect_download() as store_file:
+        page.get_by_role("button", name="Export store (JSONL)").click()
+    assert store_file.value.suggested_filename == "export.jsonl"
+    lines = Path(store_file.value.path()).read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == everything  # memory_list's order: oldest first
+    expect(page.locator("#status")).to_have_text(f"Exported 24 memories of {store}")
+
+    with page.expect_download() as speaker_file:
+        page.get_by_role("button", name="Export the memories of Hal").click()
+    assert speaker_file.value.suggested_filename == "export-Hal.jsonl"
+    hal = [json.loads(line) for line in Path(speaker_file.value.path()).read_text(encoding="utf-8").splitlines()]
+    assert hal == [memory for memory in everything if memory.get("speaker") == "Hal"]

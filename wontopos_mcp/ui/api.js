@@ -1,0 +1,89 @@
+// The page's one way to the server: the REST API the official wontopos SDK speaks
+// (wontopos_mcp/rest.py), with the API key as X-API-Key on every call.
+//
+// The key lives in this tab's sessionStorage (gone when the tab closes) and only ever
+// travels in a header: never in a URL, a query string or a log line. A refused call
+// throws an ApiError carrying SPEC's structured body ({status, error: {type, message,
+// field, ...}}), so the page can show exactly what the server said.
+
+const KEY_SLOT = "wontopos-mcp.api-key";
+const API = "/api/v1/memory";
+
+export class ApiError extends Error {
+  /** status: the HTTP status; error: the body's `error` object (type, message, field, ...). */
+  constructor(status, error) {
+    super(error.message || `HTTP ${status}`);
+    this.status = status;
+    this.error = error;
+  }
+}
+
+export const key = {
+  get: () => sessionStorage.getItem(KEY_SLOT),
+  set: (value) => sessionStorage.setItem(KEY_SLOT, value),
+  clear: () => sessionStorage.removeItem(KEY_SLOT),
+  known: () => sessionStorage.getItem(KEY_SLOT) !== null,
+};
+
+async function call(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const secret = key.get();
+  if (secret) headers["X-API-Key"] = secret;
+  const init = { method, headers, credentials: "omit", cache: "no-store", referrerPolicy: "no-referrer" };
+  let url = API + path;
+  if (method === "GET") {
+    // Only store ids go in a query string (the routes the SDK reads with GET); never the key.
+    const query = new URLSearchParams(body || {}).toString();
+    if (query) url += `?${query}`;
+  } else if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(url, init);
+  } catch (failure) {
+    throw new ApiError(0, { type: "network_error", message: `the server did not answer (${failure.message})` });
+  }
+  let answer = null;
+  try {
+    answer = await response.json();
+  } catch {
+    answer = null;
+  }
+  if (!response.ok) {
+    const error = answer && typeof answer.error === "object" && answer.error ? answer.error : null;
+    throw new ApiError(response.status, error || { type: "http_error", message: `HTTP ${response.status}` });
+  }
+  return answer || {};
+}
+
+const drop = (object) => Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined && v !== null));
+
+// One function per SDK call the page makes; the bodies are the SDK's (SPEC, "REST").
+export const rest = {
+  stores: () => call("GET", "/collections"),
+  createStore: (user_id) => call("POST", "/collection", { user_id }),
+  speakers: (user_id) => call("GET", "/speakers", { user_id }),
+  addSpeaker: (user_id, speaker) => call("POST", "/speakers", { user_id, speaker }),
+  removeSpeaker: (user_id, speaker) => call("DELETE", "/speakers", { user_id, speaker }),
+  bySpeaker: (user_id, speaker, page = {}) =>
+    call("POST", "/by-speaker", drop({ user_id, speaker, limit: page.limit, before: page.before, skip_ids: page.skip_ids })),
+  list: (user_id, limit, cursor) => call("POST", "/list", drop({ user_id, limit, cursor })),
+  search: (user_id, query, options) =>
+    call(
+      "POST",
+      "/search",
+      drop({
+        user_id,
+        query,
+        max_results: options.limit,
+        speaker: options.speaker,
+        include_superseded: options.includeSuperseded || undefined,
+      }),
+    ),
+  get: (user_id, memory_id) => call("POST", "/get", { user_id, memory_id }),
+  forget: (user_id, memory_id) => call("POST", "/forget", { user_id, memory_id }),
+  forgetSpeaker: (user_id, speaker, confirm_records) => call("POST", "/forget", { user_id, speaker, confirm_records }),
+  supersede: (user_id, old_memory_id, new_content) => call("POST", "/supersede", { user_id, old_memory_id, new_content }),
+};
