@@ -49,10 +49,14 @@ def text(i: int) -> str:
     return f"{SUBJECTS[i % 6]} talked about {OBJECTS[i // 6 % 6]} on day {i}; it was settled after a long call."
 
 
-def open_service(db: str, embedder: Any, model_cache: str, storage: dict[str, str], writers: str | None) -> MemoryService:
+def open_service(
+    db: str, embedder: Any, model_cache: str, storage: dict[str, str], writers: str | None
+) -> MemoryService:
     # WONTOPOS_WRITERS is read only where this version knows the setting.
     environ = {} if writers is None else {"WONTOPOS_WRITERS": writers}
-    settings = Settings.load({"db": db, "model_cache": model_cache, "storage_options": storage or None}, environ=environ)
+    settings = Settings.load(
+        {"db": db, "model_cache": model_cache, "storage_options": storage or None}, environ=environ
+    )
     svc = MemoryService.open(settings, models=ModelLoader.of(embedder))
     svc.store_create(STORE)
     svc.speaker_register(SPEAKER, user_id=STORE)
@@ -112,7 +116,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="wontopos-object-store-") as scratch, S3Emulator(Path(scratch)) as s3:
         services = {
             "local": open_service(str(Path(scratch) / "db"), embedder, args.model_cache, {}, None),
-            "s3": open_service(f"s3://{s3.bucket('bench')}/db", embedder, args.model_cache, s3.storage_options(), args.writers),
+            "s3": open_service(
+                f"s3://{s3.bucket('bench')}/db", embedder, args.model_cache, s3.storage_options(), args.writers
+            ),
         }
         try:
             times = measure(services, args.n, args.warm_up)

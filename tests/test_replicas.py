@@ -19,7 +19,6 @@ so is not a failure, while a second registration, memory or successor is.
 from __future__ import annotations
 
 import itertools
-import os
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -92,7 +92,9 @@ class Replica:
         with httpx.Client(base_url=self.url, timeout=5) as bare:
             while time.monotonic() < deadline:
                 if not self.alive():
-                    raise AssertionError(f"{self.name} exited at start ({self.process and self.process.returncode}):\n{self.log()}")
+                    raise AssertionError(
+                        f"{self.name} exited at start ({self.process and self.process.returncode}):\n{self.log()}"
+                    )
                 try:
                     answer = bare.get("/healthz")
                     last = answer.json()
@@ -137,7 +139,9 @@ class Api:
 
     def __init__(self, replica: Replica) -> None:
         self.replica = replica
-        self.http = httpx.Client(base_url=f"{replica.url}/api/v1/memory", headers={"X-API-Key": KEY}, timeout=CALL_TIMEOUT)
+        self.http = httpx.Client(
+            base_url=f"{replica.url}/api/v1/memory", headers={"X-API-Key": KEY}, timeout=CALL_TIMEOUT
+        )
 
     def __enter__(self) -> Api:
         return self
@@ -145,7 +149,9 @@ class Api:
     def __exit__(self, *exc: object) -> None:
         self.http.close()
 
-    def send(self, method: str, path: str, body: dict[str, Any], *, key: str | None = None) -> tuple[int, dict[str, Any]]:
+    def send(
+        self, method: str, path: str, body: dict[str, Any], *, key: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
         headers = {} if key is None else {"Idempotency-Key": key}
         deadline = time.monotonic() + RETRY_FOR
         while True:
@@ -170,7 +176,9 @@ class Api:
     def remove(self, user_id: str, speaker: str) -> tuple[int, dict[str, Any]]:
         return self.send("DELETE", "/speakers", {"user_id": user_id, "speaker": speaker})
 
-    def add(self, user_id: str, content: str, *, speaker: str | None = None, key: str | None = None) -> tuple[int, dict[str, Any]]:
+    def add(
+        self, user_id: str, content: str, *, speaker: str | None = None, key: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
         metadata = {} if speaker is None else {"speaker": speaker}
         return self.send("POST", "/store", {"user_id": user_id, "content": content, "metadata": metadata}, key=key)
 
@@ -275,7 +283,12 @@ def deployment(
         extra = {**s3.env(), "WONTOPOS_WRITERS": "leased", "WONTOPOS_LEASE_TTL_MS": str(LEASE_TTL_MS)}
         storage = s3.storage_options()
     env = server_env(
-        model_cache, WONTOPOS_API_KEY=KEY, WONTOPOS_DB=uri, WONTOPOS_SPEAKER_LIMIT=str(LIMIT), LANCEDB_LOG="error", **extra
+        model_cache,
+        WONTOPOS_API_KEY=KEY,
+        WONTOPOS_DB=uri,
+        WONTOPOS_SPEAKER_LIMIT=str(LIMIT),
+        LANCEDB_LOG="error",
+        **extra,
     )
     logs = root / "logs"
     logs.mkdir()
@@ -360,10 +373,11 @@ def test_distinct_names_registered_at_both_never_exceed_the_limit(pair: Deployme
     for _ in range(3):
         user_id = pair.store("limit")
 
-        def register_six(api: Api, tag: str) -> list[tuple[str, int, dict[str, Any]]]:
-            return [(name, *api.register(user_id, name)) for name in (f"{tag}-person-{i}" for i in range(LIMIT + 1))]
+        def register_six(api: Api, user_id: str = user_id) -> list[tuple[str, int, dict[str, Any]]]:
+            names = [f"{api.replica.name}-person-{i}" for i in range(LIMIT + 1)]
+            return [(name, *api.register(user_id, name)) for name in names]
 
-        a, b = both(pair, lambda api: register_six(api, api.replica.name))
+        a, b = both(pair, register_six)
         answers = a + b
         registered = [name for name, status, body in answers if status == 200 and body["status"] == "registered"]
         refused = [body for _, status, body in answers if status != 200]
@@ -377,7 +391,7 @@ def test_the_same_name_registered_at_both_is_registered_once(pair: Deployment) -
     user_id = pair.store("same-name")
     names = [f"Person {i}" for i in range(ROUNDS)]
     for name in names:
-        answers = both(pair, lambda api: api.register(user_id, name))
+        answers = both(pair, partial(Api.register, user_id=user_id, speaker=name))
         assert [status for status, _ in answers] == [200, 200], answers
         assert sorted(body["status"] for _, body in answers) == ["exists", "registered"], answers
     with pair.a.client() as api:
@@ -387,7 +401,7 @@ def test_the_same_name_registered_at_both_is_registered_once(pair: Deployment) -
 def test_the_same_new_store_created_at_both_is_created_once(pair: Deployment) -> None:
     made = [fresh("same-store") for _ in range(ROUNDS)]
     for user_id in made:
-        answers = both(pair, lambda api: api.create_store(user_id))
+        answers = both(pair, partial(Api.create_store, user_id=user_id))
         assert [status for status, _ in answers] == [200, 200], answers
         assert sorted(body["status"] for _, body in answers) == ["created", "exists"], answers
     with pair.b.client() as api:
@@ -399,7 +413,7 @@ def test_the_same_sentence_added_at_both_is_stored_once(pair: Deployment) -> Non
     user_id = pair.store("same-sentence")
     sentences = [f"The boiler in flat {i} was serviced on a Tuesday." for i in range(ROUNDS)]
     for sentence in sentences:
-        answers = both(pair, lambda api: api.add(user_id, sentence))
+        answers = both(pair, partial(Api.add, user_id=user_id, content=sentence))
         assert [status for status, _ in answers] == [200, 200], answers
         stored = [body for _, body in answers if body["status"] == "stored"]
         duplicate = [body for _, body in answers if body["status"] == "duplicate"]
@@ -414,7 +428,7 @@ def test_the_same_idempotency_key_at_both_is_one_memory_and_one_answer(pair: Dep
     sentences = [f"Invoice {i} was paid by card on the {i + 2}nd." for i in range(ROUNDS)]
     for sentence in sentences:
         key = fresh("key")
-        answers = both(pair, lambda api: api.add(user_id, sentence, key=key))
+        answers = both(pair, partial(Api.add, user_id=user_id, content=sentence, key=key))
         assert [status for status, _ in answers] == [200, 200], answers
         bodies = [body for _, body in answers]
         assert sorted(bool(body.get("replayed")) for body in bodies) == [False, True], bodies
@@ -429,7 +443,11 @@ def test_a_supersede_from_both_leaves_one_current_successor(pair: Deployment) ->
     for i in range(ROUNDS):
         with pair.a.client() as api:
             old = api.ok("POST", "/store", {"user_id": user_id, "content": f"The meeting {i} is on Monday."})["id"]
-        answers = both(pair, lambda api: api.supersede(user_id, old, f"The meeting {i} moved to {api.replica.name}day."))
+
+        def rewrite(api: Api, old: str = old, i: int = i) -> tuple[int, dict[str, Any]]:
+            return api.supersede(user_id, old, f"The meeting {i} moved to {api.replica.name}day.")
+
+        answers = both(pair, rewrite)
         won = [body for status, body in answers if status == 200]
         lost = [body for status, body in answers if status != 200]
         assert len(won) == 1 and won[0]["status"] == "stored" and won[0]["superseded"] == old, answers
@@ -449,7 +467,8 @@ def test_speaker_remove_racing_an_add_leaves_no_tag_of_an_unregistered_name(pair
             assert api.register(user_id, name)[1]["status"] == "registered"
         with pair.a.client() as a, pair.b.client() as b:
             removed, added = together(
-                lambda: a.remove(user_id, name), lambda: b.add(user_id, f"{name} left the keys at reception.", speaker=name)
+                partial(a.remove, user_id, name),
+                partial(b.add, user_id, f"{name} left the keys at reception.", speaker=name),
             )
         assert removed[0] == 200 and removed[1]["status"] == "removed", removed
         assert added[0] == 200 or (added[0] == 400 and added[1]["error"]["speaker"] == name), added
