@@ -379,6 +379,8 @@ def test_both_replicas_starting_together_on_a_fresh_database_answer_their_first_
     for created, added in answers:
         assert created[0] == 200 and created[1]["status"] == "created", f"{created}{logs}"
         assert added[0] == 200 and added[1]["status"] == "stored", f"{added}{logs}"
+    for replica in pair.replicas:  # a relative lock path (file:// once did) would land there
+        assert list(replica.cwd.iterdir()) == [], f"{replica.name} wrote into its working directory"
     with pair.a.client() as api:
         assert set(stores.values()) <= set(api.stores())
         assert {m["content"] for m in api.walk("default")} >= {f"The first write of {uid}." for uid in stores.values()}
