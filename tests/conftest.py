@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
-from support import Gate, LibraryFace, ServiceFace, SteppableClock, s3_emulator
+from s3_emulator import S3Emulator
+from support import Gate, LibraryFace, ServiceFace, SteppableClock
 
 from wontopos_mcp.embeddings import (
     DEFAULT_MODEL,
@@ -153,5 +154,6 @@ def gate(embedder: Any) -> Iterator[Gate]:
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real S3 API (moto's server) on loopback with one bucket, ``exists``, for the
     whole session: started by the first test that needs it."""
-    with s3_emulator(tmp_path_factory.mktemp("moto")) as endpoint:
-        yield endpoint
+    with S3Emulator(tmp_path_factory.mktemp("moto")) as emulator:
+        emulator.bucket("exists")
+        yield emulator.endpoint

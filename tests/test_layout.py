@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wontopos_mcp"
 CORE_ORDER = (
     # rules that know no storage
     "errors", "forwarding", "validation", "dates", "names", "text", "duplicates", "records", "conversation",
-    "idempotency", "batch", "scope", "contract", "verbs",
+    "idempotency", "batch", "scope", "contract", "budget", "verbs",
     # the embedding model
     "e5_convert", "embeddings",
     # storage: upkeep decisions, write coordination, the LanceDB adapter

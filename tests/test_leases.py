@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO, S3_ENV, free_port, s3_client_args
+from s3_emulator import CREDENTIALS, free_port
+from support import REPO
 
 from wontopos_mcp.coordination import LeaseCoordinator, coordinator_for, lease_name
 from wontopos_mcp.lease import LeaseBackend, LeaseBusy, LeaseLost, Leases, LeaseTiming
@@ -46,7 +47,14 @@ def ddb_table(s3_endpoint: str) -> str:
     """LanceDB's DynamoDB commit-store table layout (``base_uri`` S, ``version`` N)."""
     import boto3
 
-    boto3.client(**s3_client_args(s3_endpoint, "dynamodb")).create_table(
+    client = boto3.client(
+        "dynamodb",
+        endpoint_url=s3_endpoint,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        region_name=CREDENTIALS["AWS_REGION"],
+    )
+    client.create_table(
         TableName=DDB_TABLE,
         KeySchema=[{"AttributeName": "base_uri", "KeyType": "HASH"}, {"AttributeName": "version", "KeyType": "RANGE"}],
         AttributeDefinitions=[
@@ -225,7 +233,8 @@ def test_a_store_refuses_to_commit_once_its_lease_was_lost(s3_endpoint: str) -> 
 def _server(db: str, endpoint: str, home: Path, port: int, *extra: str) -> subprocess.Popen[str]:
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("WONTOPOS_", "AWS_"))},
-        **S3_ENV,
+        **CREDENTIALS,
+        "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_ENDPOINT": endpoint,
         "AWS_ALLOW_HTTP": "true",
         "HOME": str(home),

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO, free_port
+from s3_emulator import free_port
+from support import REPO
 
 from wontopos_mcp.config import ConfigError
 from wontopos_mcp.store import LOCK_FILE, Store

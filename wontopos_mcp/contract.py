@@ -194,6 +194,13 @@ CONTEXT_LIMIT = Param(
     default=10, low=0, high=20,
 )  # fmt: skip
 LIST_LIMIT = Param("limit", "How many memories per page", default=100, low=1, high=500)
+MAX_CHARS = Param(
+    "max_chars",
+    "A budget in characters of memory text: as many best-first memories as fit, at least one; "
+    "`truncated` says some were left out.",
+    low=1,
+    high=200_000,
+)
 BY_SPEAKER_LIMIT = Param("limit", "How many memories per page", default=20, low=5, high=20)
 
 
@@ -341,13 +348,14 @@ _TABLE: tuple[Operation, ...] = (
                 '"time_from", "time_to" (when stored): YYYY-MM-DD or RFC 3339 with an offset, "min_importance": 0-1}.',
             ),
             Param("include_superseded", "Also return memories a later version replaced.", default=False),
+            MAX_CHARS,
             USER_ID,
         ),
         ("MemorySearchAnswer",),
         library="search", cli="search {query}",
         rest=Rest(
             "POST", "/memory/search",
-            _names("user_id", "query", "speaker", "filters", "include_superseded", max_results="limit"),
+            _names("user_id", "query", "speaker", "filters", "include_superseded", "max_chars", max_results="limit"),
         ),
     ),
     _op(
@@ -355,10 +363,11 @@ _TABLE: tuple[Operation, ...] = (
         (
             Param("query", "What the conversation is about now, in any language.", required=True,
                   max_chars=MAX_QUERY_CHARS),
-            RECALL_LIMIT, CONTEXT_LIMIT, USER_ID,
+            RECALL_LIMIT, CONTEXT_LIMIT, MAX_CHARS, USER_ID,
         ),
         ("MemoryRecallAnswer",),
-        library="recall", rest=Rest("POST", "/memory/recall", _names("user_id", "query", "limit", "context_limit")),
+        library="recall",
+        rest=Rest("POST", "/memory/recall", _names("user_id", "query", "limit", "context_limit", "max_chars")),
     ),
     _op("memory_get", (MEMORY_ID, USER_ID), ("MemoryGetAnswer",), library="get", cli="memories get {memory_id}",
         rest=Rest("POST", "/memory/get", _names("user_id", "memory_id"))),

@@ -189,19 +189,27 @@ class Memory:
         speaker: str | None = None,
         filters: dict[str, Any] | None = None,
         include_superseded: bool = _SEARCH.default("include_superseded"),
+        max_chars: int | None = None,
     ) -> list[dict[str, Any]]:
-        """The best memories for ``query``, best first (a list, as the SDK returns)."""
+        """The best memories for ``query``, best first (a list, as the SDK returns; with
+        ``max_chars``, as many as fit, at least one)."""
         answer = self._service.memory_search(
             query, speaker=speaker, limit=limit, filters=filters,
-            include_superseded=include_superseded, user_id=user_id,
+            include_superseded=include_superseded, user_id=user_id, **_given(max_chars=max_chars),
         )  # fmt: skip
         return answer["memories"]
 
     def recall(
-        self, query: str, user_id: str | None = None, *, limit: int | None = None, context_limit: int | None = None
+        self,
+        query: str,
+        user_id: str | None = None,
+        *,
+        limit: int | None = None,
+        context_limit: int | None = None,
+        max_chars: int | None = None,
     ) -> dict[str, Any]:
         """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
-        given = _given(limit=limit, context_limit=context_limit)
+        given = _given(limit=limit, context_limit=context_limit, max_chars=max_chars)
         return self._service.memory_recall(query, user_id=user_id, **given)
 
     def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
+from annotated_types import Ge, Le
 from pydantic import Field, Strict, WrapValidator
 
 from .contract import MAX_CONTENT_CHARS, MAX_MESSAGES, Param, operation
 
-__all__ = ["Messages", "UserId", "given", "limit_param", "optional", "optional_text", "required_text"]
+__all__ = ["MaxChars", "Messages", "UserId", "given", "limit_param", "optional", "optional_text", "required_text"]
 
 
 def _absent_is_none(value: Any, handler: Callable[[Any], Any]) -> Any:
@@ -63,6 +64,8 @@ def given(op: str, name: str) -> str:
 
 
 UserId = optional_text(given("speakers_list", "user_id"))
+_budget = operation("memory_search").param("max_chars")
+MaxChars = optional(int, given("memory_search", "max_chars"), Strict(), Ge(_budget.low or 1), Le(_budget.high or 1))
 
 
 MESSAGE_ITEM_SCHEMA: dict[str, Any] = {

@@ -26,6 +26,7 @@ from pydantic import Field, Strict
 from .contract import operation
 from .errors import WontoposError
 from .mcp_params import (
+    MaxChars,
     Messages,
     UserId,
     given,
@@ -233,6 +234,7 @@ def tools(service: "MemoryService") -> list[Tool]:
         include_superseded: Annotated[
             bool, Field(strict=True, description=given("memory_search", "include_superseded"))
         ] = search.default("include_superseded"),
+        max_chars: MaxChars = None,
         user_id: UserId = None,
     ) -> CallToolResult:
         """Search memories by meaning; call it before answering anything that may depend on
@@ -254,6 +256,7 @@ def tools(service: "MemoryService") -> list[Tool]:
             limit=limit,
             filters=filters,
             include_superseded=include_superseded,
+            max_chars=max_chars,
             user_id=user_id,
         )
 
@@ -262,6 +265,7 @@ def tools(service: "MemoryService") -> list[Tool]:
         query: required_text("memory_recall", "query"),
         limit: limit_param(recall.param("limit")) = recall.default("limit"),
         context_limit: limit_param(recall.param("context_limit")) = recall.default("context_limit"),
+        max_chars: MaxChars = None,
         user_id: UserId = None,
     ) -> CallToolResult:
         """Gather prompt-ready context in one call: recent conversation turns, the memories
@@ -280,7 +284,12 @@ def tools(service: "MemoryService") -> list[Tool]:
         {errors}
         """
         return await _call(
-            service.memory_recall, query=query, limit=limit, context_limit=context_limit, user_id=user_id
+            service.memory_recall,
+            query=query,
+            limit=limit,
+            context_limit=context_limit,
+            max_chars=max_chars,
+            user_id=user_id,
         )
 
     @tool(MemoryGetAnswer, title="Get a memory", read_only=True)

@@ -149,6 +149,7 @@ class MemorySearchAnswer(_Answer):
     query: str
     speaker: str = _absent("The speaker the search was limited to, when given.")
     memories: list[MemoryRecord] = Field(description="Best first.")
+    truncated: bool = _absent("True when `max_chars` left memories out (absent otherwise).")
 
 
 class BySpeakerAnswer(_Answer):
@@ -197,6 +198,7 @@ class MemoryRecallAnswer(_Answer):
     short_term: RecallShortTerm
     long_term: RecallLongTerm
     context: RecallContext
+    truncated: bool = _absent("True when `max_chars` left memories or context lines out (absent otherwise).")
 
 
 class MemoryGetAnswer(_Answer):

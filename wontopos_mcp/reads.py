@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
+from .budget import fit
 from .contract import operation
 from .conversation import context_line, context_window
 from .dates import format_us
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
 SEARCH_LIMIT = operation("memory_search").param("limit")
 RECALL_LIMIT, CONTEXT_LIMIT = (operation("memory_recall").param(name) for name in ("limit", "context_limit"))
 LIST_LIMIT = operation("memory_list").param("limit")
+MAX_CHARS = operation("memory_search").param("max_chars")
+
+
+def _text_size(memory: dict[str, Any]) -> int:
+    return len(memory["content"])
 
 
 class Reads:
@@ -45,17 +51,22 @@ class Reads:
         filters: Any = None,
         include_superseded: Any = False,
         user_id: Any = None,
+        max_chars: Any = None,
     ) -> dict[str, Any]:
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         name = None if speaker is None else check_speaker(speaker)
         limit = SEARCH_LIMIT.integer(limit)
         scope_filters = filter_clauses(filters)
         include_superseded = v.boolean(include_superseded, field="include_superseded")
+        budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
         handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
         answer: dict[str, Any] = {"user_id": handle.display, "query": text}
         if name is not None:
             answer["speaker"] = name
-        answer["memories"] = self._search(handle, text, name, limit, scope_filters, include_superseded)
+        found = self._search(handle, text, name, limit, scope_filters, include_superseded)
+        answer["memories"] = found if budget is None else fit(found, _text_size, budget)[0]
+        if len(answer["memories"]) < len(found):
+            answer["truncated"] = True
         return answer
 
     def _search(
@@ -73,20 +84,30 @@ class Reads:
         limit: Any = RECALL_LIMIT.default,
         context_limit: Any = CONTEXT_LIMIT.default,
         user_id: Any = None,
+        max_chars: Any = None,
     ) -> dict[str, Any]:
-        """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
+        """Prompt-ready context: recent turns, the best memories, the conversation around
+        the best. ``max_chars`` budgets the memories, then the context lines, by their text."""
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         limit = RECALL_LIMIT.integer(limit)
         context_limit = CONTEXT_LIMIT.integer(context_limit)
+        budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
         handle = self.registry.resolve(user_id)
-        memories = self._search(handle, text, None, limit, [], False)
-        around = self._around(handle, memories, context_limit)
-        return {
+        found = self._search(handle, text, None, limit, [], False)
+        lines = self._around(handle, found, context_limit)
+        memories, around = found, lines
+        if budget is not None:
+            memories, left = fit(found, _text_size, budget)
+            around, _ = fit(lines, len, left, at_least_one=False)
+        answer: dict[str, Any] = {
             "user_id": handle.display,
             "short_term": {"turns": self._turns(handle, context_limit)},
             "long_term": {"memories": memories},
             "context": {"around_top_memory": around},
         }
+        if len(memories) < len(found) or len(around) < len(lines):
+            answer["truncated"] = True
+        return answer
 
     def _around(self, handle: StoreHandle, memories: list[dict[str, Any]], reach: int) -> list[str]:
         """The conversation around the best memory, as prompt lines."""
