@@ -26,7 +26,8 @@ CORE_ORDER = (
     "maintenance", "lease", "object_leases", "coordination", "db_checks",
     "store_schema", "store_search", "store_upkeep", "store",
     # the parts, each the only owner of its data
-    "registry", "memories", "search", "commits", "stores", "identity", "writes", "batch_writes", "reads", "paging",
+    "registry", "memories", "history", "search", "commits", "stores", "identity", "writes", "batch_writes",
+    "reads", "paging",
     # building a service, and the facade
     "bootstrap", "service",
 )  # fmt: skip

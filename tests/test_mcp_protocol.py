@@ -106,7 +106,11 @@ async def test_input_schemas_carry_the_contract_parameters_and_ranges(mcp: Sessi
         limit = props(name)["limit"]
         assert (limit["type"], limit["minimum"], limit["maximum"], limit["default"]) == ("integer", low, high, default)
     assert set(props("memory_add")) == {"content", "speaker", "category", "event_date", "conversation_id", "user_id"}
-    assert set(props("memory_search")) == {"query", "speaker", "limit", "filters", "include_superseded", "user_id"}
+    assert set(props("memory_search")) == {
+        "query", "speaker", "limit", "filters", "include_superseded", "as_of", "max_chars", "user_id",
+    }  # fmt: skip
+    budget = props("memory_search")["max_chars"]
+    assert (budget["type"], budget["minimum"], budget["maximum"]) == ("integer", 1, 200_000)
     assert props("memory_search")["filters"]["type"] == "object"
     superseded = props("memory_search")["include_superseded"]
     assert (superseded["type"], superseded["default"]) == ("boolean", False)
@@ -125,7 +129,7 @@ async def test_input_schemas_carry_the_contract_parameters_and_ranges(mcp: Sessi
     assert mcp.tools["speaker_merge"].input_schema["required"] == ["speaker", "into", "confirm_records"]
     merge_confirm = props("speaker_merge")["confirm_records"]
     assert (merge_confirm["type"], merge_confirm["minimum"]) == ("integer", 0)
-    assert set(props("memory_recall")) == {"query", "limit", "context_limit", "user_id"}
+    assert set(props("memory_recall")) == {"query", "limit", "context_limit", "as_of", "max_chars", "user_id"}
     context_limit = props("memory_recall")["context_limit"]
     assert (context_limit["minimum"], context_limit["maximum"], context_limit["default"]) == (0, 20, 10)
     assert set(props("memory_add_messages")) == {"messages", "conversation_id", "user_id"}

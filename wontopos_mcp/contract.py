@@ -194,6 +194,12 @@ CONTEXT_LIMIT = Param(
     default=10, low=0, high=20,
 )  # fmt: skip
 LIST_LIMIT = Param("limit", "How many memories per page", default=100, low=1, high=500)
+AS_OF = Param(
+    "as_of",
+    "Answer as the store stood at this moment (YYYY-MM-DD: the end of that UTC day, or RFC 3339 with an "
+    "offset): memories stored by then, each in the version current then.",
+    max_chars=MAX_LABEL_CHARS,
+)
 MAX_CHARS = Param(
     "max_chars",
     "A budget in characters of memory text: as many best-first memories as fit, at least one; "
@@ -348,6 +354,7 @@ _TABLE: tuple[Operation, ...] = (
                 '"time_from", "time_to" (when stored): YYYY-MM-DD or RFC 3339 with an offset, "min_importance": 0-1}.',
             ),
             Param("include_superseded", "Also return memories a later version replaced.", default=False),
+            AS_OF,
             MAX_CHARS,
             USER_ID,
         ),
@@ -355,7 +362,10 @@ _TABLE: tuple[Operation, ...] = (
         library="search", cli="search {query}",
         rest=Rest(
             "POST", "/memory/search",
-            _names("user_id", "query", "speaker", "filters", "include_superseded", "max_chars", max_results="limit"),
+            _names(
+                "user_id", "query", "speaker", "filters", "include_superseded", "as_of", "max_chars",
+                max_results="limit",
+            ),
         ),
     ),
     _op(
@@ -363,11 +373,11 @@ _TABLE: tuple[Operation, ...] = (
         (
             Param("query", "What the conversation is about now, in any language.", required=True,
                   max_chars=MAX_QUERY_CHARS),
-            RECALL_LIMIT, CONTEXT_LIMIT, MAX_CHARS, USER_ID,
+            RECALL_LIMIT, CONTEXT_LIMIT, AS_OF, MAX_CHARS, USER_ID,
         ),
         ("MemoryRecallAnswer",),
         library="recall",
-        rest=Rest("POST", "/memory/recall", _names("user_id", "query", "limit", "context_limit", "max_chars")),
+        rest=Rest("POST", "/memory/recall", _names("user_id", "query", "limit", "context_limit", "as_of", "max_chars")),
     ),
     _op("memory_get", (MEMORY_ID, USER_ID), ("MemoryGetAnswer",), library="get", cli="memories get {memory_id}",
         rest=Rest("POST", "/memory/get", _names("user_id", "memory_id"))),

@@ -190,12 +190,13 @@ class Memory:
         filters: dict[str, Any] | None = None,
         include_superseded: bool = _SEARCH.default("include_superseded"),
         max_chars: int | None = None,
+        as_of: str | None = None,
     ) -> list[dict[str, Any]]:
         """The best memories for ``query``, best first (a list, as the SDK returns; with
-        ``max_chars``, as many as fit, at least one)."""
+        ``max_chars``, as many as fit, at least one; with ``as_of``, as the store stood then)."""
         answer = self._service.memory_search(
-            query, speaker=speaker, limit=limit, filters=filters,
-            include_superseded=include_superseded, user_id=user_id, **_given(max_chars=max_chars),
+            query, speaker=speaker, limit=limit, filters=filters, include_superseded=include_superseded,
+            user_id=user_id, **_given(max_chars=max_chars, as_of=as_of),
         )  # fmt: skip
         return answer["memories"]
 
@@ -207,9 +208,10 @@ class Memory:
         limit: int | None = None,
         context_limit: int | None = None,
         max_chars: int | None = None,
+        as_of: str | None = None,
     ) -> dict[str, Any]:
         """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
-        given = _given(limit=limit, context_limit=context_limit, max_chars=max_chars)
+        given = _given(limit=limit, context_limit=context_limit, max_chars=max_chars, as_of=as_of)
         return self._service.memory_recall(query, user_id=user_id, **given)
 
     def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:

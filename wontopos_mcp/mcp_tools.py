@@ -234,6 +234,7 @@ def tools(service: "MemoryService") -> list[Tool]:
         include_superseded: Annotated[
             bool, Field(strict=True, description=given("memory_search", "include_superseded"))
         ] = search.default("include_superseded"),
+        as_of: optional_text(given("memory_search", "as_of")) = None,
         max_chars: MaxChars = None,
         user_id: UserId = None,
     ) -> CallToolResult:
@@ -256,6 +257,7 @@ def tools(service: "MemoryService") -> list[Tool]:
             limit=limit,
             filters=filters,
             include_superseded=include_superseded,
+            as_of=as_of,
             max_chars=max_chars,
             user_id=user_id,
         )
@@ -265,6 +267,7 @@ def tools(service: "MemoryService") -> list[Tool]:
         query: required_text("memory_recall", "query"),
         limit: limit_param(recall.param("limit")) = recall.default("limit"),
         context_limit: limit_param(recall.param("context_limit")) = recall.default("context_limit"),
+        as_of: optional_text(given("memory_recall", "as_of")) = None,
         max_chars: MaxChars = None,
         user_id: UserId = None,
     ) -> CallToolResult:
@@ -288,6 +291,7 @@ def tools(service: "MemoryService") -> list[Tool]:
             query=query,
             limit=limit,
             context_limit=context_limit,
+            as_of=as_of,
             max_chars=max_chars,
             user_id=user_id,
         )

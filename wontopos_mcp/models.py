@@ -101,6 +101,7 @@ class MemoryRecord(_Answer):
     conversation_id: str = _absent("The conversation it was said in, if given.")
     is_superseded: bool = Field(description="True once a later memory superseded this one.")
     superseded_by: str = _absent("The id of the memory that superseded this one.")
+    superseded_at: str = _absent("When it was superseded (its successor's created_at), on superseded memories.")
 
 
 class MemoryAddAnswer(_Answer):

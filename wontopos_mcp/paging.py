@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from . import validation as v
 from .contract import operation
 from .dates import format_us, parse_moment, to_us
+from .history import History
 from .names import check_speaker
 from .records import memory_record
 from .scope import FIRST_CHUNK, created_after, created_by, not_among, said_by
@@ -63,6 +64,7 @@ class SpeakerPages:
         self.memories = memories
         self.window_cap = window_cap  # most rows a time window may hold before it narrows
         self.spans = SpanHints()
+        self.history = History(memories.store)
         self._now_us = now_us
 
     def by_speaker(
@@ -90,7 +92,7 @@ class SpeakerPages:
         return {
             "user_id": handle.display,
             "speaker": name,
-            "memories": [memory_record(r) for r in page],
+            "memories": self.history.dated(handle.key, [memory_record(r) for r in page]),
             "returned": len(page),
             "chunks": chunks,
             "records_to_delete": chunks,

@@ -16,6 +16,7 @@ from .contract import operation
 from .conversation import context_line, context_window
 from .dates import format_us
 from .errors import Fix, InvalidRequestError
+from .history import History, moment
 from .names import check_speaker
 from .records import memory_record
 from .scope import filter_clauses, query_without_name, search_scope
@@ -38,10 +39,17 @@ def _text_size(memory: dict[str, Any]) -> int:
 
 
 class Reads:
-    def __init__(self, registry: Registry, memories: Memories, *, embedder: Callable[[], Embedder]) -> None:
+    def __init__(
+        self, registry: Registry, memories: Memories, *, embedder: Callable[[], Embedder], now_us: Callable[[], int]
+    ) -> None:
         self.registry = registry
         self.memories = memories
+        self.history = History(memories.store)
         self._embedder = embedder
+        self._now_us = now_us
+
+    def _moment(self, as_of: Any) -> int | None:
+        return None if as_of is None else moment(as_of, self._now_us())
 
     def memory_search(
         self,
@@ -52,6 +60,7 @@ class Reads:
         include_superseded: Any = False,
         user_id: Any = None,
         max_chars: Any = None,
+        as_of: Any = None,
     ) -> dict[str, Any]:
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         name = None if speaker is None else check_speaker(speaker)
@@ -59,24 +68,36 @@ class Reads:
         scope_filters = filter_clauses(filters)
         include_superseded = v.boolean(include_superseded, field="include_superseded")
         budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
+        until = self._moment(as_of)
         handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
         answer: dict[str, Any] = {"user_id": handle.display, "query": text}
         if name is not None:
             answer["speaker"] = name
-        found = self._search(handle, text, name, limit, scope_filters, include_superseded)
+        found = self._search(handle, text, name, limit, scope_filters, include_superseded, until)
         answer["memories"] = found if budget is None else fit(found, _text_size, budget)[0]
         if len(answer["memories"]) < len(found):
             answer["truncated"] = True
         return answer
 
     def _search(
-        self, handle: StoreHandle, text: str, name: str | None, limit: int, filters: list[str], superseded: bool
+        self,
+        handle: StoreHandle,
+        text: str,
+        name: str | None,
+        limit: int,
+        filters: list[str],
+        superseded: bool,
+        until: int | None = None,
     ) -> list[dict[str, Any]]:
-        where = search_scope(handle.key, name, superseded, filters)
+        if until is None:
+            where = search_scope(handle.key, name, superseded, filters)
+        else:
+            every_version = search_scope(handle.key, name, True, filters)
+            where = self.history.scope(handle.key, every_version, until, superseded)
         from .search import search_memories  # numpy: off the start-up path (spawn -> tools/list)
 
         hits = search_memories(self.memories.store, self._embedder(), query_without_name(text, name), where, limit)
-        return [memory_record(row, similarity=sim) for row, sim in hits]
+        return self.history.dated(handle.key, [memory_record(row, similarity=sim) for row, sim in hits], until)
 
     def memory_recall(
         self,
@@ -85,23 +106,26 @@ class Reads:
         context_limit: Any = CONTEXT_LIMIT.default,
         user_id: Any = None,
         max_chars: Any = None,
+        as_of: Any = None,
     ) -> dict[str, Any]:
         """Prompt-ready context: recent turns, the best memories, the conversation around
-        the best. ``max_chars`` budgets the memories, then the context lines, by their text."""
+        the best. ``max_chars`` budgets the memories, then the context lines, by their text;
+        ``as_of`` answers all three as the store stood then."""
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         limit = RECALL_LIMIT.integer(limit)
         context_limit = CONTEXT_LIMIT.integer(context_limit)
         budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
+        until = self._moment(as_of)
         handle = self.registry.resolve(user_id)
-        found = self._search(handle, text, None, limit, [], False)
-        lines = self._around(handle, found, context_limit)
+        found = self._search(handle, text, None, limit, [], False, until)
+        lines = self._around(handle, found, context_limit, until)
         memories, around = found, lines
         if budget is not None:
             memories, left = fit(found, _text_size, budget)
             around, _ = fit(lines, len, left, at_least_one=False)
         answer: dict[str, Any] = {
             "user_id": handle.display,
-            "short_term": {"turns": self._turns(handle, context_limit)},
+            "short_term": {"turns": self._turns(handle, context_limit, until)},
             "long_term": {"memories": memories},
             "context": {"around_top_memory": around},
         }
@@ -109,23 +133,28 @@ class Reads:
             answer["truncated"] = True
         return answer
 
-    def _around(self, handle: StoreHandle, memories: list[dict[str, Any]], reach: int) -> list[str]:
-        """The conversation around the best memory, as prompt lines."""
+    def _around(
+        self, handle: StoreHandle, memories: list[dict[str, Any]], reach: int, until: int | None = None
+    ) -> list[str]:
+        """The conversation around the best memory, as prompt lines (as it stood ``until``)."""
         if not memories or not reach:
             return []
         top = self.memories.memory_row(handle.key, memories[0]["id"])
-        rows = self.memories.around(handle.key, top, reach)
+        rows = self.memories.around(handle.key, top, reach, until)
+        if until is not None:
+            gone = set(self.history.replaced_by(handle.key, until))
+            rows = [r for r in rows if r["memory_id"] not in gone]
         return [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], reach)]
 
-    def _turns(self, handle: StoreHandle, limit: int) -> list[dict[str, Any]]:
-        """The store's last ``limit`` conversation turns, oldest first."""
-        rows = self.memories.recent_turns(handle.key, limit) if limit else []
+    def _turns(self, handle: StoreHandle, limit: int, until: int | None = None) -> list[dict[str, Any]]:
+        """The store's last ``limit`` conversation turns (stored by ``until``), oldest first."""
+        rows = self.memories.recent_turns(handle.key, limit, until) if limit else []
         return [_turn(row) for row in reversed(rows)]
 
     def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
         mid = v.label(memory_id, field="memory_id")
         handle = self.registry.resolve(user_id)
-        return {"memory": memory_record(self.memories.memory_row(handle.key, mid))}
+        return {"memory": self.history.dated(handle.key, [memory_record(self.memories.memory_row(handle.key, mid))])[0]}
 
     def memory_list(
         self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None, speaker: Any = None
@@ -142,7 +171,7 @@ class Reads:
         more = len(rows) > limit and page
         return {
             "user_id": handle.display,
-            "memories": [memory_record(r) for r in page],
+            "memories": self.history.dated(handle.key, [memory_record(r) for r in page]),
             "count": len(page),
             "next_cursor": f"{page[-1]['seq']}:{page[-1]['memory_id']}" if more else None,
         }

@@ -75,7 +75,7 @@ class MemoryService:
         self._identity = Identity(self.commits)
         self._writes = Writes(self.commits)
         self._batches = BatchWrites(self.commits)
-        self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder)
+        self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder, now_us=self._now_us)
         self._pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self._now_us)
         self._db_state = "opening"  # the background open's outcome: "opening", "ok" or "error"
         self._started = False
