@@ -91,6 +91,8 @@ def test_the_ranges_are_spec_s() -> None:
         ("memory_recall", "context_limit"): (0, 20, 10),
         ("memory_list", "limit"): (1, 500, 100),
         ("by_speaker", "limit"): (5, 20, 20),
+        ("memory_search", "max_chars"): (1, 200_000, None),
+        ("memory_recall", "max_chars"): (1, 200_000, None),
     }
 
 

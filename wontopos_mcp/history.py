@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dates import format_us, from_us, parse_moment
 from .errors import InvalidRequestError
-from .scope import FIRST_CHUNK, created_by, in_store, quote_all
+from .scope import FIRST_CHUNK, created_by, in_store, quote, quote_all
 
 if TYPE_CHECKING:
     from .store import Store
@@ -80,6 +80,21 @@ class History:
             else:
                 record["superseded_at"] = format_us(times[successor])
         return records
+
+    def around(self, key: str, top: Record, reach: int, until: int | None = None) -> list[Record]:
+        """Current memories near ``top`` in write order (``until``: every version stored by
+        then): its conversation, or (without one) ``reach`` sequence numbers either side."""
+        same = in_store(key) + FIRST_CHUNK + (" AND NOT superseded" if until is None else created_by(until))
+        if top["conversation_id"] is not None:
+            same += f" AND conversation_id = {quote(top['conversation_id'])}"
+        else:
+            same += f" AND seq >= {top['seq'] - reach} AND seq <= {top['seq'] + reach}"
+        return self.store.rows(same, order=(("seq", True),))
+
+    def recent_turns(self, key: str, limit: int, until: int | None = None) -> list[Record]:
+        """The store's newest conversation turns (memories with a role, stored by ``until``), newest first."""
+        where = in_store(key) + FIRST_CHUNK + " AND role IS NOT NULL" + ("" if until is None else created_by(until))
+        return self.store.rows(where, order=(("seq", False),), limit=limit)
 
     def _stored(self, key: str, ids: Iterable[str]) -> dict[str, int]:
         """When each of these memories was stored (those still stored)."""

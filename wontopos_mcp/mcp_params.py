@@ -65,7 +65,9 @@ def given(op: str, name: str) -> str:
 
 UserId = optional_text(given("speakers_list", "user_id"))
 _budget = operation("memory_search").param("max_chars")
-MaxChars = optional(int, given("memory_search", "max_chars"), Strict(), Ge(_budget.low or 1), Le(_budget.high or 1))
+MaxChars = optional(
+    int, f"{_budget.description} ({_budget.span}).", Strict(), Ge(_budget.low or 1), Le(_budget.high or 1)
+)
 
 
 MESSAGE_ITEM_SCHEMA: dict[str, Any] = {

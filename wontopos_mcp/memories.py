@@ -17,7 +17,7 @@ from .dates import month_bucket
 from .duplicates import is_restatement, restatement_key
 from .errors import NotFoundError
 from .records import RECORD_FIELDS
-from .scope import FIRST_CHUNK, created_by, in_store, memories_in, memory_is, quote, quote_all, said_by, speaker_is
+from .scope import FIRST_CHUNK, in_store, memories_in, memory_is, quote, quote_all, said_by, speaker_is
 from .text import duplicate_key, importance
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ class Memories:
         """A memory's first chunk, every memory field; 404 when the store has no such memory."""
         rows = self.store.rows(memory_is(key, memory_id) + FIRST_CHUNK)
         if not rows:
-            raise NotFoundError(f"memory '{memory_id}' is not in this store", field="memory_id", memory_id=memory_id)
+            raise NotFoundError(
+                f"memory '{memory_id}' does not exist in this store", field="memory_id", memory_id=memory_id
+            )
         return rows[0]
 
     def every_chunk(self, key: str, memory_id: str) -> list[Row]:
@@ -215,23 +217,6 @@ class Memories:
         tied = [] if after_id is None else self.store.rows(first + f"seq = {after} AND memory_id > {quote(after_id)}")
         later = self.store.rows(first + f"seq > {after}", order=order, limit=limit)
         return sorted([*tied, *later], key=lambda row: (row["seq"], row["memory_id"]))[:limit]
-
-    def around(self, key: str, top: Row, reach: int, until: int | None = None) -> list[Row]:
-        """Current memories near ``top`` in write order: its conversation, or (without
-        one) ``reach`` sequence numbers either side of it; ``until``: every version stored by then."""
-        same = in_store(key) + (
-            " AND chunk_idx = 0 AND NOT superseded" if until is None else FIRST_CHUNK + created_by(until)
-        )
-        if top["conversation_id"] is not None:
-            same += f" AND conversation_id = {quote(top['conversation_id'])}"
-        else:
-            same += f" AND seq >= {top['seq'] - reach} AND seq <= {top['seq'] + reach}"
-        return self.store.rows(same, order=(("seq", True),))
-
-    def recent_turns(self, key: str, limit: int, until: int | None = None) -> list[Row]:
-        """The store's newest conversation turns (memories with a role), newest first."""
-        where = in_store(key) + " AND chunk_idx = 0 AND role IS NOT NULL" + ("" if until is None else created_by(until))
-        return self.store.rows(where, order=(("seq", False),), limit=limit)
 
     # -- commits (inside the write lock) ------------------------------------------------------------
 

@@ -140,7 +140,7 @@ class Reads:
         if not memories or not reach:
             return []
         top = self.memories.memory_row(handle.key, memories[0]["id"])
-        rows = self.memories.around(handle.key, top, reach, until)
+        rows = self.history.around(handle.key, top, reach, until)
         if until is not None:
             gone = set(self.history.replaced_by(handle.key, until))
             rows = [r for r in rows if r["memory_id"] not in gone]
@@ -148,7 +148,7 @@ class Reads:
 
     def _turns(self, handle: StoreHandle, limit: int, until: int | None = None) -> list[dict[str, Any]]:
         """The store's last ``limit`` conversation turns (stored by ``until``), oldest first."""
-        rows = self.memories.recent_turns(handle.key, limit, until) if limit else []
+        rows = self.history.recent_turns(handle.key, limit, until) if limit else []
         return [_turn(row) for row in reversed(rows)]
 
     def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
