@@ -139,9 +139,15 @@ def serve(settings: Settings) -> int:
         service.store.check_model(settings.embed_model)
     except (ModelMismatch, ConfigError) as exc:
         _fail(str(exc))
-    # SIGTERM as Ctrl-C: uvicorn raises the signal again once it has shut down, and the
-    # default action would end the process before ``close`` releases the database lease.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGTERM (a host closing us, uvicorn raising it again once it has shut down): give up
+    # the leases this process holds on object storage, then leave at once, as the default
+    # action would (every acknowledged write is committed). Not an exception: one raised
+    # inside a close still waiting for the background open would print a traceback.
+    def leave(signum: int, frame: Any) -> None:
+        service.store.release()
+        _exit_now(0)
+
+    signal.signal(signal.SIGTERM, leave)
     try:
         if listener is None:
             from .mcp_server import build_server

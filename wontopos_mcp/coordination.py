@@ -257,10 +257,12 @@ class LeaseCoordinator(InProcessCoordinator):
             lock.release()
 
     def close(self) -> None:
-        with self._lock:
-            if self._lifetime is not None and self._leases is not None:
-                self._leases.release(self._lifetime)
-            self._lifetime = None
+        """Release the lifetime lease (``single``); takes no lock, so a signal handler can
+        call it while another thread is inside ``hold``. Store leases of writes still
+        running are left to lapse: their commits may still be on the way."""
+        lease, self._lifetime = self._lifetime, None
+        if lease is not None and self._leases is not None:
+            self._leases.release(lease)
 
 
 _SECOND_WRITER = (

@@ -391,6 +391,11 @@ class Store:
         """Bring both tables fully up to date now (``Upkeep.full``); inside the write lock."""
         self._upkeep.full(table if table is not None else self.existing_chunks(), self.registry)
 
+    def release(self) -> None:
+        """Give up what this process holds for writing (leases), without waiting for any
+        lock: the way out on SIGTERM."""
+        self._coordinator.close()
+
     def close(self) -> None:
         with self._coordinator.local():
             self._coordinator.close()
