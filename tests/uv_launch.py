@@ -9,7 +9,7 @@ come from anywhere but uv's cache, and listed with the MCP SDK's stdio client.
 - uv is the ``uv`` package of the test extra (its binary, found by ``find_uv_bin``);
 - uv installs from the index pip is configured with here (``pip_index_env``);
 - uv's cache is one folder kept across runs (``UV_CACHE``), so only a machine's first run
-  downloads the dependencies (~900 MB installed; 16 s measured here);
+  downloads the dependencies (~900 MB installed; 20-30 s here with a cold cache);
 - uv creates the environment from this interpreter (no Python download: uv-managed
   Pythons are not what is tested);
 - nothing puts this checkout on ``PYTHONPATH``: the server runs what uv installed.
@@ -34,7 +34,7 @@ from uv import find_uv_bin
 UV = find_uv_bin()
 UVX = str(Path(UV).with_name("uvx"))
 UV_CACHE = Path(tempfile.gettempdir()) / "wontopos-mcp-tests-uv-cache"
-INSTALL_TIMEOUT = 600  # the first install, online: 16 s here with a cold cache
+INSTALL_TIMEOUT = 600  # the first install, online: 20-30 s here with a cold cache
 START_TIMEOUT = 120  # an installed server, offline: start and answer tools/list
 CLOSED_PORT_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens there
 
