@@ -139,6 +139,7 @@ def serve(settings: Settings) -> int:
         service.store.check_model(settings.embed_model)
     except (ModelMismatch, ConfigError) as exc:
         _fail(str(exc))
+
     # SIGTERM (a host closing us, uvicorn raising it again once it has shut down): give up
     # the leases this process holds on object storage, then leave at once, as the default
     # action would (every acknowledged write is committed). Not an exception: one raised
