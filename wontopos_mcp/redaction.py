@@ -112,6 +112,7 @@ _ASSIGNMENT = re.compile(
 )
 _NAME_LIKE = re.compile(r"[A-Za-z_][A-Za-z_.]*(?:[(\[].*)?")  # expected, os.environ[, getpass(), None
 _PLACEHOLDER = re.compile(r"[$<%{@]|\[redacted:|[*x.]+$", re.IGNORECASE)
+_LABEL = re.compile(r"^[A-Za-z]+=(?=.)")  # AccountKey=
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _RANKS = {"private_key": 0, "url_password": 2, "authorization": 3, "bearer_token": 3, "assignment": 4}  # others 1
 
@@ -152,6 +153,11 @@ class Redactor:
             at = end
         pieces.append(text[at:])
         return Redacted("".join(pieces), dict(Counter(kind for _, _, kind in spans)))
+
+    def redact_each(self, texts: Iterable[str]) -> tuple[list[str], dict[str, int]]:
+        """Several texts redacted, and their counts summed."""
+        found = [self.redact(text) for text in texts]
+        return [one.text for one in found], tally(one.counts for one in found)
 
     def scrub(self, value: Any) -> Any:
         """``value`` (JSON: objects, lists, strings) with every string redacted: what an
@@ -224,19 +230,21 @@ def _find(text: str, plugins: list[tuple[str, Any, str]]) -> Iterator[tuple[int,
 
 def _plugin_spans(plugin: Any, line: str) -> Iterator[tuple[int, int]]:
     """Where the values the plugin calls secrets are: the first group its pattern
-    captured (a URL's password), else the whole match."""
+    captured (a URL's password), else the whole match without the delimiters or label
+    some patterns include (``"AKC...``, ``AccountKey=...``)."""
     values = set(plugin.analyze_string(line))
     if not values:
         return
     for pattern in plugin.denylist:
         for match in pattern.finditer(line):
             group = next((g for g in range(1, (pattern.groups or 0) + 1) if match.group(g)), 0)
+            if match.group(group) not in values:
+                continue
             start, end = match.span(group)
             value = line[start:end]
-            stripped = value.strip(" \t\"'=:")
-            if value in values or stripped in values:
-                offset = value.find(stripped)
-                yield start + offset, start + offset + len(stripped)
+            kept = _LABEL.sub("", value.strip(" \t\r\"'").lstrip("=:"), count=1)
+            offset = value.find(kept)
+            yield start + offset, start + offset + len(kept)
 
 
 def _widened(line: str, start: int, end: int) -> tuple[int, int]:
