@@ -29,7 +29,7 @@ from support import KEY, REPO, all_memories, mcp_session, served
 
 from wontopos_mcp.config import ConfigError, Settings
 from wontopos_mcp.library import Memory
-from wontopos_mcp.redaction import Redactor
+from wontopos_mcp.redaction import Redacted, Redactor
 from wontopos_mcp.service import MemoryService
 
 
@@ -49,8 +49,16 @@ SECRETS = [
     ("github_token", "CI pushes with {s} for the release job.", "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"),
     ("github_token", "The fine-grained token {s} reads issues.", "github_pat_" + "11ABCDE0123456789abcde_" + "x1" * 20),
     ("gitlab_token", "GitLab runner token {s} for the mirror.", "glpat-" + "a1b2C3d4E5f6G7h8I9j0"),
-    ("slack_token", "The bot posts with {s} in #ops.", "xoxb-" + "123456789012-1234567890123-" + "AbCdEfGhIjKlMnOpQrStUvWx"),
-    ("slack_token", "Alerts go to {s} now.", "https://hooks.slack.com/services/" + "T0ABC1234/B0DEF5678/" + "q1w2e3r4t5"),
+    (
+        "slack_token",
+        "The bot posts with {s} in #ops.",
+        "xoxb-" + "123456789012-1234567890123-" + "AbCdEfGhIjKlMnOpQrStUvWx",
+    ),
+    (
+        "slack_token",
+        "Alerts go to {s} now.",
+        "https://hooks.slack.com/services/" + "T0ABC1234/B0DEF5678/" + "q1w2e3r4t5",
+    ),
     ("stripe_key", "Billing runs on {s}.", "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc" + "Q9" * 30),
     ("openai_key", "The summariser calls the API with {s} daily.", "sk-proj-" + "Ab1" * 15),
     ("openai_key", "An old project key {s} still works.", "sk-" + "a1" * 10 + "T3BlbkFJ" + "b2" * 10),
@@ -93,7 +101,8 @@ CLEAN = [
     "See https://docs.python.org/3/library/re.html, git@github.com:org/repo.git and ssh://git@host/x.",
     "Open https://example.com:8443/path?user=bob&page=2#top or http://localhost:8080/a@b.",
     "The bypass=1 flag points the compass: north. Bearer of bad news, the bearer token was revoked.",
-    "Meeting moved to 2026-03-14 10:30 UTC; call +1 555 0100; budget 12,500 EUR; UUID 123e4567-e89b-12d3-a456-426614174000.",
+    "Meeting moved to 2026-03-14 10:30 UTC; call +1 555 0100; budget 12,500 EUR; "
+    "UUID 123e4567-e89b-12d3-a456-426614174000.",
     "Ana prefers tea, Ben keeps bees on the roof, and the office closes at 6pm.",
 ]
 
@@ -142,7 +151,9 @@ for _kind, _, _ in SECRETS:
 # -- the redactor itself ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kind", "template", "secret"), SECRETS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(SECRETS)])
+@pytest.mark.parametrize(
+    ("kind", "template", "secret"), SECRETS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(SECRETS)]
+)
 def test_each_kind_becomes_its_placeholder_and_the_words_around_it_stay(kind: str, template: str, secret: str) -> None:
     found = Redactor("secrets").redact(_text(template, secret))
     assert (found.text, found.counts) == (template.format(s=f"[redacted:{kind}]"), {kind: 1})
@@ -159,7 +170,7 @@ def test_redacting_a_redacted_text_again_finds_nothing() -> None:
     redactor = Redactor("secrets")
     for kind, template, secret in SECRETS:
         once = redactor.redact(_text(template, secret))
-        assert redactor.redact(once.text) == once.__class__(once.text, {}), kind
+        assert redactor.redact(once.text) == Redacted(once.text, {}), kind
 
 
 def test_several_secrets_in_one_text_are_counted_by_kind() -> None:
@@ -173,19 +184,20 @@ def test_several_secrets_in_one_text_are_counted_by_kind() -> None:
 
 def test_a_provider_token_in_an_assignment_is_named_for_its_provider() -> None:
     found = Redactor("secrets").redact('OPENAI_API_KEY="sk-proj-' + "Ab1" * 15 + '"')
-    assert found == found.__class__('OPENAI_API_KEY="[redacted:openai_key]"', {"openai_key": 1})
+    assert found == Redacted('OPENAI_API_KEY="[redacted:openai_key]"', {"openai_key": 1})
 
 
 def test_private_keys_cut_short_split_by_blank_lines_or_from_putty_are_redacted_whole() -> None:
     redactor = Redactor("secrets")
     body = "Zm9vYmFyYmF6cXV4" * 4
     cut_short = f"-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n{body}"
-    encrypted = f"-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B\n\n{body}\n-----END RSA PRIVATE KEY-----"
+    headers = "Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B\n"
+    encrypted = f"-----BEGIN RSA PRIVATE KEY-----\n{headers}\n{body}\n-----END RSA PRIVATE KEY-----"
     orphan_end = f"{body}\n{body}\n-----END EC PRIVATE KEY-----"
     putty = f"PuTTY-User-Key-File-2: ssh-rsa\nPrivate-Lines: 1\n{body}\nPrivate-MAC: 0a1b2c3d4e"
     for text in (cut_short, encrypted, orphan_end, putty):
         found = redactor.redact(f"before\n{text}\nafter")
-        assert found == found.__class__("before\n[redacted:private_key]\nafter", {"private_key": 1}), text
+        assert found == Redacted("before\n[redacted:private_key]\nafter", {"private_key": 1}), text
 
 
 def test_a_long_stripe_key_and_a_jwt_are_redacted_to_their_last_character() -> None:
@@ -201,7 +213,7 @@ def test_off_leaves_texts_alone_and_loads_no_detector() -> None:
     off = Redactor()
     text = _said("aws_key")
     assert off.mode == "none" and not off.enabled
-    assert off.redact(text) == off.redact(text).__class__(text, {})
+    assert off.redact(text) == Redacted(text, {})
     assert off.scrub({"content": text}) == {"content": text}
     code = (
         "import sys\n"
@@ -320,7 +332,8 @@ def test_every_kind_is_redacted_from_a_bulk_text_and_a_batch(redacting: MemorySe
     blob = "\n\n".join(_text(t, s) for _, t, s in SECRETS)
     encrypted = (
         "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B\n\n"
-        + "Q2lwaGVyVGV4dEJvZHk" * 3 + "\n-----END RSA PRIVATE KEY-----"
+        + "Q2lwaGVyVGV4dEJvZHk" * 3
+        + "\n-----END RSA PRIVATE KEY-----"
     )  # fmt: skip  a blank line inside: the blob is redacted before it is cut into paragraphs
     bulk = redacting.memory_add_bulk(f"{blob}\n\nAn encrypted key:\n{encrypted}")
     assert _redacted(bulk) == {**KINDS, "private_key": KINDS["private_key"] + 1}
@@ -341,7 +354,9 @@ def test_a_supersede_is_redacted_and_duplicates_see_only_the_redacted_text(redac
     assert again["redacted"] == [{"kind": "password", "count": 1}]
     newer = redacting.memory_supersede(first["id"], "The vpn uses password=third-pass-33 since June")
     assert newer["redacted"] == [{"kind": "password", "count": 1}] and newer["superseded"] == first["id"]
-    assert redacting.memory_get(newer["id"])["memory"]["content"] == "The vpn uses password=[redacted:password] since June"
+    assert (
+        redacting.memory_get(newer["id"])["memory"]["content"] == "The vpn uses password=[redacted:password] since June"
+    )
     _no_secret_in(all_memories(redacting), ["first-pass-11", "other-pass-22", "third-pass-33"])
 
 
@@ -418,7 +433,8 @@ def test_rest_idempotency_fingerprints_hash_the_redacted_body(live: Any, tmp_pat
     body = {"content": "The alarm code is password=alarm-1234 at the back door"}
     with httpx.Client(base_url=live.url, headers={"X-API-Key": KEY}, timeout=60) as http:
         first = http.post(path, json=body, headers={"Idempotency-Key": "alarm-1"})
-        retry = http.post(path, json={"content": body["content"].replace("1234", "9876")}, headers={"Idempotency-Key": "alarm-1"})  # fmt: skip
+        other = {"content": body["content"].replace("1234", "9876")}
+        retry = http.post(path, json=other, headers={"Idempotency-Key": "alarm-1"})
     assert first.status_code == 200 and first.json()["redacted"] == [{"kind": "password", "count": 1}]
     assert retry.status_code == 200 and retry.json()["replayed"] is True and retry.json()["id"] == first.json()["id"]
 

@@ -293,5 +293,3 @@ def _choose(candidates: Iterable[tuple[int, int, int, str]]) -> list[Span]:
         starts.insert(at, start)
         taken.insert(at, (start, end, kind))
     return taken
-
-
