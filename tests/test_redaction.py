@@ -182,6 +182,19 @@ def test_several_secrets_in_one_text_are_counted_by_kind() -> None:
     )
 
 
+def test_placeholders_are_not_secrets_but_a_password_that_starts_like_one_is() -> None:
+    redactor = Redactor("secrets")
+    for text in ("password=$DB_PASSWORD", "api_key: ${API_KEY}", 'token = "{{ vault.token }}"', "secret=<your-secret>"):
+        assert redactor.redact(text).counts == {}, text
+    for text, kind in (
+        ('password="$ecret-123"', "password"),
+        ("api_key=%zz9-key", "api_key"),
+        ("pw = @home-99", "password"),
+    ):
+        found = redactor.redact(text)
+        assert found.counts == {kind: 1} and "[redacted:" in found.text, text
+
+
 def test_a_provider_token_in_an_assignment_is_named_for_its_provider() -> None:
     found = Redactor("secrets").redact('OPENAI_API_KEY="sk-proj-' + "Ab1" * 15 + '"')
     assert found == Redacted('OPENAI_API_KEY="[redacted:openai_key]"', {"openai_key": 1})

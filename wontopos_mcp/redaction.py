@@ -111,7 +111,8 @@ _ASSIGNMENT = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _NAME_LIKE = re.compile(r"[A-Za-z_][A-Za-z_.]*(?:[(\[].*)?")  # expected, os.environ[, getpass(), None
-_PLACEHOLDER = re.compile(r"[$<%{@]|\[redacted:|[*x.]+$", re.IGNORECASE)
+# ${DB_PASSWORD}, $API_KEY, {{ secret }}, %(pw)s, <your-key>, ***, xxxx, and our own placeholder
+_PLACEHOLDER = re.compile(r"\$\{|\$[A-Z_][A-Z0-9_]*$|\{\{|%\(|<[^<>]*>$|\[redacted:|[*xX.]+$")
 _LABEL = re.compile(r"^[A-Za-z]+=(?=.)")  # AccountKey=
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _RANKS = {"private_key": 0, "url_password": 2, "authorization": 3, "bearer_token": 3, "assignment": 4}  # others 1
