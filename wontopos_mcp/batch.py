@@ -86,10 +86,15 @@ class Origin:
     supersedes: str | int | None = None
 
 
-def cut_text(text: Any) -> list[str]:
-    """A blob cut into memories: paragraphs (blank-line separated); a paragraph longer
-    than about 1,000 characters is cut at sentence ends into pieces of about that size."""
-    text = v.text(text, field="content", max_chars=MAX_BULK_CHARS)
+def bulk_text(text: Any) -> str:
+    """A blob to cut into memories, checked (at most 500,000 characters)."""
+    return v.text(text, field="content", max_chars=MAX_BULK_CHARS)
+
+
+def cut_text(text: str) -> list[str]:
+    """A blob (checked: ``bulk_text``) cut into memories: paragraphs (blank-line
+    separated); a paragraph longer than about 1,000 characters is cut at sentence ends
+    into pieces of about that size."""
     memories: list[str] = []
     for paragraph in text.replace("\r\n", "\n").split("\n\n"):
         paragraph = paragraph.strip()

@@ -8,7 +8,8 @@ dates).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from . import validation as v
 from .batch import (
     Item,
     Origin,
+    bulk_text,
     carry_key,
     cut_text,
     forget_marks,
@@ -30,6 +32,7 @@ from .dates import parse_moment
 from .duplicates import restatement_key
 from .idempotency import Idempotency
 from .memories import restates
+from .redaction import tally, with_redactions
 from .text import duplicate_key
 
 if TYPE_CHECKING:
@@ -63,6 +66,7 @@ class BatchWrites:
         *,
         idempotency: Idempotency | None = None,
         origins: Sequence[Origin] | None = None,
+        redacted: Mapping[str, int] | None = None,
     ) -> dict[str, Any]:
         """Store many memories with one embedding pass and one commit (imports, bulk).
 
@@ -77,12 +81,18 @@ class BatchWrites:
         (SPEC), unchecked for duplicates (as ``memory_supersede``), and only if that
         memory is current; when the item it supersedes was not stored, it is a plain
         memory.
+
+        Secrets in the items' texts are redacted first (the ``redact`` setting);
+        ``redacted``: what was redacted from the text the items were cut from (bulk).
         """
         parsed = parse_items(items)
         handle = self.registry.resolve(user_id)
         key = handle.key
         if origins is not None and (idempotency is not None or len(origins) != len(parsed)):
             raise ValueError("origins: one per item, and no batch idempotency key")
+        texts, found = self.commits.redactor.redact_each(item.content for item in parsed)
+        parsed = [dataclasses.replace(item, content=text) for item, text in zip(parsed, texts)]
+        counts = tally([found, redacted or {}])
         known = self._imported(key, origins or ())
         fresh = [item for item in parsed if origins is None or origins[item.index].idem.key not in known]
 
@@ -93,7 +103,9 @@ class BatchWrites:
             if origins is not None:  # another import may have written some since
                 known.update(self._imported(key, [origins[item.index] for item in fresh]))
             vectors = {item.index: (c, vs) for item, c, vs in zip(fresh, embedded.chunks, embedded.vectors)}
-            return _BatchDecision(self, handle.key, handle.display, parsed, origins, known, vectors).decide()
+            written = _BatchDecision(self, handle.key, handle.display, parsed, origins, known, vectors).decide()
+            with_redactions(written.answer, counts)
+            return written
 
         return self.commits.write_once(key, idempotency, [item.content for item in fresh], check, write)
 
@@ -106,12 +118,16 @@ class BatchWrites:
         *,
         idempotency: Idempotency | None = None,
     ) -> dict[str, Any]:
-        """A text blob (at most 500,000 characters) cut into memories and stored as a batch."""
-        pieces = cut_text(content)
+        """A text blob (at most 500,000 characters) cut into memories and stored as a batch.
+
+        Secrets are redacted from the whole blob before it is cut, so a private key
+        block with blank lines in it is found whole."""
+        text = bulk_text(content)
         category = v.optional_label(category, field="category")
         created = None if timestamp is None else parse_moment(timestamp, field="timestamp")[1]
-        items = [{"content": p, "category": category, "created_at": created} for p in pieces]
-        return self.memory_add_batch(items, user_id, idempotency=idempotency)
+        found = self.commits.redactor.redact(text)
+        items = [{"content": p, "category": category, "created_at": created} for p in cut_text(found.text)]
+        return self.memory_add_batch(items, user_id, idempotency=idempotency, redacted=found.counts)
 
     def _imported(self, key: str, origins: Sequence[Origin]) -> dict[str, tuple[str, str]]:
         return self.memories.imported(key, [origin.idem.key for origin in origins])

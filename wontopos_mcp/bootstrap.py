@@ -34,6 +34,8 @@ class StartupSettings(Protocol):
     def writers(self) -> str: ...
     @property
     def lease_ttl_ms(self) -> int: ...
+    @property
+    def redact(self) -> str: ...
 
 
 def parts(settings: StartupSettings, *, models: ModelLoader | None = None) -> tuple[Store, ModelLoader, dict[str, Any]]:
@@ -44,7 +46,7 @@ def parts(settings: StartupSettings, *, models: ModelLoader | None = None) -> tu
     store = store_for(settings)
     if models is None:
         models = ModelLoader.for_model(settings.embed_model, settings.model_cache)
-    return store, models, {"speaker_limit": settings.speaker_limit}
+    return store, models, {"speaker_limit": settings.speaker_limit, "redact": settings.redact}
 
 
 def store_for(settings: StartupSettings) -> Store:

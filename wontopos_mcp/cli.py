@@ -53,6 +53,12 @@ def _store_flags(parser: argparse.ArgumentParser, default: Any) -> None:
         default=default,
         help="object storage: single (default, one writing process) or leased (replicas) (WONTOPOS_WRITERS)",
     )
+    parser.add_argument(
+        "--redact",
+        default=default,
+        help="none (default) or secrets: API keys, tokens, private keys and passwords in written "
+        "texts become [redacted:<kind>] before they are stored (WONTOPOS_REDACT)",
+    )
 
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .idempotency import WINDOW_US, Idempotency, Running, replayed
+from .redaction import Redactor
 from .text import chunk_text
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class Commits:
         *,
         model_wait: float,
         now_us: Callable[[], int],
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -60,6 +62,8 @@ class Commits:
         self.model_wait = model_wait
         self._now_us = now_us
         self._running = Running()
+        # Every write's texts pass through it before they are checked, embedded or stored.
+        self.redactor = redactor or Redactor()
 
     def embedder(self) -> Embedder:
         """The model, waiting for it up to ``model_wait`` seconds (then 503)."""

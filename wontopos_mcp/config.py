@@ -14,6 +14,7 @@ from typing import Any
 
 from .coordination import WRITERS
 from .errors import ConfigError  # noqa: F401 - defined with the other errors; faces import it from here
+from .redaction import MODES as REDACT_MODES
 
 DEFAULT_MODEL = "multilingual-e5-small-q4"
 TRANSPORTS = ("stdio", "http", "sse")
@@ -66,6 +67,8 @@ class Settings:
     # leases (``leased``); how long an unrenewed lease stands (``coordination``).
     writers: str = "single"
     lease_ttl_ms: int = 10_000
+    # Secrets in written texts replaced by [redacted:<kind>] (``secrets``) or kept (``none``).
+    redact: str = "none"
 
     @property
     def storage_options_dict(self) -> dict[str, str]:
@@ -108,6 +111,8 @@ class Settings:
             raise ConfigError(f"log level must be one of {', '.join(LOG_LEVELS)}, not {self.log_level!r}")
         if self.writers not in WRITERS:
             raise ConfigError(f"writers must be one of {', '.join(WRITERS)}, not {self.writers!r}")
+        if self.redact not in REDACT_MODES:
+            raise ConfigError(f"redact must be one of {', '.join(REDACT_MODES)}, not {self.redact!r}")
         if self.lease_ttl_ms < 500:
             raise ConfigError(f"WONTOPOS_LEASE_TTL_MS must be at least 500, not {self.lease_ttl_ms}")
         if not self.embed_model.strip():
@@ -164,6 +169,6 @@ def _parse(name: str, value: Any, *, source: str) -> Any:
         return tuple(h.strip() for h in items if h.strip())
     if name == "storage_options":
         return _storage_options(value, source=source)
-    if name in ("transport", "log_level", "writers"):
+    if name in ("transport", "log_level", "writers", "redact"):
         return str(value).strip().lower()
     return str(value)

@@ -33,6 +33,7 @@ import os
 import stat
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .batch import Origin, check_item
@@ -146,7 +147,7 @@ class _Import:
         if not text.strip():
             return None
         try:
-            line = _read_line(number, text)
+            line = _read_line(number, text, self.service.scrubbed)
         except _Unreadable as exc:
             self.skip(number, str(exc))
             return None
@@ -213,8 +214,10 @@ class _Unreadable(Exception):
     """A line that is not an exported memory; its message is the reason, for a human."""
 
 
-def _read_line(number: int, text: str) -> _Line:
-    """A line as an exported memory, checked as ``memory_add_batch`` will check it."""
+def _read_line(number: int, text: str, scrubbed: Callable[[Any], Any]) -> _Line:
+    """A line as an exported memory, checked as ``memory_add_batch`` will check it; its
+    fingerprint hashes the fields as they will be stored (``scrubbed``: secrets redacted
+    when the store redacts them, so no hash of a secret is kept)."""
     try:
         memory = json.loads(text.rstrip("\r\n"))
     except json.JSONDecodeError as exc:  # "Unterminated string starting at", "Expecting value"...
@@ -226,7 +229,7 @@ def _read_line(number: int, text: str) -> _Line:
         raise _Unreadable('not an exported memory: it needs an "id" and a "content"')
     item = {k: memory[k] for k in _IMPORTED if memory.get(k) is not None}
     try:
-        fields = json.dumps(item, sort_keys=True, ensure_ascii=False).encode("utf-8")
+        fields = json.dumps(scrubbed(item), sort_keys=True, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         raise _Unreadable("it holds a lone surrogate escape (such as \\ud800), which is not text") from None
     check_item(item)

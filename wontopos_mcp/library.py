@@ -56,6 +56,9 @@ def _speaks_the_sdk(cls: _C) -> _C:
 class Memory:
     """A local memory: ``Memory(db="./memdb")``; ``Memory()`` reads ``WONTOPOS_*``.
 
+    ``redact="secrets"`` keeps secrets out: API keys, tokens, private keys and passwords
+    in written texts are stored as ``[redacted:<kind>]`` (``WONTOPOS_REDACT``).
+
     The embedding model starts loading in the background at construction; calls that
     need it wait for it (up to 20 s, then ``UnavailableError``), others never do.
     """
@@ -67,12 +70,12 @@ class Memory:
         speaker_limit: int | None = None,
         embed_model: str | None = None,
         model_cache: str | None = None,
+        redact: str | None = None,
         service: MemoryService | None = None,
     ) -> None:
         if service is None:
-            settings = Settings.load(
-                {"db": db, "speaker_limit": speaker_limit, "embed_model": embed_model, "model_cache": model_cache}
-            )
+            given = {"db": db, "speaker_limit": speaker_limit, "embed_model": embed_model, "model_cache": model_cache}
+            settings = Settings.load({**given, "redact": redact})
             service = MemoryService.open(settings)
         self._service = service
         self._service.start()

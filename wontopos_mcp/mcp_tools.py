@@ -183,6 +183,8 @@ def tools(service: "MemoryService") -> list[Tool]:
         was stored because a current memory by the same speaker already says this
         (`duplicate_of` is its id). A statement that differs in any detail (another day,
         number, name) is stored. When a stored fact changed, use memory_supersede instead.
+        If the answer has `redacted`, the server keeps secrets out: those API keys, tokens,
+        private keys or passwords were stored as [redacted:<kind>], not as you sent them.
 
         {errors}
         """

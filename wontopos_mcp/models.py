@@ -49,6 +49,7 @@ __all__ = [
     "RecallLongTerm",
     "RecallShortTerm",
     "RecallTurn",
+    "Redaction",
     "SpeakerInfo",
     "SpeakerRegisterAnswer",
     "SpeakerRemoveAnswer",
@@ -83,6 +84,20 @@ class _Answer(BaseModel):
 # --- memories ---------------------------------------------------------------------
 
 
+class Redaction(_Answer):
+    """One kind of secret replaced by ``[redacted:<kind>]`` in a write's text (the
+    ``redact`` setting), and how often; never the secret itself."""
+
+    kind: str = Field(description='What was redacted: "password", "api_key", "github_token", "private_key", ...')
+    count: int = Field(ge=1, description="How many of that kind.")
+
+
+_REDACTED = (
+    "Present when the server redacts secrets and this write's text held some: each kind and how many "
+    "were stored as [redacted:<kind>]."
+)
+
+
 class MemoryRecord(_Answer):
     """A memory as every read returns it."""
 
@@ -112,6 +127,7 @@ class MemoryAddAnswer(_Answer):
     status: Literal["stored"]
     speaker: str = _absent("The speaker the memory was stored under; absent when untagged.")
     chunks: int = Field(ge=0, description="How many sentence-level chunks were indexed.")
+    redacted: list[Redaction] = _absent(_REDACTED)
 
 
 class MemoryDuplicateAnswer(_Answer):
@@ -122,6 +138,7 @@ class MemoryDuplicateAnswer(_Answer):
     id: Literal[""] = Field(description="Always empty: nothing was stored.")
     duplicate_of: str = Field(description="The id of the memory this restates.")
     note: str
+    redacted: list[Redaction] = _absent(_REDACTED)
 
 
 class MemoryAddMessagesAnswer(_Answer):
@@ -133,6 +150,7 @@ class MemoryAddMessagesAnswer(_Answer):
     results: list[Union[MemoryAddAnswer, MemoryDuplicateAnswer]] = Field(  # noqa: UP007 - pydantic union
         description='One per user/assistant message: status "stored" with its id, or "duplicate" with duplicate_of.'
     )
+    redacted: list[Redaction] = _absent(_REDACTED + " Summed over the messages.")
 
 
 class MemoryBatchAnswer(_Answer):
@@ -143,6 +161,7 @@ class MemoryBatchAnswer(_Answer):
     ids: list[str] = Field(description="The ids of the memories stored, in order.")
     count: int = Field(ge=0, description="How many were stored.")
     duplicates: int = Field(ge=0, description="How many restated a current memory and were not stored.")
+    redacted: list[Redaction] = _absent(_REDACTED + " Summed over the items.")
 
 
 class MemorySearchAnswer(_Answer):
@@ -224,6 +243,7 @@ class MemorySupersedeAnswer(_Answer):
     id: str = Field(description="The new memory's id.")
     status: Literal["stored"]
     superseded: str = Field(description="The id of the memory it replaced.")
+    redacted: list[Redaction] = _absent(_REDACTED)
 
 
 # --- speakers ---------------------------------------------------------------------

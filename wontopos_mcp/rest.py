@@ -241,10 +241,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _idempotency(request: Request, endpoint: Endpoint, body: dict[str, Any]) -> Idempotency | None:
+async def _idempotency(
+    request: Request, endpoint: Endpoint, body: dict[str, Any], service: MemoryService
+) -> Idempotency | None:
+    """The write's key and the fingerprint of its body as the write stores it: with the
+    ``redact`` setting on, its secrets redacted first (``MemoryService.scrubbed``, off the
+    event loop: a bulk text takes a while), so the database keeps no hash of a secret,
+    which a guess at a weak password could match."""
     key = request.headers.get(KEY_FIELD)
     if key is None or not endpoint.write:
         return None
+    if service.redact != "none":
+        body = await anyio.to_thread.run_sync(service.scrubbed, body)
     canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     fingerprint = hashlib.sha256(f"{request.url.path}\n{canonical}".encode()).hexdigest()
     return Idempotency.of(key, fingerprint)
@@ -266,7 +274,7 @@ def _handler(service: MemoryService, endpoints: dict[str, Endpoint]) -> Callable
         endpoint = endpoints[request.method if request.method != "HEAD" else "GET"]
         try:
             body = await _body(request, endpoint)
-            idempotency = _idempotency(request, endpoint, body)
+            idempotency = await _idempotency(request, endpoint, body, service)
             call, ignored = endpoint.core_call(body)
             answer = await _run(service, call, idempotency)
         except WontoposError:

@@ -36,6 +36,7 @@ from .memories import Memories
 from .names import DEFAULT_STORE
 from .paging import SpeakerPages
 from .reads import Reads
+from .redaction import Redactor
 from .registry import Registry
 from .stores import Stores
 from .writes import Writes
@@ -64,13 +65,17 @@ class MemoryService:
         clock: Callable[[], datetime] = _utcnow,
         model_wait: float = 20.0,
         window_cap: int = 1024,
+        redact: str = "none",
     ) -> None:
         self.store = store
         self.models = models
         self.clock = clock
         self.registry = Registry(store, speaker_limit=speaker_limit, now_us=self._now_us)
         self.memories = Memories(store, now_us=self._now_us)
-        self.commits = Commits(store, self.registry, self.memories, models, model_wait=model_wait, now_us=self._now_us)
+        self.commits = Commits(
+            store, self.registry, self.memories, models,
+            model_wait=model_wait, now_us=self._now_us, redactor=Redactor(redact),
+        )  # fmt: skip
         self._stores = Stores(self.commits)
         self._identity = Identity(self.commits)
         self._writes = Writes(self.commits)
@@ -101,6 +106,16 @@ class MemoryService:
     @property
     def window_cap(self) -> int:
         return self._pages.window_cap
+
+    @property
+    def redact(self) -> str:
+        """The ``redact`` setting: ``"none"`` or ``"secrets"``."""
+        return self.commits.redactor.mode
+
+    def scrubbed(self, body: Any) -> Any:
+        """A write's request body as its idempotency fingerprint hashes it: with the
+        secrets the write would redact redacted, so no hash of one is kept (``Redactor.scrub``)."""
+        return self.commits.redactor.scrub(body)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

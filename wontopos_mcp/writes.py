@@ -7,6 +7,7 @@ speakers, the memory, duplicates) and committed. Batches and imports are ``batch
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from .dates import parse_moment
 from .errors import ConflictError, Fix, InvalidRequestError
 from .idempotency import Idempotency
 from .names import check_speaker
+from .redaction import with_redactions
 from .registry import store_in_fix
 from .scope import memory_is, said_by
 
@@ -54,6 +56,8 @@ class Writes:
         conversation = v.optional_label(conversation_id, field="conversation_id")
         handle = self.registry.resolve(user_id)
         key, display = handle.key, handle.display
+        found = self.commits.redactor.redact(text)
+        text, redacted = found.text, found.counts
         memory = {
             "content": text, "speaker": name, "category": category, "event": event,
             "conversation_id": conversation, "role": None,
@@ -66,11 +70,11 @@ class Writes:
         def write(embedded: Embedded, decided: tuple[str | None, int]) -> Written:
             duplicate, last_seq = decided
             if duplicate is not None:
-                return Written([], duplicate_answer(display, duplicate))
+                return Written([], with_redactions(duplicate_answer(display, duplicate), redacted))
             memory_id, rows = self.memories.new_rows(
                 key, memory, embedded.chunks[0], embedded.vectors[0], seq=last_seq + 1
             )
-            return Written(rows, stored_answer(display, memory_id, name, len(rows)))
+            return Written(rows, with_redactions(stored_answer(display, memory_id, name, len(rows)), redacted))
 
         return self.commits.write_once(key, idempotency, [text], decide, write)
 
@@ -87,6 +91,8 @@ class Writes:
         conversation = v.optional_label(conversation_id, field="conversation_id") or str(uuid.uuid4())
         handle = self.registry.resolve(user_id)
         key, display = handle.key, handle.display
+        texts, redacted = self.commits.redactor.redact_each(m.content for m in parsed)
+        parsed = [dataclasses.replace(m, content=text) for m, text in zip(parsed, texts)]
 
         def check() -> None:
             self.registry.confirm(handle, [(m.speaker, f"messages[{m.index}].name") for m in parsed])
@@ -107,7 +113,8 @@ class Writes:
                 memory_id, new_rows = self.memories.new_rows(key, memory, chunks, vectors, seq=seq)
                 rows += new_rows
                 results.append(stored_answer(display, memory_id, message.speaker, len(chunks)))
-            return Written(rows, {"user_id": display, "conversation_id": conversation, "results": results})
+            answer = {"user_id": display, "conversation_id": conversation, "results": results}
+            return Written(rows, with_redactions(answer, redacted))
 
         return self.commits.write_once(key, idempotency, [m.content for m in parsed], check, write)
 
@@ -118,6 +125,8 @@ class Writes:
         text = v.text(content, field="content", max_chars=v.MAX_CONTENT_CHARS)
         handle = self.registry.resolve(user_id)
         key, display = handle.key, handle.display
+        found = self.commits.redactor.redact(text)
+        text, redacted = found.text, found.counts
 
         def check() -> dict[str, Any]:
             self.registry.confirm(handle)
@@ -132,7 +141,7 @@ class Writes:
             new_id, rows = self.memories.new_rows(key, memory, embedded.chunks[0], embedded.vectors[0], seq=seq)
             marked = [{**r, "superseded": True, "superseded_by": new_id} for r in self.memories.every_chunk(key, mid)]
             answer = {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
-            return Written(rows, answer, updated=marked)
+            return Written(rows, with_redactions(answer, redacted), updated=marked)
 
         return self.commits.write_once(key, idempotency, [text], check, write)
 
