@@ -491,6 +491,35 @@ def test_register_and_remove_a_speaker_and_refusals_shown_as_their_error(
     expect(_notice(page).locator(".error-message")).to_contain_text("Gina")
 
 
+def test_rename_a_speaker_and_merge_when_the_new_name_is_taken(page: Any, live: LiveServer, api: httpx.Client) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "rename", ("Bbo", "Bob", "Robert"))
+    _add(api, store, "Bbo booked the train.", speaker="Bbo")
+    _add(api, store, "Robert paid the deposit.", speaker="Robert")
+    _open_store(page, live, store)
+
+    page.get_by_role("button", name="Rename Bbo").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("The new name").fill("Bobby")
+    dialog.get_by_label("The new name").press("Enter")
+    expect(page.locator("#status")).to_have_text("Bbo is now Bobby; 1 memories follow")
+    expect(_row(page, "Bobby").locator("td.count")).to_have_text("1")
+    expect(_row(page, "Bbo")).to_have_count(0)
+
+    page.get_by_role("button", name="Rename Robert").click()  # to a registered name: merge, after a confirm
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_label("The new name").fill("Bob")
+    dialog.get_by_role("button", name="Rename").click()
+    confirm = page.get_by_role("dialog")
+    expect(confirm).to_contain_text("Robert's 1 memories become Bob's")
+    confirm.get_by_role("button", name="Merge into Bob").click()
+    expect(page.locator("#status")).to_have_text("Merged Robert into Bob; 1 memories moved")
+    expect(_row(page, "Robert")).to_have_count(0)
+    speakers = {s["speaker"]: s["memories"] for s in api.get("/speakers", params={"user_id": store}).json()["speakers"]}
+    assert speakers == {"Bob": 1, "Bobby": 1}
+
+
 def test_export_a_store_and_one_speaker_as_jsonl(page: Any, live: LiveServer, api: httpx.Client) -> None:
     from playwright.sync_api import expect
 

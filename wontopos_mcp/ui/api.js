@@ -67,6 +67,10 @@ export const rest = {
   speakers: (user_id) => call("GET", "/speakers", { user_id }),
   addSpeaker: (user_id, speaker) => call("POST", "/speakers", { user_id, speaker }),
   removeSpeaker: (user_id, speaker) => call("DELETE", "/speakers", { user_id, speaker }),
+  // Our documented extensions (the SDK has no such calls): rename and merge a speaker.
+  renameSpeaker: (user_id, speaker, new_name) => call("POST", "/speakers/rename", { user_id, speaker, new_name }),
+  mergeSpeakers: (user_id, speaker, into, confirm_records) =>
+    call("POST", "/speakers/merge", { user_id, speaker, into, confirm_records }),
   bySpeaker: (user_id, speaker, page = {}) =>
     call("POST", "/by-speaker", drop({ user_id, speaker, limit: page.limit, before: page.before, skip_ids: page.skip_ids })),
   list: (user_id, limit, cursor) => call("POST", "/list", drop({ user_id, limit, cursor })),

@@ -6,7 +6,7 @@
 // Speaker rename is not here: the REST API has no route for it (it is an MCP tool only).
 
 import { ApiError, key, rest } from "./api.js";
-import { $, confirmDialog, el, errorBox, memoryItem, show, supersedeDialog } from "./dom.js";
+import { $, confirmDialog, el, errorBox, memoryItem, renameDialog, show, supersedeDialog } from "./dom.js";
 import { download, fileName, speakerMemories, storeMemories } from "./export.js";
 
 const SPEAKER_PAGE = 20; // by_speaker's largest page
@@ -108,6 +108,7 @@ function speakerRow(name, count, createdAt, registered) {
       button("Memories", () => showSpeaker(name), { "aria-label": label("Show the memories of") }),
       button("Export", () => exportSpeaker(name), { "aria-label": label("Export the memories of") }),
       button("Forget memories…", () => forgetSpeaker(name), { class: "danger", "aria-label": label("Forget every memory of") }),
+      registered ? button("Rename…", () => renameSpeaker(name, count), { "aria-label": label("Rename") }) : null,
       registered ? button("Remove…", () => removeSpeaker(name, count), { class: "danger", "aria-label": label("Remove") }) : null,
     ),
   );
@@ -134,6 +135,35 @@ async function registerSpeaker(name) {
   const answer = await rest.addSpeaker(state.store, name);
   await loadSpeakers();
   notify(answer.status === "exists" ? `${answer.speaker} was already registered` : `Registered ${answer.speaker}`);
+}
+
+async function renameSpeaker(name, count) {
+  const wanted = await renameDialog(name);
+  if (wanted === null || wanted.trim() === name) return;
+  try {
+    const answer = await rest.renameSpeaker(state.store, name, wanted);
+    await loadSpeakers();
+    show($("#results"), false); // a view of the old name would now be refused
+    notify(`${answer.previous} is now ${answer.speaker}; ${answer.memories_retagged} memories follow`);
+  } catch (refused) {
+    // The new name is someone registered: offer to make the two one person instead.
+    if (!(refused instanceof ApiError && refused.status === 409 && refused.error.field === "new_name")) throw refused;
+    await mergeSpeaker(name, refused.error.speaker, count);
+  }
+}
+
+async function mergeSpeaker(name, into, count) {
+  const records = (await rest.bySpeaker(state.store, name, { limit: 5 })).records_to_delete;
+  const sure = await confirmDialog({
+    title: `Merge ${name} into ${into}?`,
+    body: [`${into} is already registered. ${name}'s ${count} memories become ${into}'s and ${name}'s registration ends.`],
+    confirmLabel: `Merge into ${into}`,
+  });
+  if (!sure) return;
+  const answer = await rest.mergeSpeakers(state.store, name, into, records);
+  await loadSpeakers();
+  show($("#results"), false);
+  notify(`Merged ${answer.merged} into ${answer.speaker}; ${answer.memories_retagged} memories moved`);
 }
 
 async function removeSpeaker(name, count) {
@@ -377,6 +407,13 @@ function wire() {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       $("#supersede").close("ok");
+    }
+  });
+  // Enter renames (the form's first button is Cancel, which implicit submission would press).
+  $("#rename-text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.isComposing && event.target.value.trim()) {
+      event.preventDefault();
+      $("#rename").close("ok");
     }
   });
 }

@@ -108,3 +108,18 @@ export function supersedeDialog(memory) {
     input.select();
   });
 }
+
+/** Ask for a speaker's new name; resolves to the name, or null when cancelled. */
+export function renameDialog(name) {
+  const dialog = $("#rename");
+  $("#rename-old").textContent = name;
+  const input = $("#rename-text");
+  input.value = name;
+  return new Promise((resolve) => {
+    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" ? input.value : null), { once: true });
+    dialog.returnValue = "";
+    dialog.showModal();
+    input.focus();
+    input.select();
+  });
+}
