@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .errors import ConflictError, Fix
 from .idempotency import WINDOW_US, Idempotency, Running, replayed
 from .redaction import Redactor
+from .registry import store_in_fix
 from .text import chunk_text
 
 if TYPE_CHECKING:
@@ -168,3 +170,18 @@ class Commits:
         since = self._now_us() - WINDOW_US
         self.registry.keep_idempotency_records(key, self.memories.idempotency_of(where, since))
         self.memories.delete(where, updated=updated)
+
+
+def require_confirmed(key: str, name: str, current: int, confirm: int) -> None:
+    """409 unless ``confirm`` is ``name``'s current ``records_to_delete`` (``current``):
+    a delete or merge of someone's memories goes ahead only on the number the caller saw."""
+    if current != confirm:
+        raise ConflictError(
+            (
+                f"confirm_records is {confirm} but {name!r} now has {current} records; call ",
+                Fix.of("by_speaker", speaker=name, user_id=store_in_fix(key)),
+                " again and confirm the current number",
+            ),
+            field="confirm_records",
+            records_to_delete=current,
+        )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .commits import require_confirmed
 from .contract import operation
 from .errors import ConflictError, Fix, InvalidRequestError
 from .names import check_person
@@ -75,17 +76,7 @@ class Identity:
         self._require_both(handle.key, name, target)
         with self.store.write_lock(handle.key):
             self._require_both(handle.key, name, target)
-            current = self.memories.count(said_by(handle.key, name))
-            if current != confirm:
-                raise ConflictError(
-                    (
-                        f"confirm_records is {confirm} but {name!r} now has {current} records; call ",
-                        Fix.of("by_speaker", speaker=name, user_id=store_in_fix(handle.key)),
-                        " again and confirm the current number",
-                    ),
-                    field="confirm_records",
-                    records_to_delete=current,
-                )
+            require_confirmed(handle.key, name, self.memories.count(said_by(handle.key, name)), confirm)
             retagged = self.memories.retag(handle.key, name, target)
             self.registry.forget_speaker(handle.key, name)
         return {"user_id": handle.display, "speaker": target, "merged": name, "status": "merged",

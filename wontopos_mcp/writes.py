@@ -12,7 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from . import validation as v
-from .commits import Embedded, Written
+from .commits import Embedded, Written, require_confirmed
 from .contract import DEFAULT_CATEGORY, operation
 from .conversation import parse_messages
 from .dates import parse_moment
@@ -20,7 +20,6 @@ from .errors import ConflictError, Fix, InvalidRequestError
 from .idempotency import Idempotency
 from .names import check_speaker
 from .redaction import with_redactions
-from .registry import store_in_fix
 from .scope import memory_is, said_by
 
 if TYPE_CHECKING:
@@ -191,17 +190,7 @@ class Writes:
         self.registry.require_speaker(key, name, writing=False)
         said = said_by(key, name)
         with self.store.write_lock(key):
-            current = self.memories.count(said)
-            if current != confirm:
-                raise ConflictError(
-                    (
-                        f"confirm_records is {confirm} but {name!r} now has {current} records to delete; call ",
-                        Fix.of("by_speaker", speaker=name, user_id=store_in_fix(handle.key)),
-                        " again and confirm the current number",
-                    ),
-                    field="confirm_records",
-                    records_to_delete=current,
-                )
+            require_confirmed(key, name, self.memories.count(said), confirm)
             deleted = self.memories.count_memories(said)
             self.commits.delete_memories(key, said)
         return {"user_id": handle.display, "status": "deleted", "deleted": deleted}

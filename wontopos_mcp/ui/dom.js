@@ -96,25 +96,20 @@ export function confirmDialog({ title, body, confirmLabel, failure = null }) {
 
 /** Ask for the new text of a memory; resolves to the text, or null when cancelled. */
 export function supersedeDialog(memory) {
-  const dialog = $("#supersede");
-  $("#supersede-old").textContent = memory.content;
-  const input = $("#supersede-text");
-  input.value = memory.content;
-  return new Promise((resolve) => {
-    dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" ? input.value : null), { once: true });
-    dialog.returnValue = "";
-    dialog.showModal();
-    input.focus();
-    input.select();
-  });
+  return textDialog("supersede", memory.content);
 }
 
 /** Ask for a speaker's new name; resolves to the name, or null when cancelled. */
 export function renameDialog(name) {
-  const dialog = $("#rename");
-  $("#rename-old").textContent = name;
-  const input = $("#rename-text");
-  input.value = name;
+  return textDialog("rename", name);
+}
+
+/** The dialog ``#<id>`` showing ``old`` in ``#<id>-old`` and editing it in ``#<id>-text``. */
+function textDialog(id, old) {
+  const dialog = $(`#${id}`);
+  $(`#${id}-old`).textContent = old;
+  const input = $(`#${id}-text`);
+  input.value = old;
   return new Promise((resolve) => {
     dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok" ? input.value : null), { once: true });
     dialog.returnValue = "";
