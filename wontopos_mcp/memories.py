@@ -18,7 +18,7 @@ from .duplicates import is_restatement, restatement_key
 from .errors import NotFoundError
 from .records import RECORD_FIELDS
 from .scope import FIRST_CHUNK, in_store, memories_in, memory_is, quote, quote_all, said_by, speaker_is
-from .text import duplicate_key, importance
+from .text import duplicate_key, full_text, importance
 
 if TYPE_CHECKING:
     from .store import Store
@@ -66,8 +66,14 @@ class Memories:
             "role": memory["role"],
         }
         rows = [
-            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": chunk, "vector": vectors[i].tolist()}
-            for i, chunk in enumerate(chunks)
+            {
+                **shared,
+                "chunk_id": f"{memory_id}:{i}",
+                "chunk_idx": i,
+                "text": full_text(memory["content"], i),
+                "vector": vectors[i].tolist(),
+            }
+            for i in range(len(chunks))
         ]
         return memory_id, rows
 

@@ -17,7 +17,7 @@ from .dates import format_us
 from .errors import InvalidRequestError
 from .names import check_speaker
 from .records import memory_record
-from .scope import filter_clauses, query_without_name, search_scope
+from .scope import filter_clauses, names_in, query_without_name, query_without_names, search_scope
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -64,7 +64,12 @@ class Reads:
         where = search_scope(handle.key, name, superseded, filters)
         from .search import search_memories  # numpy: off the start-up path (spawn -> tools/list)
 
-        hits = search_memories(self.memories.store, self._embedder(), query_without_name(text, name), where, limit)
+        named: list[str] = []
+        if name is None:  # a speaker the query names leans the ranking; a filter alone decides
+            named = names_in(text, [row["name"] for row in self.registry.speakers(handle.key)])
+        query = query_without_names(text, named) if name is None else query_without_name(text, name)
+        context = search_scope(handle.key, None, False, [])  # whose words may lend score: the current memories
+        hits = search_memories(self.memories.store, self._embedder(), query, where, limit, named=named, context=context)
         return [memory_record(row, similarity=sim) for row, sim in hits]
 
     def memory_recall(
