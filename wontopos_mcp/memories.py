@@ -65,15 +65,10 @@ class Memories:
             "conversation_id": memory["conversation_id"],
             "role": memory["role"],
         }
+        words = [full_text(memory["content"], i) for i in range(len(chunks))]  # what BM25 indexes
         rows = [
-            {
-                **shared,
-                "chunk_id": f"{memory_id}:{i}",
-                "chunk_idx": i,
-                "text": full_text(memory["content"], i),
-                "vector": vectors[i].tolist(),
-            }
-            for i in range(len(chunks))
+            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": text, "vector": vectors[i].tolist()}
+            for i, text in enumerate(words)
         ]
         return memory_id, rows
 

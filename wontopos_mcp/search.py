@@ -63,7 +63,7 @@ PREVIOUS_BM25 = 1.0
 NEIGHBOUR_SPAN = 16  # how far (in store order) a conversation's neighbours are looked for
 # Added to the (standardised) score of a memory said by a speaker the query names, when
 # there is no speaker filter: "what did Bob say about X" leans towards Bob's words.
-NAMED_SPEAKER_BOOST = 0.5
+NAMED_SPEAKER_BOOST = 1.0
 _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
 # 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
@@ -223,14 +223,9 @@ def _fuse(candidates: dict[str, Candidate]) -> None:
 
 
 def _propagate(
-    store: Store,
-    vector: Any,
-    candidates: dict[str, Candidate],
-    context_bm25: dict[str, float],
-    keys: tuple[str, ...] = _KEYS,
-    *,
-    neighbours_in_scope: bool = False,
-) -> dict[str, float]:
+    store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
+    keys: tuple[str, ...] = _KEYS, *, neighbours_in_scope: bool = False,
+) -> dict[str, float]:  # fmt: skip
     """Each candidate's fused score (its full-text score with its previous memory's
     added) plus shares of its neighbours' fused scores. ``neighbours_in_scope``: the
     neighbours that join are in scope too (and get the same from the candidates they
@@ -258,12 +253,9 @@ def _propagate(
 
 
 def _neighbours(
-    store: Store,
-    vector: Any,
-    candidates: dict[str, Candidate],
-    context_bm25: dict[str, float],
+    store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
     keys: tuple[str, ...] = _KEYS,
-) -> tuple[dict[str, list[tuple[int, str]]], dict[str, Candidate]]:
+) -> tuple[dict[str, list[tuple[int, str]]], dict[str, Candidate]]:  # fmt: skip
     """(offset, memory id) of each in-scope candidate's neighbours: the memories just
     before and after it in write order, in its own conversation (``None`` = no
     conversation: store order), at most ``NEIGHBOUR_SPAN`` apart; and the neighbours
