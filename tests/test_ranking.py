@@ -196,3 +196,15 @@ def test_a_three_memory_speaker_gets_exactly_its_three_whatever_the_context_says
     carol += _say(service, "c2", [("Carol", "Ich war noch nie dort.")])
     said = service.memory_search(query, speaker="Carol", limit=10)["memories"]
     assert sorted(ids(said)) == sorted(carol) and {m["speaker"] for m in said} == {"Carol"}
+
+
+def test_a_category_filter_stays_exact_while_the_context_lends_score(flat: Callable[[str], MemoryService]) -> None:
+    service = flat("db")
+    service.memory_add(LISBON[0][1], speaker="Alice", conversation_id="c1")
+    reply = service.memory_add(LISBON[1][1], speaker="Bob", conversation_id="c1", category="travel")["id"]
+    _say(service, "c2", AQUARIUM)
+    trips = {
+        service.memory_add("Porto next spring, maybe.", speaker="Alice", conversation_id="c3", category="travel")["id"]
+    }
+    found = service.memory_search("Lisbon loved", filters={"categories": ["travel"]}, limit=5)["memories"]
+    assert ids(found) == [reply, *trips] and {m["category"] for m in found} == {"travel"}
