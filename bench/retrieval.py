@@ -80,7 +80,9 @@ def direct(service: MemoryService, mode: str, *, filtered: bool = True,
     def rank(q: dict[str, Any]) -> list[str]:
         speaker = q["speaker"] if filtered else None
         query = strip(q["query"], speaker)
-        hits = search.search_memories(service.store, embedder, query, scope_where(speaker), LIMIT, mode=mode)
+        hits = search.search_memories(
+            service.store, embedder, query, scope_where(speaker), LIMIT, mode=mode, context=scope_where(None)
+        )
         return [row["memory_id"] for row, _ in hits]
 
     return rank

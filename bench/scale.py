@@ -393,9 +393,8 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     neighbour_rows: list[int] = []
 
     def step_neighbours(r: int) -> None:
-        before = len(cands[r])
-        search._neighbours(store, vec_for[r], cands[r])
-        neighbour_rows.append(len(cands[r]) - before)
+        _, newcomers = search._neighbours(store, vec_for[r], cands[r], {})
+        neighbour_rows.append(len(newcomers))
 
     def step_fields(r: int) -> None:
         ranked = sorted((c for c in cands[r].values() if c.in_scope), key=lambda c: -c.fused)[:10]

@@ -18,7 +18,7 @@ from .duplicates import is_restatement, restatement_key
 from .errors import NotFoundError
 from .records import RECORD_FIELDS
 from .scope import FIRST_CHUNK, in_store, memories_in, memory_is, quote, quote_all, said_by, speaker_is
-from .text import duplicate_key, importance
+from .text import duplicate_key, full_text, importance
 
 if TYPE_CHECKING:
     from .store import Store
@@ -65,9 +65,10 @@ class Memories:
             "conversation_id": memory["conversation_id"],
             "role": memory["role"],
         }
+        words = [full_text(memory["content"], i) for i in range(len(chunks))]  # what BM25 indexes
         rows = [
-            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": chunk, "vector": vectors[i].tolist()}
-            for i, chunk in enumerate(chunks)
+            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": text, "vector": vectors[i].tolist()}
+            for i, text in enumerate(words)
         ]
         return memory_id, rows
 

@@ -19,7 +19,7 @@ from .errors import Fix, InvalidRequestError
 from .history import History, moment
 from .names import check_speaker
 from .records import memory_record
-from .scope import filter_clauses, query_without_name, search_scope
+from .scope import filter_clauses, names_in, query_without_name, query_without_names, search_scope
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -96,7 +96,14 @@ class Reads:
             where = self.history.scope(handle.key, every_version, until, superseded)
         from .search import search_memories  # numpy: off the start-up path (spawn -> tools/list)
 
-        hits = search_memories(self.memories.store, self._embedder(), query_without_name(text, name), where, limit)
+        named: list[str] = []
+        if name is None:  # a speaker the query names leans the ranking; a filter alone decides
+            named = names_in(text, [row["name"] for row in self.registry.speakers(handle.key)])
+        query = query_without_names(text, named) if name is None else query_without_name(text, name)
+        # Whose words may lend full-text score to their neighbours: the current memories. At
+        # a past moment none: neighbours are read as they are now, and must not be returned.
+        context = search_scope(handle.key, None, False, []) if until is None else None
+        hits = search_memories(self.memories.store, self._embedder(), query, where, limit, named=named, context=context)
         return self.history.dated(handle.key, [memory_record(row, similarity=sim) for row, sim in hits], until)
 
     def memory_recall(

@@ -97,6 +97,24 @@ def query_without_name(query: str, name: str | None) -> str:
     return stripped if stripped.strip(" ?!.,") else query
 
 
+def _name_pattern(name: str) -> str:
+    return rf"(?<!\w){re.escape(name)}(?:'s|’s)?(?!\w)"
+
+
+def names_in(query: str, names: Sequence[str]) -> list[str]:
+    """The registered speakers ``query`` names (as written, a possessive allowed; never
+    ``me``): a question about "what Bob said" without a filter leans towards Bob."""
+    return [n for n in names if n != ME and re.search(_name_pattern(n), query)]
+
+
+def query_without_names(query: str, names: Sequence[str]) -> str:
+    """The query with these names dropped (the query itself when nothing would be left)."""
+    stripped = query
+    for name in names:
+        stripped = re.sub(_name_pattern(name), " ", stripped)
+    return stripped if stripped.strip(" ?!.,") else query
+
+
 def filter_clauses(filters: Any) -> list[str]:
     """SPEC's search filters as LanceDB clauses; an unknown key or bad value is a 400."""
     if filters is None:

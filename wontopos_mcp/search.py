@@ -4,18 +4,28 @@ The scope (store, speaker, superseded, filters) is a LanceDB prefilter on every
 candidate search, so nothing outside it is ever returned, and the answer has exactly
 min(limit, memories in scope) memories, each once, best first.
 
-Ranking, as measured on real two-person conversations (NOTES "Retrieval"):
+Ranking, as measured on real two-person conversations (NOTES "Retrieval") and on
+LoCoMo (``../shared/eval``; figures in the commits that set each constant):
 
 1. Candidates: the nearest chunks by cosine (e5 ``query:``/``passage:``) and the best
-   chunks by BM25 (LanceDB full text, ICU tokenizer), both inside the scope. A memory
-   scores as its best chunk.
-2. Score fusion: each signal is standardised over the candidates (raw cosines all sit
+   memories by BM25 (LanceDB full text, ICU tokenizer; a memory is one document, on
+   its first chunk, see ``text.full_text``), both inside the scope. A memory's cosine
+   is its best chunk's.
+2. Contextual full text, at query time: a memory's BM25 score gains its previous
+   memory's (same conversation), whoever said it; under a speaker filter the other
+   person's turns are scored by a second full-text search over the store's current
+   memories (``context``). Nothing is stored for it, so a forgotten or superseded
+   memory lends nothing the moment it is gone.
+3. Score fusion: each signal is standardised over the candidates (raw cosines all sit
    near 0.8, so unstandardised fusion hurts), then ``0.3 * bm25 + 0.7 * dense``.
-3. Neighbour propagation: a memory also gets a share of the fused score of the
+4. Neighbour propagation: a memory also gets a share of the fused score of the
    memories said just before and after it in the same conversation (store order when
    it has none), whoever said them: the answer to "what did Bob say about X" often sits
    next to the turn that mentions X. Neighbours only add score; they are never returned
-   unless they are in scope. Without neighbours the score is the plain fused score.
+   unless they are in scope (known only when the scope is every current memory).
+   Without neighbours the score is the plain fused score.
+5. Without a speaker filter, memories of a speaker the query names get
+   ``NAMED_SPEAKER_BOOST`` (the name itself is dropped from the query by the caller).
 
 ``similarity`` in answers stays the cosine of the best chunk; the order is the score's.
 """
@@ -23,6 +33,7 @@ Ranking, as measured on real two-person conversations (NOTES "Retrieval"):
 from __future__ import annotations
 
 import bisect
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +55,20 @@ DENSE_WEIGHT = 0.7
 # 0.71/0.97/0.833; {-1: .7} 0.80/0.97/0.882. That set leans on answers that follow
 # the other person's question (48 of 70), so the middle setting is the one kept.
 NEIGHBOUR_WEIGHTS = {-1: 0.5, 1: 0.1}
+# The previous memory's full-text score counts this much in a memory's own (before
+# fusion): "contextual BM25" at query time, so nothing stored has to be rewritten when a
+# memory is forgotten or superseded. Out-of-scope previous memories (the other person,
+# under a speaker filter) get their full-text score from a second search in ``context``.
+# LoCoMo R@5 (5 conversations, raw): speaker filter 70.4 -> 73.4, no filter 51.0 -> 57.3
+# with neighbours returnable (stored "previous + own" text measured 74.6 / 60.2 but needs
+# every forget and supersede to rewrite the next memory's row).
+PREVIOUS_BM25 = 1.0
 NEIGHBOUR_SPAN = 16  # how far (in store order) a conversation's neighbours are looked for
+# Added to the (standardised) score of a memory said by a speaker the query names, when
+# there is no speaker filter: "what did Bob say about X" leans towards Bob's words.
+# LoCoMo raw/nofilter R@5 (5 conversations): none 57.3, 0.5 68.2, 1.0 69.8; without
+# dropping the name from the query 1.0 gives 60.1. bench/retrieval.py: 0.5 hurt, 1.0 helped.
+NAMED_SPEAKER_BOOST = 1.0
 _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
 # 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
@@ -62,12 +86,23 @@ class Candidate:
 
 
 def search_memories(
-    store: Store, embedder: Embedder, query: str, where: str, limit: int, *, mode: str = "hybrid"
+    store: Store,
+    embedder: Embedder,
+    query: str,
+    where: str,
+    limit: int,
+    *,
+    mode: str = "hybrid",
+    named: Collection[str] = (),
+    context: str | None = None,
 ) -> list[tuple[dict[str, Any], float]]:
     """The best ``limit`` memories in scope as (row, cosine similarity), best first.
 
     ``mode`` is for evaluation (``bench/retrieval.py``): ``vector`` ranks by cosine
     alone, ``bm25`` by full text alone (cosine breaks ties), ``hybrid`` is the product.
+    ``named``: speakers the query names; their memories get ``NAMED_SPEAKER_BOOST``.
+    ``context``: the memories whose words may lend full-text score to their neighbours
+    (the store's current memories); None = only those in scope.
     """
     scope_rows = store.count(where)
     if scope_rows == 0:
@@ -78,16 +113,22 @@ def search_memories(
         candidates = _dense_candidates(store, vector, where, limit, scope_rows)
         scores = {mid: c.dense for mid, c in candidates.items()}
     else:
-        nearest, matches = store.vector_and_text_search(
-            vector, query, where, k, _KEYS, (*_KEYS, "vector"), scope_rows=scope_rows
+        keys = (*_KEYS, "speaker") if named else _KEYS
+        wide = context if context is not None and context != where else None
+        nearest, matches, around = store.vector_and_text_search(
+            vector, query, where, k, keys, (*keys, "vector"), scope_rows=scope_rows, context_where=wide
         )
-        candidates = _dense_candidates(store, vector, where, limit, scope_rows, first=nearest)
+        context_bm25 = _best_bm25(around if wide is not None else matches)
+        candidates = _dense_candidates(store, vector, where, limit, scope_rows, first=nearest, keys=keys)
         _add_bm25(vector, matches, candidates)
         if mode == "bm25":
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
-            _fuse(candidates)
-            scores = _propagate(store, vector, candidates)
+            # A scope that is the whole current store holds every neighbour: they may win.
+            scores = _propagate(store, vector, candidates, context_bm25, keys, neighbours_in_scope=context == where)
+            for mid, c in candidates.items():
+                if named and c.in_scope and c.row.get("speaker") in named:
+                    scores[mid] += NAMED_SPEAKER_BOOST
     ranked = sorted(
         (c for c in candidates.values() if c.in_scope),
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
@@ -117,23 +158,30 @@ def _fetch(
     for mid, rids in wanted.items():
         rows = [taken.get(rid) for rid in rids]
         if all(row is not None and row["memory_id"] == mid for row in rows):
-            found[mid] = rows  # type: ignore[assignment]
+            found[mid] = [{**row, "_rowid": rid} for row, rid in zip(rows, rids)]  # type: ignore[dict-item]
     missing = [mid for mid in wanted if mid not in found]
     if missing:
-        for row in store.rows(memories_in(store_key, missing), columns=columns):
+        for row in store.rows(memories_in(store_key, missing), columns=columns, row_ids=True):
             found.setdefault(row["memory_id"], []).append(row)
     return found
 
 
 def _dense_candidates(
-    store: Store, vector: Any, where: str, wanted: int, scope_rows: int, *, first: list[dict[str, Any]] | None = None
+    store: Store,
+    vector: Any,
+    where: str,
+    wanted: int,
+    scope_rows: int,
+    *,
+    first: list[dict[str, Any]] | None = None,
+    keys: tuple[str, ...] = _KEYS,
 ) -> dict[str, Candidate]:
     """At least ``wanted`` distinct in-scope memories by cosine (more chunks until then),
     or all of them when the scope holds fewer: the search stops asking once it has
     every chunk row of the scope. ``first``: the rows of a first search already made."""
     k = max(wanted * 4, _CANDIDATE_FLOOR)
     while True:
-        rows = first if first is not None else store.vector_search(vector, where, k, _KEYS, scope_rows=scope_rows)
+        rows = first if first is not None else store.vector_search(vector, where, k, keys, scope_rows=scope_rows)
         first = None
         found: dict[str, Candidate] = {}
         for row in rows:
@@ -157,6 +205,15 @@ def _add_bm25(vector: Any, matches: list[dict[str, Any]], candidates: dict[str, 
         held.bm25 = max(held.bm25, score)
 
 
+def _best_bm25(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each memory's best full-text score among these rows."""
+    best: dict[str, float] = {}
+    for row in rows:
+        score = float(row["_score"])
+        best[row["memory_id"]] = max(best.get(row["memory_id"], score), score)
+    return best
+
+
 def _standardised(values: np.ndarray) -> np.ndarray:
     spread = values.std()
     return (values - values.mean()) / spread if spread > 1e-9 else np.zeros_like(values)
@@ -170,22 +227,45 @@ def _fuse(candidates: dict[str, Candidate]) -> None:
         c.fused = float(DENSE_WEIGHT * d + BM25_WEIGHT * b)
 
 
-def _propagate(store: Store, vector: Any, candidates: dict[str, Candidate]) -> dict[str, float]:
-    """Each candidate's fused score plus shares of its neighbours' fused scores."""
-    scores = {mid: c.fused for mid, c in candidates.items()}
-    for mid, around in _neighbours(store, vector, candidates).items():
+def _propagate(
+    store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
+    keys: tuple[str, ...] = _KEYS, *, neighbours_in_scope: bool = False,
+) -> dict[str, float]:  # fmt: skip
+    """Each candidate's fused score (its full-text score with its previous memory's
+    added) plus shares of its neighbours' fused scores. ``neighbours_in_scope``: the
+    neighbours that join are in scope too (and get the same from the candidates they
+    neighbour), else they only lend score."""
+    neighbours, newcomers = _neighbours(store, vector, candidates, context_bm25, keys)
+    if neighbours_in_scope:
+        for mid, around in list(neighbours.items()):
+            for offset, other in around:
+                if other in newcomers and -offset in NEIGHBOUR_WEIGHTS:
+                    newcomers[other].in_scope = True
+                    neighbours.setdefault(other, []).append((-offset, mid))
+    everyone = {**candidates, **newcomers}
+    own = {mid: c.bm25 for mid, c in everyone.items()}
+    for mid, around in neighbours.items():
         for offset, other in around:
-            if other in candidates:
-                scores[mid] += NEIGHBOUR_WEIGHTS[offset] * candidates[other].fused
+            if offset == -1:
+                everyone[mid].bm25 += PREVIOUS_BM25 * own[other]
+    _fuse(candidates)
+    _score_newcomers(candidates, newcomers)
+    scores = {mid: c.fused for mid, c in candidates.items()}
+    for mid, around in neighbours.items():
+        for offset, other in around:
+            scores[mid] += NEIGHBOUR_WEIGHTS[offset] * candidates[other].fused
     return scores
 
 
-def _neighbours(store: Store, vector: Any, candidates: dict[str, Candidate]) -> dict[str, list[tuple[int, str]]]:
+def _neighbours(
+    store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
+    keys: tuple[str, ...] = _KEYS,
+) -> tuple[dict[str, list[tuple[int, str]]], dict[str, Candidate]]:  # fmt: skip
     """(offset, memory id) of each in-scope candidate's neighbours: the memories just
     before and after it in write order, in its own conversation (``None`` = no
-    conversation: store order), at most ``NEIGHBOUR_SPAN`` apart. Neighbours not yet
-    candidates join as out-of-scope candidates scored by cosine alone (their BM25 is
-    unknown: counted as none).
+    conversation: store order), at most ``NEIGHBOUR_SPAN`` apart; and the neighbours
+    that are not candidates, as out-of-scope candidates with their cosine and their
+    full-text score in ``context_bm25`` (none when absent), not yet fused.
 
     Two small reads: the ids, order and row ids of the chunks in the stretches of write
     order around the candidates (no vectors), then, by row id, the vectors of the few
@@ -193,7 +273,7 @@ def _neighbours(store: Store, vector: Any, candidates: dict[str, Candidate]) -> 
     """
     in_scope = [c for c in candidates.values() if c.in_scope]
     if not in_scope:
-        return {}
+        return {}, {}
     store_key = in_scope[0].row["user_id"]
     spans = _merged_spans(sorted(c.row["seq"] for c in in_scope))
     where = seq_windows(store_key, spans)  # seq only (see there): conversations are told apart here
@@ -218,9 +298,12 @@ def _neighbours(store: Store, vector: Any, candidates: dict[str, Candidate]) -> 
             if 0 <= at + offset < len(line) and abs(line[at + offset][0] - c.row["seq"]) <= NEIGHBOUR_SPAN
         ]
     wanted = {mid for around in found.values() for _, mid in around} - set(candidates)
-    if wanted:
-        _score_newcomers(candidates, _neighbour_candidates(store, vector, store_key, {m: row_ids[m] for m in wanted}))
-    return found
+    if not wanted:
+        return found, {}
+    newcomers = _neighbour_candidates(store, vector, store_key, {m: row_ids[m] for m in wanted}, keys)
+    for mid, c in newcomers.items():
+        c.bm25 = context_bm25.get(mid, 0.0)
+    return found, newcomers
 
 
 def _span_of(spans: list[tuple[int, int]], seq: int) -> int:
@@ -241,11 +324,11 @@ def _merged_spans(seqs: list[int]) -> list[tuple[int, int]]:
 
 
 def _neighbour_candidates(
-    store: Store, vector: Any, store_key: str, wanted: dict[str, list[int]]
+    store: Store, vector: Any, store_key: str, wanted: dict[str, list[int]], keys: tuple[str, ...] = _KEYS
 ) -> dict[str, Candidate]:
     """Neighbours as out-of-scope candidates, scored by their best chunk's cosine."""
     found: dict[str, Candidate] = {}
-    for mid, rows in _fetch(store, store_key, wanted, (*_KEYS, "vector")).items():
+    for mid, rows in _fetch(store, store_key, wanted, (*keys, "vector")).items():
         best = max(rows, key=lambda row: float(np.dot(vector, row["vector"])))
         similarity = float(np.dot(vector, best.pop("vector")))
         found[mid] = Candidate(best, similarity, in_scope=False)
@@ -260,5 +343,5 @@ def _score_newcomers(candidates: dict[str, Candidate], new: dict[str, Candidate]
     d_mean, d_std = dense.mean(), dense.std() or 1.0
     b_mean, b_std = bm25.mean(), bm25.std() or 1.0
     for mid, c in new.items():
-        c.fused = float(DENSE_WEIGHT * (c.dense - d_mean) / d_std + BM25_WEIGHT * (0.0 - b_mean) / b_std)
+        c.fused = float(DENSE_WEIGHT * (c.dense - d_mean) / d_std + BM25_WEIGHT * (c.bm25 - b_mean) / b_std)
         candidates[mid] = c

@@ -119,13 +119,15 @@ class ChunkReads:
 
     def vector_and_text_search(
         self, vector: Any, text: str, where: str, k: int, columns: Sequence[str], text_columns: Sequence[str],
-        *, scope_rows: int | None = None,
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
-        """``vector_search`` and ``text_search`` at once: LanceDB runs them side by side."""
+        *, scope_rows: int | None = None, context_where: str | None = None,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+        """``vector_search`` and ``text_search`` at once (LanceDB runs them side by side),
+        and a second ``text_search`` inside ``context_where`` when it is given (else no
+        rows for it)."""
         table = self._table()
         if table is None:
-            return [], []
-        return run(self.both(table, vector, text, where, k, columns, text_columns, scope_rows))
+            return [], [], []
+        return run(self.both(table, vector, text, where, k, columns, text_columns, scope_rows, context_where))
 
     async def nearest(
         self, table: Any, vector: Any, where: str, k: int, columns: Sequence[str], scope_rows: int | None
@@ -165,12 +167,16 @@ class ChunkReads:
 
     async def both(
         self, table: Any, vector: Any, text: str, where: str, k: int, columns: Sequence[str],
-        text_columns: Sequence[str], scope_rows: int | None,
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
-        dense, text_rows = await asyncio.gather(
-            self.nearest(table, vector, where, k, columns, scope_rows), self.bm25(table, text, where, k, text_columns)
-        )
-        return dense, text_rows
+        text_columns: Sequence[str], scope_rows: int | None, context_where: str | None = None,
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:  # fmt: skip
+        searches = [
+            self.nearest(table, vector, where, k, columns, scope_rows),
+            self.bm25(table, text, where, k, text_columns),
+        ]
+        if context_where is not None:
+            searches.append(self.bm25(table, text, context_where, k, ("memory_id",)))
+        found = await asyncio.gather(*searches)
+        return found[0], found[1], found[2] if context_where is not None else []
 
     async def _has_vector_index(self, table: Any) -> bool:
         if not self.indexed:

@@ -50,6 +50,13 @@ def _split_long(sentence: str, max_chars: int) -> list[str]:
     return parts
 
 
+def full_text(content: str, chunk_idx: int) -> str:
+    """What BM25 indexes for a memory's chunk: the whole memory on its first chunk,
+    nothing on the others, so full text ranks memories (one document each) while the
+    vectors rank sentences."""
+    return content if chunk_idx == 0 else ""
+
+
 def normalized(text: str) -> str:
     """Text with case, spacing, punctuation and Unicode form normalised away."""
     folded = unicodedata.normalize("NFKC", text).casefold()

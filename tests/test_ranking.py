@@ -1,0 +1,210 @@
+"""The ranking signals of ``search`` beyond plain fusion (NOTES "Retrieval"), each with the
+promise it must keep.
+
+- Full text ranks memories: a memory is one BM25 document (its first chunk carries the
+  whole text), so words spread over its sentences count together.
+- The previous memory's full-text score counts in a memory's own (contextual BM25 at
+  query time): the answer right after a question that names the topic is found, even
+  under a speaker filter that leaves the question out of scope; the question is never
+  returned; a forgotten or superseded memory lends no words at all.
+- A query naming a registered speaker, without a speaker filter, leans towards that
+  speaker's memories; under a filter the filter alone decides who.
+
+Everything is real: LanceDB on disk and the session's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support import ids
+
+from wontopos_mcp.embeddings import ModelLoader
+from wontopos_mcp.scope import names_in, query_without_names
+from wontopos_mcp.service import MemoryService
+from wontopos_mcp.store import Store
+from wontopos_mcp.text import full_text
+
+# Two conversations whose last turns (Bob's) say nothing about their topic; only the
+# question before each names it.
+LISBON = [
+    ("Alice", "Have you ever been to Lisbon?"),
+    ("Bob", "Yes, twice, and it was great."),
+]
+AQUARIUM = [
+    ("Alice", "Have you seen the new aquarium downtown?"),
+    ("Bob", "Yes, once, and I loved it."),
+]
+OTHERS = [
+    ("Bob", "My bike chain snapped on the way to work."),
+    ("Bob", "The dentist moved my appointment to Friday."),
+    ("Alice", "I am repainting the kitchen this weekend."),
+]
+
+
+def _people(service: MemoryService) -> None:
+    for name in ("Alice", "Bob"):
+        service.speaker_register(name)
+
+
+def _say(service: MemoryService, conversation: str, turns: list[tuple[str, str]]) -> list[str]:
+    return [service.memory_add(text, speaker=who, conversation_id=conversation)["id"] for who, text in turns]
+
+
+# -- names in the query ---------------------------------------------------------------------------------
+
+
+def test_names_in_finds_registered_names_as_whole_words_only() -> None:
+    names = ["Bob", "Al", "me", "Jo.Ann", "Ken"]
+    assert names_in("What did Bob's sister say to Jo.Ann?", names) == ["Bob", "Jo.Ann"]
+    assert names_in("What did Alice tell me about Kenya?", names) == []  # no part of a word, never `me`
+    assert names_in("what did bob say?", names) == []  # as written: "will", "may" stay words
+    assert names_in("What did Bob say?", []) == []
+
+
+def test_query_without_names_keeps_a_query_that_would_be_empty() -> None:
+    assert query_without_names("What did Bob’s cat eat?", ["Bob"]).split() == ["What", "did", "cat", "eat?"]
+    assert query_without_names("Bob?", ["Bob"]) == "Bob?"
+    assert query_without_names("What did Bob say?", []) == "What did Bob say?"
+
+
+def test_a_named_speaker_leads_without_a_filter_and_the_filter_alone_decides_with_one(
+    flat: Callable[[str], MemoryService],
+) -> None:
+    service = flat("db")  # cosine says nothing: full text ties the two, the name decides
+    alice = _say(service, "c1", [("Alice", "I adopted a grey cat last spring.")])[0]
+    bob = _say(service, "c2", [("Bob", "I adopted a grey cat last winter.")])[0]
+    untagged = service.memory_add("The shelter was closed on Monday.", conversation_id="c3")["id"]
+    for query, first in (("When did Bob adopt a grey cat?", bob), ("When did Alice adopt a grey cat?", alice)):
+        found = ids(service.memory_search(query, limit=5)["memories"])
+        assert found[0] == first and set(found) == {alice, bob, untagged}, query
+    said = service.memory_search("When did Bob adopt a grey cat?", speaker="Alice", limit=5)["memories"]
+    assert ids(said) == [alice] and said[0]["speaker"] == "Alice"
+
+
+# -- memories as full-text documents ----------------------------------------------------------------
+
+
+def test_full_text_indexes_the_whole_memory_once() -> None:
+    assert full_text("One. Two.", 0) == "One. Two."
+    assert full_text("One. Two.", 1) == ""
+
+
+def test_words_from_different_sentences_of_one_memory_count_together(service: MemoryService) -> None:
+    both = service.memory_add("We drove to the coast. The lighthouse was closed for repairs.")["id"]
+    service.memory_add("The coast road was busy. Traffic was slow all day.")
+    service.memory_add("The lighthouse museum sells postcards. Entry is free.")
+    hits = service.store.text_search("coast lighthouse", "NOT superseded", 10, ("memory_id", "chunk_idx"))
+    assert hits[0]["memory_id"] == both and all(h["chunk_idx"] == 0 for h in hits)
+
+
+# -- the previous memory's words --------------------------------------------------------------------
+
+
+class FlatEmbedder:
+    """One vector for every text: cosine says nothing, so only full text (and what the
+    neighbours lend) orders the memories. Passed in like the real model."""
+
+    model_id = "flat-test-model"
+    dim = 8
+    max_chars = 500
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.full((len(texts), self.dim), self.dim**-0.5, dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.full(self.dim, self.dim**-0.5, dtype=np.float32)
+
+
+@pytest.fixture
+def flat(tmp_path: Path) -> Iterator[Callable[[str], MemoryService]]:
+    """``flat(name)``: a real service on its own database, with ``FlatEmbedder``."""
+    opened: list[MemoryService] = []
+
+    def make(name: str) -> MemoryService:
+        service = MemoryService(Store(str(tmp_path / name)), ModelLoader.of(FlatEmbedder()))
+        _people(service)
+        opened.append(service)
+        return service
+
+    yield make
+    for service in opened:
+        service.close()
+
+
+def _ranked(service: MemoryService, query: str) -> list[str]:
+    """Contents of Bob's memories, best first (ids differ between stores)."""
+    return [m["content"] for m in service.memory_search(query, speaker="Bob", limit=20)["memories"]]
+
+
+def test_the_reply_after_the_question_that_names_the_topic_comes_first_under_a_filter(
+    flat: Callable[[str], MemoryService],
+) -> None:
+    service = flat("db")
+    lisbon = _say(service, "c1", LISBON)
+    aquarium = _say(service, "c2", AQUARIUM)
+    others = _say(service, "c3", OTHERS)
+    for query, reply, question in (("Lisbon", lisbon[1], lisbon[0]), ("aquarium downtown", aquarium[1], aquarium[0])):
+        said = service.memory_search(query, speaker="Bob", limit=5)["memories"]
+        assert ids(said)[0] == reply, query  # only Alice's question has the words
+        assert question not in ids(said) and {m["speaker"] for m in said} == {"Bob"}, query
+        assert set(ids(said)) == {lisbon[1], aquarium[1], others[0], others[1]}  # all four of Bob's, no more
+
+
+def test_a_forgotten_memory_lends_its_words_to_nothing(flat: Callable[[str], MemoryService]) -> None:
+    forgot, never = flat("forgot"), flat("never")
+    question = _say(forgot, "c1", LISBON)[0]
+    _say(forgot, "c2", AQUARIUM)
+    # The premise: the question's word leads its reply past the one that says "loved".
+    assert _ranked(forgot, "Lisbon loved")[0] == LISBON[1][1]
+    forgot.memory_forget(memory_id=question)
+    _say(never, "c1", LISBON[1:])
+    _say(never, "c2", AQUARIUM)
+    for query in ("Lisbon loved", "Have you ever been to Lisbon?"):
+        assert _ranked(forgot, query) == _ranked(never, query), query
+    assert _ranked(forgot, "Lisbon loved")[0] == AQUARIUM[1][1]
+
+
+def test_a_superseded_memory_lends_its_words_to_nothing(flat: Callable[[str], MemoryService]) -> None:
+    corrected, never = flat("corrected"), flat("never")
+    question = _say(corrected, "c1", LISBON)[0]
+    _say(corrected, "c2", AQUARIUM)
+    assert _ranked(corrected, "Lisbon loved")[0] == LISBON[1][1]
+    corrected.memory_supersede(memory_id=question, content="Have you ever been to Porto?")
+    # The same store written without the old version: the correction comes last in c1.
+    _say(never, "c1", LISBON[1:])
+    _say(never, "c2", AQUARIUM)
+    _say(never, "c1", [("Alice", "Have you ever been to Porto?")])
+    for query in ("Lisbon loved", "Have you ever been to Lisbon?"):
+        assert _ranked(corrected, query) == _ranked(never, query), query
+    assert _ranked(corrected, "Lisbon loved")[0] == AQUARIUM[1][1]
+
+
+@pytest.mark.parametrize("query", ["Lisbon", "aquarium", "When did Bob see the aquarium?", "kitchen"])
+def test_a_three_memory_speaker_gets_exactly_its_three_whatever_the_context_says(
+    service: MemoryService, query: str
+) -> None:
+    _people(service)
+    service.speaker_register("Carol")
+    _say(service, "c1", LISBON)
+    _say(service, "c2", AQUARIUM)
+    _say(service, "c3", OTHERS)
+    carol = _say(service, "c1", [("Carol", "Lisbon is lovely in May."), ("Carol", "I prefer Porto.")])
+    carol += _say(service, "c2", [("Carol", "Ich war noch nie dort.")])
+    said = service.memory_search(query, speaker="Carol", limit=10)["memories"]
+    assert sorted(ids(said)) == sorted(carol) and {m["speaker"] for m in said} == {"Carol"}
+
+
+def test_a_category_filter_stays_exact_while_the_context_lends_score(flat: Callable[[str], MemoryService]) -> None:
+    service = flat("db")
+    service.memory_add(LISBON[0][1], speaker="Alice", conversation_id="c1")
+    reply = service.memory_add(LISBON[1][1], speaker="Bob", conversation_id="c1", category="travel")["id"]
+    _say(service, "c2", AQUARIUM)
+    trips = {
+        service.memory_add("Porto next spring, maybe.", speaker="Alice", conversation_id="c3", category="travel")["id"]
+    }
+    found = service.memory_search("Lisbon loved", filters={"categories": ["travel"]}, limit=5)["memories"]
+    assert ids(found) == [reply, *trips] and {m["category"] for m in found} == {"travel"}
