@@ -57,11 +57,14 @@ class History:
         successors = self._stored(key, {r["superseded_by"] for r in old if r["superseded_by"]})
         return sorted(r["memory_id"] for r in old if successors.get(r["superseded_by"], until + 1) <= until)
 
-    def scope(self, key: str, every_version: str, until: int, include_superseded: bool) -> str:
-        """``every_version`` (a scope that leaves superseded versions in) as it stood at ``until``."""
+    def scope(
+        self, key: str, every_version: str, until: int, include_superseded: bool, gone: list[str] | None = None
+    ) -> str:
+        """``every_version`` (a scope that leaves superseded versions in) as it stood at
+        ``until``; ``gone``: ``replaced_by(key, until)`` when the caller has just read it."""
         where = every_version + created_by(until)
         if not include_superseded:
-            gone = self.replaced_by(key, until)
+            gone = self.replaced_by(key, until) if gone is None else gone
             if gone:
                 where += f" AND memory_id NOT IN {quote_all(gone)}"
         return where

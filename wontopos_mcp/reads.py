@@ -88,12 +88,13 @@ class Reads:
         filters: list[str],
         superseded: bool,
         until: int | None = None,
+        gone: list[str] | None = None,
     ) -> list[dict[str, Any]]:
         if until is None:
             where = search_scope(handle.key, name, superseded, filters)
         else:
             every_version = search_scope(handle.key, name, True, filters)
-            where = self.history.scope(handle.key, every_version, until, superseded)
+            where = self.history.scope(handle.key, every_version, until, superseded, gone)
         from .search import search_memories  # numpy: off the start-up path (spawn -> tools/list)
 
         named: list[str] = []
@@ -124,8 +125,10 @@ class Reads:
         budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
         until = self._moment(as_of)
         handle = self.registry.resolve(user_id)
-        found = self._search(handle, text, None, limit, [], False, until)
-        lines = self._around(handle, found, context_limit, until)
+        # The versions already superseded at ``until``: read once, for the memories and the context.
+        gone = None if until is None else self.history.replaced_by(handle.key, until)
+        found = self._search(handle, text, None, limit, [], False, until, gone)
+        lines = self._around(handle, found, context_limit, until, gone)
         memories, around = found, lines
         if budget is not None:
             memories, left = fit(found, _text_size, budget)
@@ -141,16 +144,21 @@ class Reads:
         return answer
 
     def _around(
-        self, handle: StoreHandle, memories: list[dict[str, Any]], reach: int, until: int | None = None
+        self,
+        handle: StoreHandle,
+        memories: list[dict[str, Any]],
+        reach: int,
+        until: int | None = None,
+        gone: list[str] | None = None,
     ) -> list[str]:
         """The conversation around the best memory, as prompt lines (as it stood ``until``)."""
         if not memories or not reach:
             return []
         top = self.memories.memory_row(handle.key, memories[0]["id"])
         rows = self.history.around(handle.key, top, reach, until)
-        if until is not None:
-            gone = set(self.history.replaced_by(handle.key, until))
-            rows = [r for r in rows if r["memory_id"] not in gone]
+        if gone:
+            replaced = set(gone)
+            rows = [r for r in rows if r["memory_id"] not in replaced]
         return [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], reach)]
 
     def _turns(self, handle: StoreHandle, limit: int, until: int | None = None) -> list[dict[str, Any]]:
