@@ -8,7 +8,8 @@ promise it must keep.
   under a speaker filter that leaves the question out of scope; the question is never
   returned; a forgotten or superseded memory lends no words at all.
 - A query naming a registered speaker, without a speaker filter, leans towards that
-  speaker's memories; under a filter the filter alone decides who.
+  speaker's memories; under a filter the filter alone decides who. Either way the names
+  of registered speakers are not search words.
 
 Everything is real: LanceDB on disk and the session's model.
 """
@@ -83,6 +84,20 @@ def test_a_named_speaker_leads_without_a_filter_and_the_filter_alone_decides_wit
         assert found[0] == first and set(found) == {alice, bob, untagged}, query
     said = service.memory_search("When did Bob adopt a grey cat?", speaker="Alice", limit=5)["memories"]
     assert ids(said) == [alice] and said[0]["speaker"] == "Alice"
+
+
+def test_under_a_filter_another_registered_speakers_name_is_no_search_word(
+    flat: Callable[[str], MemoryService],
+) -> None:
+    service = flat("db")  # full text decides: the name is in one memory three times
+    thanks = service.memory_add("Alice, Alice, thanks Alice!", speaker="Bob", conversation_id="c1")["id"]
+    dentist = service.memory_add("The dentist is on Friday.", speaker="Bob", conversation_id="c2")["id"]
+    service.memory_add("Alice here: the dentist called.", speaker="Alice", conversation_id="c3")
+    for query in ("What did Bob tell Alice about the dentist?", "what did bob tell Alice's dentist?"):
+        said = service.memory_search(query, speaker="Bob", limit=5)["memories"]
+        assert ids(said) == [dentist, thanks] and {m["speaker"] for m in said} == {"Bob"}, query
+    unnamed = service.memory_search("Alice?", speaker="Bob", limit=5)["memories"]  # nothing else left
+    assert ids(unnamed)[0] == thanks
 
 
 # -- memories as full-text documents ----------------------------------------------------------------

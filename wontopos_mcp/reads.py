@@ -97,10 +97,13 @@ class Reads:
             where = self.history.scope(handle.key, every_version, until, superseded, gone)
         from .search import search_memories  # numpy: off the start-up path (spawn -> tools/list)
 
-        named: list[str] = []
-        if name is None:  # a speaker the query names leans the ranking; a filter alone decides
-            named = names_in(text, [row["name"] for row in self.registry.speakers(handle.key)])
-        query = query_without_names(text, named) if name is None else query_without_name(text, name)
+        # Registered speakers' names in the query are who, not what: all are dropped from
+        # it (most turns that hold a name only address that person). Without a filter the
+        # speakers it names lean the ranking; with one the filter alone decides.
+        named = names_in(text, [row["name"] for row in self.registry.speakers(handle.key)])
+        query = query_without_name(query_without_names(text, named), name)
+        if name is not None:
+            named = []
         # Whose words may lend full-text score to their neighbours: the current memories. At
         # a past moment none: neighbours are read as they are now, and must not be returned.
         context = search_scope(handle.key, None, False, []) if until is None else None
