@@ -7,6 +7,7 @@ promise it must keep.
   query time): the answer right after a question that names the topic is found, even
   under a speaker filter that leaves the question out of scope; the question is never
   returned; a forgotten or superseded memory lends no words at all.
+- The best match in a conversation lifts the rest of that conversation.
 - A query naming a registered speaker, without a speaker filter, leans towards that
   speaker's memories; under a filter the filter alone decides who. Either way the names
   of registered speakers are not search words.
@@ -196,6 +197,15 @@ def test_a_superseded_memory_lends_its_words_to_nothing(flat: Callable[[str], Me
     for query in ("Lisbon loved", "Have you ever been to Lisbon?"):
         assert _ranked(corrected, query) == _ranked(never, query), query
     assert _ranked(corrected, "Lisbon loved")[0] == AQUARIUM[1][1]
+
+
+def test_the_best_match_lifts_the_rest_of_its_conversation(flat: Callable[[str], MemoryService]) -> None:
+    service = flat("db")  # cosine ties everything; the two picnics tie on full text and neighbours
+    c1 = [("Bob", "The lighthouse trip was in June."), ("Alice", "Nice weather."), ("Bob", "A picnic with apples.")]
+    lighthouse, _, apples = _say(service, "c1", c1)
+    grapes = _say(service, "c2", [("Alice", "Sunny today."), ("Bob", "A picnic with grapes.")])[-1]  # later: wins a tie
+    said = ids(service.memory_search("lighthouse picnic", speaker="Bob", limit=5)["memories"])
+    assert said == [lighthouse, apples, grapes]
 
 
 @pytest.mark.parametrize("query", ["Lisbon", "aquarium", "When did Bob see the aquarium?", "kitchen"])
