@@ -67,8 +67,14 @@ class Memories:
         }
         words = [full_text(memory["content"], i) for i in range(len(chunks))]  # what BM25 indexes
         rows = [
-            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": text, "cjk_text": cjk_text(text),
-             "vector": vectors[i].tolist()}
+            {
+                **shared,
+                "chunk_id": f"{memory_id}:{i}",
+                "chunk_idx": i,
+                "vector": vectors[i].tolist(),
+                "text": text,
+                "cjk_text": cjk_text(text),
+            }
             for i, text in enumerate(words)
         ]
         return memory_id, rows

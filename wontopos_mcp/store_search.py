@@ -41,22 +41,20 @@ def run(coro: Any) -> Any:
 
 
 def full_text_query(text: str) -> Any:
-    """The full-text query for ``text``: a match on the ICU index, and when ``text`` has
+    """The full-text query for ``text``: a match on the ICU index and, when ``text`` has
     Hangul, kana or Han, on the bigram index too (``store_schema.cjk_index``), a row
-    scoring CJK_COMBINE of the two; Latin queries never touch the bigram index."""
-    from lancedb.query import MatchQuery, MultiMatchQuery, BooleanQuery, Occur
+    scoring the sum of the two. Latin queries never touch the bigram index.
 
-    # A MatchQuery, never the raw string: LanceDB parses a raw string (quotes make a
-    # phrase query, which needs positions the index does not keep).
+    A match, never the raw string: LanceDB parses a raw string (quotes make a phrase
+    query, which needs positions the index does not keep).
+    """
+    from lancedb.query import BooleanQuery, MatchQuery, Occur
+
     # (lancedb's stubs list every option as required)
+    words = MatchQuery(text, "text")  # type: ignore[call-arg]
     if not has_cjk(text):
-        return MatchQuery(text, "text")  # type: ignore[call-arg]
-    if CJK_COMBINE == "max":
-        return MultiMatchQuery(text, ["text", CJK_TEXT])  # type: ignore[call-arg]
-    return BooleanQuery([(Occur.SHOULD, MatchQuery(text, "text")), (Occur.SHOULD, MatchQuery(text, CJK_TEXT))])  # type: ignore[call-arg]
-
-
-CJK_COMBINE = "sum"
+        return words
+    return BooleanQuery([(Occur.SHOULD, words), (Occur.SHOULD, MatchQuery(text, CJK_TEXT))])  # type: ignore[call-arg]
 
 
 class ChunkReads:
