@@ -109,8 +109,13 @@ def create_indexes(table: Any) -> None:
 
 def cjk_index() -> Any:
     """Character bigrams of the Hangul, kana and Han runs (``text.cjk_text``): "부산"
-    matches "부산에서", "東京" matches "東京では"; Latin text leaves it empty, so the ICU
-    index (stemming, stop words) alone ranks it. Measured in the commit that added it."""
+    matches "부산에서", "大阪" matches "大阪城"; Latin text leaves it empty, so the ICU
+    index (stemming, stop words) alone ranks it. bench/retrieval.py hybrid R@1/MRR, ko:
+    0.50/0.725 -> 0.70/0.808 (filter), 0.30/0.529 -> 0.40/0.631 (none), other languages
+    unchanged. 2-3 grams, a max instead of a sum and the bigram score weighted 0.3 to 2
+    measured the same or worse; 1-2 or 1-3 grams and runs joined without spaces traded
+    ko R@1 with the filter (0.6) for R@1 without (0.5). No lindera/jieba: they need
+    dictionaries downloaded into Lance's model home."""
     from lancedb.index import FTS
 
     return FTS(
