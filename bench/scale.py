@@ -49,7 +49,7 @@ from wontopos_mcp.embeddings import ModelLoader, load_embedder
 from wontopos_mcp.scope import in_store, query_without_name, quote
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store import Store
-from wontopos_mcp.text import duplicate_key, importance
+from wontopos_mcp.text import cjk_text, duplicate_key, importance
 
 TARGETS = {  # SPEC/issue targets printed beside the numbers
     "search_p50_ms": {100_000: 30.0, 1_000_000: 80.0},
@@ -152,6 +152,7 @@ class Topics:
         self.embed_seconds = time.perf_counter() - start
         self.dup_keys = [duplicate_key(t) for t in self.texts]
         self.restate_keys = [restatement_key(t) for t in self.texts]
+        self.cjk_texts = [cjk_text(t) for t in self.texts]
         self.importance = np.array([importance(t) for t in self.texts], dtype=np.float32)
 
 
@@ -213,6 +214,7 @@ def bulk_load(store: Store, embedder: Any, topics: Topics, n: int, seed: int, no
             "speaker": pa.array(list(plan["speakers"][sl]), pa.string()),
             "content": pa.array(list(texts[topic[sl]])),
             "text": pa.array(list(texts[topic[sl]])),
+            "cjk_text": pa.array([topics.cjk_texts[t] for t in topic[sl]]),
             "dup_key": pa.array([topics.dup_keys[t] for t in topic[sl]]),
             "restate_key": pa.array([topics.restate_keys[t] for t in topic[sl]]),
             "created_us": pa.array(cr),

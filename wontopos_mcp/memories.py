@@ -18,7 +18,7 @@ from .duplicates import is_restatement, restatement_key
 from .errors import NotFoundError
 from .records import RECORD_FIELDS
 from .scope import FIRST_CHUNK, in_store, memories_in, memory_is, quote, quote_all, said_by, speaker_is
-from .text import duplicate_key, full_text, importance
+from .text import cjk_text, duplicate_key, full_text, importance
 
 if TYPE_CHECKING:
     from .store import Store
@@ -67,7 +67,14 @@ class Memories:
         }
         words = [full_text(memory["content"], i) for i in range(len(chunks))]  # what BM25 indexes
         rows = [
-            {**shared, "chunk_id": f"{memory_id}:{i}", "chunk_idx": i, "text": text, "vector": vectors[i].tolist()}
+            {
+                **shared,
+                "chunk_id": f"{memory_id}:{i}",
+                "chunk_idx": i,
+                "vector": vectors[i].tolist(),
+                "text": text,
+                "cjk_text": cjk_text(text),
+            }
             for i, text in enumerate(words)
         ]
         return memory_id, rows

@@ -9,8 +9,10 @@ LoCoMo (``../shared/eval``; figures in the commits that set each constant):
 
 1. Candidates: the nearest chunks by cosine (e5 ``query:``/``passage:``) and the best
    memories by BM25 (LanceDB full text, ICU tokenizer; a memory is one document, on
-   its first chunk, see ``text.full_text``), both inside the scope. A memory's cosine
-   is its best chunk's.
+   its first chunk, see ``text.full_text``; a query with Hangul, kana or Han also
+   matches character bigrams of those runs, so "부산" finds "부산에서", see
+   ``store_search.full_text_query``), both inside the scope. A memory's cosine is its
+   best chunk's.
 2. Contextual full text, at query time: a memory's BM25 score gains its previous
    memory's (same conversation), whoever said it; under a speaker filter the other
    person's turns are scored by a second full-text search over the store's current

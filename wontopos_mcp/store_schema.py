@@ -17,6 +17,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+from .text import CJK_TEXT_SQL
+
 REGISTRY = "registry"
 CHUNKS = "chunks"
 MEMORY_FIELDS = (
@@ -25,6 +27,7 @@ MEMORY_FIELDS = (
     "superseded", "superseded_by", "conversation_id", "role", "dup_key", "restate_key",
 )  # fmt: skip
 _BITMAP_COLUMNS = ("user_id", "speaker", "superseded", "category", "chunk_idx")
+CJK_TEXT = "cjk_text"  # the bigram-indexed column (see cjk_index)
 _BTREE_COLUMNS = ("memory_id", "chunk_id", "created_us", "seq", "conversation_id", "dup_key", "restate_key")
 
 
@@ -56,6 +59,7 @@ def chunk_schema(dim: int) -> Any:
             pa.field("speaker", pa.string()),
             pa.field("content", pa.string(), nullable=False),
             pa.field("text", pa.string(), nullable=False),
+            pa.field("cjk_text", pa.string(), nullable=False),
             pa.field("dup_key", pa.string(), nullable=False),
             pa.field("restate_key", pa.string(), nullable=False),
             pa.field("created_us", pa.int64(), nullable=False),
@@ -100,6 +104,24 @@ def create_indexes(table: Any) -> None:
     for column in _BITMAP_COLUMNS:
         table.create_index(column, config=Bitmap())
     table.create_index("text", config=FTS(base_tokenizer="icu", stem=True, remove_stop_words=True))
+    table.create_index(CJK_TEXT, config=cjk_index())
+
+
+def cjk_index() -> Any:
+    """Character bigrams of the Hangul, kana and Han runs (``text.cjk_text``): "부산"
+    matches "부산에서", "大阪" matches "大阪城"; Latin text leaves it empty, so the ICU
+    index (stemming, stop words) alone ranks it. bench/retrieval.py hybrid R@1/MRR, ko:
+    0.50/0.725 -> 0.70/0.808 (filter), 0.30/0.529 -> 0.40/0.631 (none), other languages
+    unchanged. 2-3 grams, a max instead of a sum and the bigram score weighted 0.3 to 2
+    measured the same or worse; 1-2 or 1-3 grams and runs joined without spaces traded
+    ko R@1 with the filter (0.6) for R@1 without (0.5). No lindera/jieba: they need
+    dictionaries downloaded into Lance's model home."""
+    from lancedb.index import FTS
+
+    return FTS(
+        base_tokenizer="ngram", ngram_min_length=2, ngram_max_length=2,
+        lower_case=False, stem=False, remove_stop_words=False, ascii_folding=False,
+    )  # fmt: skip
 
 
 def _stale_user_id_indexes(table: Any) -> list[str]:
@@ -111,16 +133,21 @@ def upgrade(table: Any, write_lock: Callable[[], AbstractContextManager[Any]]) -
     """Bring a chunks table made by an earlier version up to this schema (once, < 10 s at
     1M): user_id's index becomes a bitmap; ``restate_key`` is added, filled with the old
     rows' ``dup_key`` (so old rows are still found as exact restatements; only
-    near-verbatim detection against them is lost)."""
+    near-verbatim detection against them is lost); ``cjk_text`` is added, computed from
+    ``text`` by the same rule in SQL, and indexed."""
     from lancedb.index import Bitmap, BTree
 
-    if not _stale_user_id_indexes(table) and "restate_key" in table.schema.names:
+    names = table.schema.names
+    if not _stale_user_id_indexes(table) and "restate_key" in names and CJK_TEXT in names:
         return
     with write_lock():
         table.checkout_latest()
         if "restate_key" not in table.schema.names:
             table.add_columns({"restate_key": "dup_key"})
             table.create_index("restate_key", config=BTree())
+        if CJK_TEXT not in table.schema.names:
+            table.add_columns({CJK_TEXT: CJK_TEXT_SQL})
+            table.create_index(CJK_TEXT, config=cjk_index())
         for name in _stale_user_id_indexes(table):
             table.drop_index(name)
             table.create_index("user_id", config=Bitmap(), replace=True)

@@ -13,7 +13,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .store_schema import MEMORY_FIELDS, indexes_on
+from .store_schema import CJK_TEXT, MEMORY_FIELDS, indexes_on
+from .text import has_cjk
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,23 @@ def run(coro: Any) -> Any:
                 threading.Thread(target=loop.run_forever, name="wontopos-lancedb", daemon=True).start()
                 _LOOP = loop
     return asyncio.run_coroutine_threadsafe(coro, _LOOP).result()
+
+
+def full_text_query(text: str) -> Any:
+    """The full-text query for ``text``: a match on the ICU index and, when ``text`` has
+    Hangul, kana or Han, on the bigram index too (``store_schema.cjk_index``), a row
+    scoring the sum of the two. Latin queries never touch the bigram index.
+
+    A match, never the raw string: LanceDB parses a raw string (quotes make a phrase
+    query, which needs positions the index does not keep).
+    """
+    from lancedb.query import BooleanQuery, MatchQuery, Occur
+
+    # (lancedb's stubs list every option as required)
+    words = MatchQuery(text, "text")  # type: ignore[call-arg]
+    if not has_cjk(text):
+        return words
+    return BooleanQuery([(Occur.SHOULD, words), (Occur.SHOULD, MatchQuery(text, CJK_TEXT))])  # type: ignore[call-arg]
 
 
 class ChunkReads:
@@ -152,13 +170,8 @@ class ChunkReads:
     async def bm25(self, table: Any, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
         """Any text is a plain match query (no query syntax); a query the tokenizer cannot
         use answers no rows rather than an error: full text is one signal of several."""
-        from lancedb.query import MatchQuery
-
         try:
-            # A MatchQuery, never the raw string: LanceDB parses a raw string (quotes make
-            # a phrase query, which needs positions the index does not keep).
-            # (lancedb's stub of MatchQuery lists every option as required)
-            query = table.query().nearest_to_text(MatchQuery(text, "text")).where(where).select([*columns])  # type: ignore[call-arg]
+            query = table.query().nearest_to_text(full_text_query(text)).where(where).select([*columns])
             query = query.with_row_id().limit(k)
             return (await query.to_arrow()).to_pylist()
         except Exception:  # noqa: BLE001 - see the docstring

@@ -57,6 +57,33 @@ def full_text(content: str, chunk_idx: int) -> str:
     return content if chunk_idx == 0 else ""
 
 
+# Hangul, kana and Han: words carry attached particles and endings ("부산에서" is
+# "부산" + "에서", "東京では") or stand without spaces, so the whole-word index misses
+# a query's stem. Their runs get a second, character-bigram index (``store_schema``).
+# The class is made of the characters themselves (the escapes are Python's), so
+# Python's ``re`` and LanceDB's SQL ``regexp_replace`` (Rust regex) read it alike.
+_CJK_CHARS = (
+    "\u1100-\u11ff\u3005-\u3007\u3041-\u30ff\u3131-\u318e\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f"
+)
+_NOT_CJK = f"[^{_CJK_CHARS}]+"
+_NOT_CJK_RE = re.compile(_NOT_CJK)
+_CJK_RE = re.compile(f"[{_CJK_CHARS}]")
+# The same rule in LanceDB's SQL, to fill the column of rows written before it existed.
+CJK_TEXT_SQL = f"regexp_replace(text, '{_NOT_CJK}', ' ', 'g')"
+
+
+def cjk_text(text: str) -> str:
+    """What the bigram index holds for a chunk: ``text``'s Hangul, kana and Han runs,
+    everything else one space (so Latin-only text gives at most " ", no bigram)."""
+    return _NOT_CJK_RE.sub(" ", text)
+
+
+def has_cjk(text: str) -> bool:
+    """Whether a query has anything the bigram index could match."""
+    return _CJK_RE.search(text) is not None
+
+
 def normalized(text: str) -> str:
     """Text with case, spacing, punctuation and Unicode form normalised away."""
     folded = unicodedata.normalize("NFKC", text).casefold()
