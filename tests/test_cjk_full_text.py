@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.scope import in_store, quote
+from wontopos_mcp.scope import in_store, memories_in, quote
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store import Store
 from wontopos_mcp.store_search import full_text_query
-from wontopos_mcp.text import CJK_TEXT_SQL, cjk_text
+from wontopos_mcp.text import CJK_TEXT_SQL, chunk_text, cjk_text
 
 STORE = "cjk"
 KO_BUSAN = "어제 부산에서 친구를 만났어요."
@@ -148,6 +148,26 @@ def test_a_table_from_before_the_bigram_column_is_upgraded_on_open(tmp_path: Pat
     assert matched(svc.store, "kitchen") == [english]
     new = svc.memory_add("요즘 부산 날씨가 좋아요.", user_id=STORE)["id"]
     assert set(matched(svc.store, "부산")) == {old, new}
+    svc.close()
+
+
+def test_sentence_level_documents_of_an_older_table_become_memory_level_on_open(tmp_path: Path, embedder: Any) -> None:
+    svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
+    svc.store_create(STORE)
+    content = "We drove to the coast. The lighthouse was closed for repairs."
+    both = svc.memory_add(content, user_id=STORE)["id"]
+    svc.memory_add("The coast road was busy. Traffic was slow all day.", user_id=STORE)
+    table = svc.store.existing_chunks()
+    for i, sentence in enumerate(chunk_text(content, 500)):  # as versions before issue 12 wrote them
+        table.update(where=f"chunk_id = '{both}:{i}'", values={"text": sentence})
+    table.drop_index("cjk_text_idx")
+    table.drop_columns(["cjk_text"])
+    svc.close()
+
+    svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
+    rows = svc.store.rows(memories_in(STORE, [both]), columns=("chunk_idx", "text"))
+    assert sorted((r["chunk_idx"], r["text"]) for r in rows) == [(0, content), (1, "")]
+    assert matched(svc.store, "coast lighthouse")[0] == both  # words of both sentences count together
     svc.close()
 
 

@@ -129,12 +129,22 @@ def _stale_user_id_indexes(table: Any) -> list[str]:
     return [index.name for index in indexes_on("user_id", table.list_indices()) if index.index_type != "Bitmap"]
 
 
+def _memory_level_documents(table: Any) -> None:
+    """Rows written before a memory was one full-text document (each chunk held its own
+    sentence) rewritten as ``text.full_text`` writes them: the whole memory on the first
+    chunk, nothing on the others. Every table without ``cjk_text`` is older than both,
+    and a table already right matches neither filter, so a rerun after a crash is safe."""
+    table.update(where="chunk_idx = 0 AND n_chunks > 1 AND text != content", values_sql={"text": "content"})
+    table.update(where="chunk_idx > 0 AND text != ''", values={"text": ""})
+
+
 def upgrade(table: Any, write_lock: Callable[[], AbstractContextManager[Any]]) -> None:
     """Bring a chunks table made by an earlier version up to this schema (once, < 10 s at
     1M): user_id's index becomes a bitmap; ``restate_key`` is added, filled with the old
     rows' ``dup_key`` (so old rows are still found as exact restatements; only
-    near-verbatim detection against them is lost); ``cjk_text`` is added, computed from
-    ``text`` by the same rule in SQL, and indexed."""
+    near-verbatim detection against them is lost); sentence-level full-text documents
+    become memory-level ones; ``cjk_text`` is added, computed from ``text`` by the same
+    rule in SQL, and indexed."""
     from lancedb.index import Bitmap, BTree
 
     names = table.schema.names
@@ -146,6 +156,7 @@ def upgrade(table: Any, write_lock: Callable[[], AbstractContextManager[Any]]) -
             table.add_columns({"restate_key": "dup_key"})
             table.create_index("restate_key", config=BTree())
         if CJK_TEXT not in table.schema.names:
+            _memory_level_documents(table)
             table.add_columns({CJK_TEXT: CJK_TEXT_SQL})
             table.create_index(CJK_TEXT, config=cjk_index())
         for name in _stale_user_id_indexes(table):
