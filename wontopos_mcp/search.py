@@ -243,9 +243,9 @@ def _propagate(
     keys: tuple[str, ...] = _KEYS, *, neighbours_in_scope: bool = False,
 ) -> dict[str, float]:  # fmt: skip
     """Each candidate's fused score (its full-text score with its previous memory's
-    added) plus shares of its neighbours' fused scores and of its conversation's best. ``neighbours_in_scope``: the
-    neighbours that join are in scope too (and get the same from the candidates they
-    neighbour), else they only lend score."""
+    added) plus shares of its neighbours' fused scores and of its conversation's best.
+    ``neighbours_in_scope``: the neighbours that join are in scope too (and get the same
+    from the candidates they neighbour), else they only lend score."""
     neighbours, newcomers = _neighbours(store, vector, candidates, context_bm25, keys)
     if neighbours_in_scope:
         for mid, around in list(neighbours.items()):
