@@ -22,11 +22,11 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 import uuid
+from functools import partial
 from pathlib import Path
 
-from ingest import texts
+from ingest import texts, timed
 
 from wontopos_mcp import commands
 from wontopos_mcp.cli import _parser
@@ -61,18 +61,18 @@ def main() -> None:
 
         service = MemoryService(Store(str(work / f"many{run}")), models)
         items = [{k: v for k, v in json.loads(line).items() if k != "id"} for line in lines]
-        start, cpu = time.perf_counter(), time.process_time()
-        stored = service.memory_add_batch(items)["count"]
-        many.append((stored / (time.perf_counter() - start), stored / (time.process_time() - cpu)))
+        answer, wall, cpu = timed(partial(service.memory_add_batch, items))
+        stored = answer["count"]
+        many.append((stored / wall, stored / cpu))
         service.close()
 
         service = MemoryService(Store(str(work / f"import{run}")), models)
         argv = ["import", str(source), "--user", "copy", "--json", "--batch", str(args.batch)]
         out = io.StringIO()
-        start, cpu = time.perf_counter(), time.process_time()
         with contextlib.redirect_stdout(out):
-            code = commands.run(vars(_parser().parse_args(argv)), Settings(), service=service)
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+            code, wall, cpu = timed(
+                partial(commands.run, vars(_parser().parse_args(argv)), Settings(), service=service)
+            )
         service.close()
         summary = json.loads(out.getvalue())
         assert code == 0 and summary["stored"] == stored, (code, summary, stored)

@@ -48,7 +48,7 @@ def texts(n: int, seed: int) -> list[str]:
     ]
 
 
-def _timed(action: Callable[[], Any]) -> tuple[Any, float, float]:
+def timed(action: Callable[[], Any]) -> tuple[Any, float, float]:
     """``action()``'s result, wall seconds and CPU seconds of this process (every
     thread, onnxruntime's included: steadier than wall time on a shared machine)."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -78,7 +78,7 @@ def long_turns(embedder: Embedder, n: int, runs: int) -> None:
             ("add_many", partial(memory.add_many, items, store)),
         ]
         for name, action in steps if run % 2 == 0 else steps[::-1]:
-            answer, wall, cpu = _timed(action)
+            answer, wall, cpu = timed(action)
             times[name].append((wall, cpu))
             if name == "add_many" and answer["count"] != n:
                 raise SystemExit(
