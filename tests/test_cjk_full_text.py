@@ -125,6 +125,13 @@ def test_forgotten_and_superseded_memories_lend_their_cjk_words_nothing(tmp_path
     svc.close()
 
 
+def _as_before_the_bigram_column(table: Any) -> None:
+    """The chunks table as the previous version wrote it: no ``cjk_text``, no bigram index."""
+    table.drop_index("cjk_text_idx")
+    table.drop_columns(["cjk_text"])
+    assert "cjk_text" not in table.schema.names
+
+
 def test_a_table_from_before_the_bigram_column_is_upgraded_on_open(tmp_path: Path, embedder: Any) -> None:
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
     svc.store_create(STORE)
@@ -132,10 +139,7 @@ def test_a_table_from_before_the_bigram_column_is_upgraded_on_open(tmp_path: Pat
     long_turn = KO_BUSAN + " 그리고 해운대에 갔어요. The beach was crowded."  # several chunks
     old = svc.memory_add(long_turn, speaker="Min-jun", user_id=STORE)["id"]
     english = svc.memory_add("The kitchen is painted pale green.", user_id=STORE)["id"]
-    table = svc.store.existing_chunks()
-    table.drop_index("cjk_text_idx")
-    table.drop_columns(["cjk_text"])  # as the previous version wrote it
-    assert "cjk_text" not in table.schema.names
+    _as_before_the_bigram_column(svc.store.existing_chunks())
     svc.close()
 
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
@@ -160,8 +164,7 @@ def test_sentence_level_documents_of_an_older_table_become_memory_level_on_open(
     table = svc.store.existing_chunks()
     for i, sentence in enumerate(chunk_text(content, 500)):  # as versions before issue 12 wrote them
         table.update(where=f"chunk_id = '{both}:{i}'", values={"text": sentence})
-    table.drop_index("cjk_text_idx")
-    table.drop_columns(["cjk_text"])
+    _as_before_the_bigram_column(table)
     svc.close()
 
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
