@@ -102,12 +102,11 @@ class Reads:
         # speakers it names lean the ranking; with one the filter alone decides.
         named = names_in(text, [row["name"] for row in self.registry.speakers(handle.key)])
         query = query_without_name(query_without_names(text, named), name)
-        if name is not None:
-            named = []
+        lean = named if name is None else ()
         # Whose words may lend full-text score to their neighbours: the current memories. At
         # a past moment none: neighbours are read as they are now, and must not be returned.
         context = search_scope(handle.key, None, False, []) if until is None else None
-        hits = search_memories(self.memories.store, self._embedder(), query, where, limit, named=named, context=context)
+        hits = search_memories(self.memories.store, self._embedder(), query, where, limit, named=lean, context=context)
         return self.history.dated(handle.key, [memory_record(row, similarity=sim) for row, sim in hits], until)
 
     def memory_recall(
