@@ -121,7 +121,7 @@ def test_healthz_is_open_and_well_known_is_404_without_auth(keyed: LiveServer) -
         assert health.status_code == 200
         assert health.json() | {"version": "-"} == {"status": "ok", "version": "-", "db": "ok", "model": "ready"}
         for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server/mcp"):
-            _refused(bare.get(path), 404, "not_found_error", path=path)
+            _refused(bare.get(path), 404, "not_found_error", field="path", path=path)
 
 
 def test_with_no_key_configured_a_sent_key_is_ignored(keyless: LiveServer) -> None:
@@ -214,7 +214,7 @@ def test_malformed_requests_answer_the_error_body(http: httpx.Client) -> None:
              "invalid_request_error", field="user_msg")  # fmt: skip
     _refused(http.post("/api/v1/memory/store", json={"content": "x"}, headers={"Idempotency-Key": "no spaces"}), 400,
              "invalid_request_error", field="Idempotency-Key")  # fmt: skip
-    _refused(http.get("/api/v1/memory/nothing"), 404, "not_found_error", path="/api/v1/memory/nothing")
+    _refused(http.get("/api/v1/memory/nothing"), 404, "not_found_error", field="path", path="/api/v1/memory/nothing")
     wrong_method = http.get("/api/v1/memory/store")
     _refused(wrong_method, 405, "invalid_request_error")
     assert "POST" in wrong_method.headers["Allow"]

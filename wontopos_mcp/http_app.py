@@ -104,6 +104,11 @@ def error_response(exc: WontoposError) -> JSONResponse:
     return JSONResponse(exc.envelope(), status_code=exc.status, headers=headers)
 
 
+def no_route(method: str, path: str) -> NotFoundError:
+    """SPEC: every 404 carries ``field``; for a route the caller got wrong, that is its path."""
+    return NotFoundError(f"no route {method} {path}", field="path", path=path)
+
+
 async def _on_wontopos_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, WontoposError)
     return error_response(exc)
@@ -113,7 +118,7 @@ async def _on_http_exception(request: Request, exc: Exception) -> Response:
     """Routing's refusals (no such path, wrong method) in SPEC's body."""
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
-        return error_response(NotFoundError(f"no route {request.method} {request.url.path}", path=request.url.path))
+        return error_response(no_route(request.method, request.url.path))
     if exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
         response = error_response(
@@ -219,7 +224,7 @@ class Guard:
             )
         path: str = scope["path"]
         if path.startswith(WELL_KNOWN):
-            raise NotFoundError(f"no route {scope['method']} {path}", path=path)
+            raise no_route(scope["method"], path)
         if self.key is not None and not _open(path) and not self._authenticated(headers):
             given = "x-api-key" in headers or "authorization" in headers
             raise AuthenticationError(
