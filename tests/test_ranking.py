@@ -233,3 +233,55 @@ def test_a_category_filter_stays_exact_while_the_context_lends_score(flat: Calla
     }
     found = service.memory_search("Lisbon loved", filters={"categories": ["travel"]}, limit=5)["memories"]
     assert ids(found) == [reply, *trips] and {m["category"] for m in found} == {"travel"}
+
+
+# -- replies to the best matches outside the scope ------------------------------------------------
+
+
+class TableEmbedder(FlatEmbedder):
+    """Vectors from a table (any other text: the first axis), so a test says exactly how
+    near each memory is to the query."""
+
+    model_id = "table-test-model"
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+
+    def _vector(self, text: str) -> np.ndarray:
+        vector = self.table.get(text, np.eye(self.dim, dtype=np.float32)[0])
+        return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self._vector(text) for text in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._vector(text)
+
+
+PICNIC = "Which picnic games were played?"
+ERRANDS = [f"Errand number {i} is done." for i in range(45)]  # Bob's, each a little nearer than his reply
+
+
+def test_under_a_filter_the_reply_to_the_best_match_outside_it_is_found(tmp_path: Path) -> None:
+    axis, topic = np.eye(8, dtype=np.float32)[:2]
+    table = {PICNIC: topic, "What games did you play at the picnic?": topic, "What food came to the picnic?": topic}
+    table |= {text: axis + (0.05 + 0.005 * i) * topic for i, text in enumerate(ERRANDS)}
+    service = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(TableEmbedder(table)))
+    try:
+        _people(service)
+        service.speaker_register("Carol")
+        errands = [
+            service.memory_add(text, speaker="Bob", conversation_id=f"e{i}")["id"] for i, text in enumerate(ERRANDS)
+        ]
+        question, reply = _say(service, "c1", [("Alice", "What games did you play at the picnic?"),
+                                               ("Bob", "Charades and a scavenger hunt.")])  # fmt: skip
+        sandwiches = _say(service, "c2", [("Alice", "What food came to the picnic?"), ("Carol", "Sandwiches.")])[1]
+        said = service.memory_search(PICNIC, speaker="Bob", limit=5)["memories"]
+        # The reply shares no word with the query and is the farthest of Bob's 46 by cosine.
+        assert ids(said)[0] == reply and set(ids(said)[1:]) <= set(errands)
+        assert {m["speaker"] for m in said} == {"Bob"}  # never the question, nor Carol's reply to the other one
+        assert ids(service.memory_search(PICNIC, speaker="Carol", limit=5)["memories"]) == [sandwiches]
+        service.memory_forget(memory_id=question)  # a forgotten memory seeds nothing
+        assert reply not in ids(service.memory_search(PICNIC, speaker="Bob", limit=5)["memories"])
+    finally:
+        service.close()

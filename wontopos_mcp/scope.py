@@ -54,6 +54,11 @@ def memories_in(key: str, memory_ids: Sequence[str]) -> str:
     return in_store(key) + f" AND memory_id IN {quote_all(memory_ids)}"
 
 
+def among(where: str, memory_ids: Sequence[str]) -> str:
+    """The chunks of these memories that ``where`` selects."""
+    return f"({where}) AND memory_id IN {quote_all(memory_ids)}"
+
+
 def not_among(memory_ids: Sequence[str]) -> str:
     """A clause to append that leaves these memories out (nothing when there are none)."""
     return f" AND memory_id NOT IN {quote_all(memory_ids)}" if memory_ids else ""
