@@ -89,6 +89,7 @@ SESSION_LIFT = 0.4
 # nonames/filter+qnonames 76.8 -> 78.1, with 5, 10 or 20 seeds alike; the replies to
 # the best full-text matches as well added 0.1; the memory said before a seed too, 0.
 REPLY_SEEDS = 20
+REPLY_OFFSETS = (1,)
 _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
 # 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
@@ -231,27 +232,14 @@ def _replies(
     store: Store, vector: Any, seeds: list[dict[str, Any]], where: str, candidates: dict[str, Candidate],
     keys: tuple[str, ...] = _KEYS,
 ) -> dict[str, Candidate]:  # fmt: skip
-    """The memories said next after the ``seeds`` (chunk rows), each in its seed's
-    conversation (store order when none) at most ``NEIGHBOUR_SPAN`` later, that are in
-    scope (``where``) and not candidates yet: candidates, scored by their best chunk's
-    cosine. Two small reads, as for ``_neighbours``."""
+    """The memories said next to the ``seeds`` (chunk rows; ``REPLY_OFFSETS``, as
+    ``_Lines`` finds them) that are in scope (``where``) and not candidates yet:
+    candidates, scored by their best chunk's cosine. Two small reads, as for
+    ``_neighbours``."""
     if not seeds:
         return {}
-    store_key = seeds[0]["user_id"]
-    after = {(row["conversation_id"], row["seq"]) for row in seeds}
-    spans = _merged_spans(sorted(seq for _, seq in after))
-    columns = ("memory_id", "conversation_id", "seq", "chunk_idx")
-    lines: dict[Any, list[tuple[int, str]]] = {}
-    for row in store.rows(seq_windows(store_key, spans), columns=columns, order=(("seq", True),)):
-        if row["chunk_idx"] == 0:
-            lines.setdefault(row["conversation_id"], []).append((row["seq"], row["memory_id"]))
-    wanted: set[str] = set()
-    for conversation, seq in after:
-        line = lines.get(conversation, [])
-        at = bisect.bisect_right(line, (seq, chr(0x10FFFF)))
-        if at < len(line) and line[at][0] - seq <= NEIGHBOUR_SPAN:
-            wanted.add(line[at][1])
-    wanted -= set(candidates)
+    lines = _Lines(store, seeds[0]["user_id"], [row["seq"] for row in seeds])
+    wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
     if not wanted:
         return {}
     chunks: dict[str, list[dict[str, Any]]] = {}
@@ -336,39 +324,50 @@ def _neighbours(
     if not in_scope:
         return {}, {}
     store_key = in_scope[0].row["user_id"]
-    spans = _merged_spans(sorted(c.row["seq"] for c in in_scope))
-    where = seq_windows(store_key, spans)  # seq only (see there): conversations are told apart here
-    lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
-    row_ids: dict[str, list[int]] = {}  # every chunk: a neighbour scores by its best one
-    columns = ("memory_id", "conversation_id", "seq", "chunk_idx")
-    for row in store.rows(where, columns=columns, order=(("seq", True),), row_ids=True):
-        row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])
-        if row["chunk_idx"] == 0:
-            line = lines.setdefault((row["conversation_id"], _span_of(spans, row["seq"])), [])
-            line.append((row["seq"], row["memory_id"]))
-    found: dict[str, list[tuple[int, str]]] = {}
-    for c in in_scope:
-        line = lines.get((c.row["conversation_id"], _span_of(spans, c.row["seq"])), [])
-        ids = [mid for _, mid in line]
-        if c.row["memory_id"] not in ids:
-            continue
-        at = ids.index(c.row["memory_id"])
-        found[c.row["memory_id"]] = [
-            (offset, ids[at + offset])
-            for offset in NEIGHBOUR_WEIGHTS
-            if 0 <= at + offset < len(line) and abs(line[at + offset][0] - c.row["seq"]) <= NEIGHBOUR_SPAN
-        ]
+    lines = _Lines(store, store_key, [c.row["seq"] for c in in_scope])
+    found = {c.row["memory_id"]: lines.around(c.row, NEIGHBOUR_WEIGHTS) for c in in_scope}
     wanted = {mid for around in found.values() for _, mid in around} - set(candidates)
     if not wanted:
         return found, {}
-    newcomers = _neighbour_candidates(store, vector, store_key, {m: row_ids[m] for m in wanted}, keys)
+    newcomers = _neighbour_candidates(store, vector, store_key, {m: lines.row_ids[m] for m in wanted}, keys)
     for mid, c in newcomers.items():
         c.bm25 = context_bm25.get(mid, 0.0)
     return found, newcomers
 
 
-def _span_of(spans: list[tuple[int, int]], seq: int) -> int:
-    return bisect.bisect_right(spans, (seq, float("inf"))) - 1
+class _Lines:
+    """The current memories in the stretches of write order around some memories (within
+    ``NEIGHBOUR_SPAN`` of each), in order, per conversation (``None`` = no conversation:
+    store order): one read of ids, order and row ids of the chunks, no vectors."""
+
+    def __init__(self, store: Store, store_key: str, seqs: Collection[int]) -> None:
+        self.spans = _merged_spans(sorted(set(seqs)))
+        self.lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
+        self.row_ids: dict[str, list[int]] = {}  # every chunk: a neighbour scores by its best one
+        where = seq_windows(store_key, self.spans)  # seq only (see there): conversations are told apart here
+        columns = ("memory_id", "conversation_id", "seq", "chunk_idx")
+        for row in store.rows(where, columns=columns, order=(("seq", True),), row_ids=True):
+            self.row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])
+            if row["chunk_idx"] == 0:
+                self._line(row).append((row["seq"], row["memory_id"]))
+
+    def _line(self, row: dict[str, Any]) -> list[tuple[int, str]]:
+        span = bisect.bisect_right(self.spans, (row["seq"], float("inf"))) - 1
+        return self.lines.setdefault((row["conversation_id"], span), [])
+
+    def around(self, row: dict[str, Any], offsets: Collection[int]) -> list[tuple[int, str]]:
+        """(offset, memory id) of the memories at these offsets from ``row``'s memory in
+        its conversation, at most ``NEIGHBOUR_SPAN`` apart in write order."""
+        line = self._line(row)
+        ids = [mid for _, mid in line]
+        if row["memory_id"] not in ids:
+            return []
+        at = ids.index(row["memory_id"])
+        return [
+            (offset, ids[at + offset])
+            for offset in offsets
+            if 0 <= at + offset < len(line) and abs(line[at + offset][0] - row["seq"]) <= NEIGHBOUR_SPAN
+        ]
 
 
 def _merged_spans(seqs: list[int]) -> list[tuple[int, int]]:
