@@ -26,6 +26,7 @@ import json
 import os
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, parse_qs, urlsplit
 
@@ -357,7 +358,7 @@ def _gcs_backend(uri: str, parts: SplitResult, options: Mapping[str, str]) -> Gc
     path = setting("google_service_account", "service_account", "google_service_account_path", "service_account_path")
     path = path or os.environ.get("SERVICE_ACCOUNT")
     token = setting("google_bearer_token", "bearer_token")
-    application = setting("google_application_credentials", "application_credentials")
+    application = _option(options, "google_application_credentials", "application_credentials")
     base = setting("google_base_url", "base_url")
     project: str | None = None
     try:
@@ -370,8 +371,12 @@ def _gcs_backend(uri: str, parts: SplitResult, options: Mapping[str, str]) -> Gc
             credentials = service_account.Credentials.from_service_account_file(path)
         elif token:
             credentials = oauth2.Credentials(token)
-        elif application:
-            credentials, project = google.auth.load_credentials_from_file(application)
+        elif application:  # an option (the variable of that name is Google's default anyway)
+            info = json.loads(Path(application).read_text(encoding="utf-8"))
+            if info.get("type") == "service_account":
+                credentials = service_account.Credentials.from_service_account_info(info)
+            else:
+                credentials = oauth2.Credentials.from_authorized_user_info(info)
         else:
             credentials, project = google.auth.default()
     except (DefaultCredentialsError, OSError, ValueError) as exc:
