@@ -106,4 +106,9 @@ class AzureEmulator:
 
     def storage_options(self) -> dict[str, str]:
         """The account, its key and the endpoint, as LanceDB's Azure storage options."""
-        return {"account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY, "endpoint": self.endpoint}
+        return {
+            "account_name": AZURITE_ACCOUNT,
+            "account_key": AZURITE_KEY,
+            "endpoint": self.endpoint,
+            "allow_http": "true",  # for LanceDB's object_store; the SDK takes http as given
+        }

@@ -307,11 +307,15 @@ def test_leased_replicas_exclude_each_other_per_store_not_across_stores(s3_endpo
         pass
 
 
-def test_a_store_refuses_to_commit_once_its_lease_was_lost(s3_endpoint: str) -> None:
+@pytest.mark.parametrize("scheme", ["s3", "az"])
+def test_a_store_refuses_to_commit_once_its_lease_was_lost(scheme: str, request: pytest.FixtureRequest) -> None:
     """The holder checks its lease before every commit: a lost one is a 503 and the
-    commit does not happen."""
-    uri = f"s3://exists/lost-{uuid.uuid4().hex[:8]}"
-    store = Store(uri, storage_options=_options(s3_endpoint), writers="leased", lease=FAST)
+    commit does not happen. On az://, LanceDB itself runs on Azurite too."""
+    if scheme == "az":
+        uri, options = f"az://leases/lost-{uuid.uuid4().hex[:8]}", request.getfixturevalue("azurite").storage_options()
+    else:
+        uri, options = f"s3://exists/lost-{uuid.uuid4().hex[:8]}", _options(request.getfixturevalue("s3_endpoint"))
+    store = Store(uri, storage_options=options, writers="leased", lease=FAST)
     row = {"key": "probe", "kind": "probe", "user_id": "", "name": "x", "created_us": 0, "value": ""}
     try:
         store.connect()
