@@ -273,7 +273,9 @@ class GcsLeaseBackend:
 
         blob = self.bucket.blob(_lease_key(self.prefix, name))
         try:
-            body = blob.download_as_bytes(timeout=_GCS_TIMEOUT)  # its generation comes with the body
+            body = blob.download_as_bytes(timeout=_GCS_TIMEOUT)  # GCS sends its generation with the body
+            if blob.generation is None:  # a server that does not (gcp-storage-emulator): ask for it
+                blob.reload(timeout=_GCS_TIMEOUT)
         except NotFound:
             return None
         return str(blob.generation), bytes(body)
