@@ -13,16 +13,11 @@ races against it are real races.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
-from s3_emulator import free_port
+from s3_emulator import LoopbackServer
 
 from wontopos_mcp.object_leases import AZURITE_ACCOUNT, AZURITE_KEY
 
@@ -30,68 +25,30 @@ AZURITE = "azurite@3.37.0"
 START_TIMEOUT = 120.0  # seconds: a cold npm cache downloads Azurite first
 
 
-class AzureEmulator:
+class AzureEmulator(LoopbackServer):
     """Azurite's blob service on a free loopback port, in a process group of its own
     (npx starts node under a shell), so stopping it leaves nothing behind."""
 
+    name = "Azurite"
+    start_timeout = START_TIMEOUT
+    own_group = True
+
     def __init__(self, work_dir: Path) -> None:
-        self.work_dir = work_dir
-        self.log_path = work_dir / "azurite.log"
-        self.port = free_port()
+        super().__init__(work_dir / "azurite.log")
+        self.data = work_dir / "data"
         self.url = f"http://127.0.0.1:{self.port}"  # AZURITE_BLOB_STORAGE_URL's form
         self.endpoint = f"{self.url}/{AZURITE_ACCOUNT}"  # the account's blob endpoint
-        self._process: subprocess.Popen[bytes] | None = None
-        self._log: IO[str] | None = None
 
-    def __enter__(self) -> AzureEmulator:
+    def command(self) -> list[str]:
         npx = shutil.which("npx")
         if npx is None:
             raise RuntimeError("Azurite needs Node.js and npm (npx) on PATH")
-        data = self.work_dir / "data"
-        data.mkdir(exist_ok=True)
-        self._log = self.log_path.open("w", encoding="utf-8")
-        self._process = subprocess.Popen(
-            [npx, "-y", "-p", AZURITE, "azurite-blob", "--blobHost", "127.0.0.1", "--blobPort", str(self.port)]
-            + ["--location", str(data), "--silent", "--skipApiVersionCheck"],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            self._wait_until_it_answers()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        self.data.mkdir(exist_ok=True)
+        serve = ["--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--location", str(self.data)]
+        return [npx, "-y", "-p", AZURITE, "azurite-blob", *serve, "--silent", "--skipApiVersionCheck"]
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        self.stop()
-
-    def _wait_until_it_answers(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                raise RuntimeError(f"Azurite exited at start; see {self.log_path}")
-            try:
-                self.service().get_service_properties()
-                return
-            except Exception:  # not listening yet
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"Azurite did not answer within {START_TIMEOUT:.0f} s") from None
-                time.sleep(0.2)
-
-    def stop(self) -> None:
-        """Kill Azurite's process group (npx, its shell and node) and reap it."""
-        if self._process is not None and self._process.poll() is None:
-            try:
-                os.killpg(self._process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self._process.wait(timeout=15)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+    def answer(self) -> None:
+        self.service().get_service_properties()
 
     def service(self) -> Any:
         from azure.core.credentials import AzureNamedKeyCredential
