@@ -12,13 +12,15 @@ LanceDB's commits and our lease rely on), so races against it are real races.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 START_TIMEOUT = 20.0  # seconds for moto to answer its first call
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
@@ -30,22 +32,37 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class S3Emulator:
-    """moto's S3 on a free loopback port, a subprocess of this one."""
+_Server = TypeVar("_Server", bound="LoopbackServer")
 
-    def __init__(self, log_dir: Path) -> None:
-        self.log_path = log_dir / "moto.log"
+
+class LoopbackServer:
+    """A server subprocess on a free loopback port, waited for (bounded) and always
+    stopped: subclasses say how to start it (``command``) and how to ask it something
+    (``answer``). ``own_group``: it runs in a process group of its own (a launcher that
+    starts the server under a shell), killed whole."""
+
+    name = "the server"
+    start_timeout = START_TIMEOUT
+    own_group = False
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[str] | None = None
 
-    def __enter__(self) -> S3Emulator:
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def answer(self) -> None:
+        """One call the server answers once it is up (raises until then)."""
+        raise NotImplementedError
+
+    def __enter__(self: _Server) -> _Server:
+        command = self.command()
         self._log = self.log_path.open("w", encoding="utf-8")
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=self.own_group
         )
         try:
             self._wait_until_it_answers()
@@ -58,27 +75,49 @@ class S3Emulator:
         self.stop()
 
     def _wait_until_it_answers(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while True:
             assert self._process is not None
             if self._process.poll() is not None:
-                raise RuntimeError(f"moto's server exited at start; see {self.log_path}")
+                raise RuntimeError(f"{self.name} exited at start; see {self.log_path}")
             try:
-                self.client().list_buckets()
+                self.answer()
                 return
             except Exception:  # not listening yet: connection refused, reset, ...
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"moto's server did not answer within {START_TIMEOUT:.0f} s") from None
+                    raise RuntimeError(f"{self.name} did not answer within {self.start_timeout:.0f} s") from None
                 time.sleep(0.1)
 
     def stop(self) -> None:
         """Kill the server (nothing of its state is worth a graceful stop) and reap it."""
         if self._process is not None and self._process.poll() is None:
-            self._process.kill()
+            if self.own_group:
+                try:
+                    os.killpg(self._process.pid, signal.SIGKILL)  # the group this process started
+                except ProcessLookupError:
+                    pass
+            else:
+                self._process.kill()
             self._process.wait(timeout=15)
         if self._log is not None:
             self._log.close()
             self._log = None
+
+
+class S3Emulator(LoopbackServer):
+    """moto's S3 on a free loopback port, a subprocess of this one."""
+
+    name = "moto's server"
+
+    def __init__(self, log_dir: Path) -> None:
+        super().__init__(log_dir / "moto.log")
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+
+    def answer(self) -> None:
+        self.client().list_buckets()
 
     def client(self) -> Any:
         import boto3  # moto[server] brings it (test extra)

@@ -116,7 +116,7 @@ def test_write_coordination_is_chosen_by_the_database_uri(tmp_path: Path) -> Non
 
     local = coordinator_for(str(tmp_path / "db"))
     assert isinstance(local, FileLockCoordinator)
-    for uri in ("s3://bucket/db", "s3+ddb://bucket/db?ddbTableName=t"):
+    for uri in ("s3://bucket/db", "s3+ddb://bucket/db?ddbTableName=t", "gs://bucket/db", "az://container/db"):
         for writers in ("single", "leased"):
             chosen = coordinator_for(uri, writers=writers)
             assert isinstance(chosen, LeaseCoordinator) and chosen.mode == writers

@@ -1,6 +1,12 @@
 """Leases on object storage (SPEC "Embeddings and storage"): the conditional writes they
 are built on, acquiring, renewing, taking over from a dead holder, losing a lease, and
-the ``--writers`` modes, against a real S3 and DynamoDB API (moto's server on loopback).
+the ``--writers`` modes, against a real S3 and DynamoDB API (moto's server on loopback)
+and a real Azure Blob API (Azurite on loopback).
+
+``gs://`` is tested here only as far as no server is needed (the URI, the configuration,
+the missing SDK): the one GCS emulator on PyPI, gcp-storage-emulator, ignores
+``ifGenerationMatch`` altogether (a second create and a stale replace both succeed), so
+a conformance run against it would prove nothing.
 
 The races between whole server replicas are in ``test_replicas.py``.
 """
@@ -8,6 +14,7 @@ The races between whole server replicas are in ``test_replicas.py``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,12 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure_emulator import AzureEmulator
 from s3_emulator import CREDENTIALS, free_port
 from support import REPO
 
 from wontopos_mcp.coordination import LeaseCoordinator, coordinator_for, lease_name
+from wontopos_mcp.errors import ConfigError
 from wontopos_mcp.lease import LeaseBackend, LeaseBusy, LeaseLost, Leases, LeaseTiming
-from wontopos_mcp.object_leases import DynamoLeaseBackend, S3LeaseBackend, backend_for
+from wontopos_mcp.object_leases import (
+    AzureLeaseBackend,
+    DynamoLeaseBackend,
+    GcsLeaseBackend,
+    S3LeaseBackend,
+    backend_for,
+)
 from wontopos_mcp.store import Store
 
 FAST = LeaseTiming.from_ttl_ms(1000)  # TTL 1 s, margin 0.2 s: takeovers within seconds
@@ -66,37 +81,125 @@ def ddb_table(s3_endpoint: str) -> str:
     return DDB_TABLE
 
 
-@pytest.fixture(params=["s3", "s3+ddb"])
-def backend(request: pytest.FixtureRequest, s3_endpoint: str) -> LeaseBackend:
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzureEmulator]:
+    """Azurite's blob service with one container, ``leases``, for this module."""
+    with AzureEmulator(tmp_path_factory.mktemp("azurite")) as emulator:
+        emulator.container("leases")
+        yield emulator
+
+
+@pytest.fixture(params=["s3", "s3+ddb", "az"])
+def backend(request: pytest.FixtureRequest) -> LeaseBackend:
     prefix = f"leases-{uuid.uuid4().hex[:8]}"
+    if request.param == "az":
+        azurite: AzureEmulator = request.getfixturevalue("azurite")
+        return backend_for(f"az://leases/{prefix}", azurite.storage_options())
+    s3_endpoint = request.getfixturevalue("s3_endpoint")
     if request.param == "s3":
         return backend_for(f"s3://exists/{prefix}", _options(s3_endpoint))
     table = request.getfixturevalue("ddb_table")
     return backend_for(f"s3+ddb://exists/{prefix}?ddbTableName={table}", _options(s3_endpoint))
 
 
+@pytest.fixture
+def no_cloud_settings(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No Azure or Google setting of the machine's reaches the backend under test."""
+    for var in list(os.environ):
+        if var.startswith(("AZURE_", "AZURITE_", "GOOGLE_", "STORAGE_EMULATOR")) or var == "SERVICE_ACCOUNT":
+            monkeypatch.delenv(var)
+    return monkeypatch
+
+
 # --- the conditional writes --------------------------------------------------------------------
 
 
-def test_the_backends_are_chosen_by_the_uri(s3_endpoint: str, ddb_table: str) -> None:
+def test_the_backends_are_chosen_by_the_uri(s3_endpoint: str, ddb_table: str, no_cloud_settings: Any) -> None:
     assert isinstance(backend_for("s3://exists/db", _options(s3_endpoint)), S3LeaseBackend)
     chosen = backend_for(f"s3+ddb://exists/db?ddbTableName={ddb_table}", _options(s3_endpoint))
     assert isinstance(chosen, DynamoLeaseBackend) and chosen.table == ddb_table
+    key = {"account_key": "a2V5"}
+    for uri, account, container in [
+        ("az://box/team/db", "acct", "box"),
+        ("abfss://box/team/db", "acct", "box"),
+        ("azure://box/team/db", "acct", "box"),
+        ("abfs://box@other.dfs.core.windows.net/team/db", "other", "box"),  # the account in the URI
+    ]:
+        options = key if "@" in uri else {**key, "azure_storage_account_name": account}
+        azure = backend_for(uri, options)
+        assert isinstance(azure, AzureLeaseBackend) and azure.prefix == "team/db", uri
+        assert azure.container.container_name == container and azure.container.account_name == account, uri
+        assert azure.container.url.startswith(f"https://{account}.blob.core.windows.net/{container}"), uri
+    no_cloud_settings.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # anonymous: no credentials looked up
+    gcs = backend_for("gs://pail/team/db/", {})
+    assert isinstance(gcs, GcsLeaseBackend) and gcs.bucket.name == "pail" and gcs.prefix == "team/db"
 
 
 @pytest.mark.parametrize(
     ("uri", "words"),
     [
-        ("gs://bucket/db", "gs:// databases cannot be shared by several writers yet"),
-        ("az://container/db", "az:// databases cannot be shared by several writers yet"),
+        ("db://cloud-db", "db:// databases cannot be shared by several writers (leases are built for s3://"),
+        ("memory://db", "memory:// databases cannot be shared by several writers"),
         ("s3+ddb://bucket/db", "needs ?ddbTableName="),
+        ("az://box/db", "an Azure database needs its storage account: azure_storage_account_name"),
+        ("gs://pail/db", "no Google credentials for its leases"),
     ],
 )
-def test_a_store_without_a_lease_backend_is_refused_in_one_line(uri: str, words: str) -> None:
-    from wontopos_mcp.config import ConfigError
-
-    with pytest.raises(ConfigError, match=words.replace("?", r"\?")):
+def test_a_store_without_a_lease_backend_is_refused_in_one_line(
+    uri: str, words: str, no_cloud_settings: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    no_cloud_settings.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing.json"))
+    with pytest.raises(ConfigError, match=re.escape(words)) as refused:
         backend_for(uri, {})
+    assert "\n" not in str(refused.value)
+
+
+def test_an_azure_account_without_a_key_or_sas_is_refused(no_cloud_settings: pytest.MonkeyPatch) -> None:
+    """Without azure-identity (not a dependency) there is no managed identity to fall back on."""
+    no_cloud_settings.setitem(sys.modules, "azure.identity", None)  # as where it is not installed
+    with pytest.raises(ConfigError, match="needs azure_storage_account_key or a SAS token"):
+        backend_for("az://box/db", {"account_name": "acct"})
+
+
+@pytest.mark.parametrize(
+    ("uri", "module", "extra"),
+    [
+        ("s3://bucket/db", "boto3", "s3"),
+        ("az://box/db", "azure.storage.blob", "azure"),
+        ("gs://pail/db", "google.cloud.storage", "gcs"),
+    ],
+)
+def test_a_missing_cloud_sdk_names_the_extra_to_install(
+    uri: str, module: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # what an uninstalled package looks like to import
+    with pytest.raises(ConfigError) as refused:
+        backend_for(uri, {})
+    assert str(refused.value) == (
+        f"a database on {uri.split('//')[0]}// needs {module.replace('.', '-')} for its leases: "
+        f"pip install 'wontopos-mcp[{extra}]'"
+    )
+
+
+def test_the_azure_emulator_settings_lancedb_reads_reach_azurite(
+    azurite: AzureEmulator, no_cloud_settings: pytest.MonkeyPatch
+) -> None:
+    """``use_emulator`` (object_store's key): Azurite's account and key by default, at
+    ``AZURITE_BLOB_STORAGE_URL``."""
+    no_cloud_settings.setenv("AZURITE_BLOB_STORAGE_URL", azurite.url)
+    emulated = backend_for(f"az://leases/emu-{uuid.uuid4().hex[:8]}", {"use_emulator": "true"})
+    token = emulated.create("lease", b"one")
+    assert token is not None and emulated.read("lease") == (token, b"one")
+    no_cloud_settings.setenv("AZURE_STORAGE_USE_EMULATOR", "true")  # the same, from the environment
+    assert backend_for(f"az://leases/{uuid.uuid4().hex[:8]}", {}).create("lease", b"two") is not None
+
+
+def test_a_missing_azure_container_is_an_error_not_a_busy_lease(azurite: AzureEmulator) -> None:
+    from azure.core.exceptions import ResourceNotFoundError
+
+    missing = backend_for("az://no-such-container/db", azurite.storage_options())
+    with pytest.raises(ResourceNotFoundError):
+        missing.create("lease", b"one")
 
 
 def test_create_only_if_absent_replace_and_delete_only_if_unchanged(backend: LeaseBackend) -> None:
@@ -204,11 +307,15 @@ def test_leased_replicas_exclude_each_other_per_store_not_across_stores(s3_endpo
         pass
 
 
-def test_a_store_refuses_to_commit_once_its_lease_was_lost(s3_endpoint: str) -> None:
+@pytest.mark.parametrize("scheme", ["s3", "az"])
+def test_a_store_refuses_to_commit_once_its_lease_was_lost(scheme: str, request: pytest.FixtureRequest) -> None:
     """The holder checks its lease before every commit: a lost one is a 503 and the
-    commit does not happen."""
-    uri = f"s3://exists/lost-{uuid.uuid4().hex[:8]}"
-    store = Store(uri, storage_options=_options(s3_endpoint), writers="leased", lease=FAST)
+    commit does not happen. On az://, LanceDB itself runs on Azurite too."""
+    if scheme == "az":
+        uri, options = f"az://leases/lost-{uuid.uuid4().hex[:8]}", request.getfixturevalue("azurite").storage_options()
+    else:
+        uri, options = f"s3://exists/lost-{uuid.uuid4().hex[:8]}", _options(request.getfixturevalue("s3_endpoint"))
+    store = Store(uri, storage_options=options, writers="leased", lease=FAST)
     row = {"key": "probe", "kind": "probe", "user_id": "", "name": "x", "created_us": 0, "value": ""}
     try:
         store.connect()
@@ -301,7 +408,7 @@ def test_a_second_single_writer_stops_at_start_naming_the_flag(
 def test_leased_writers_on_a_store_without_a_lease_backend_stop_at_start(tmp_path: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("WONTOPOS_")}, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-m", "wontopos_mcp", "--db", "gs://bucket/db", "--writers", "leased", "stores", "list"],
+        [sys.executable, "-m", "wontopos_mcp", "--db", "db://cloud-db", "--writers", "leased", "stores", "list"],
         env={**env, "HOME": str(tmp_path)},
         capture_output=True,
         text=True,
@@ -309,8 +416,8 @@ def test_leased_writers_on_a_store_without_a_lease_backend_stop_at_start(tmp_pat
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "wontopos-mcp: gs:// databases cannot be shared by several writers yet (leases are built for s3:// and "
-        "s3+ddb://); run a single writer (--writers single) or use an S3-compatible store"
+        "wontopos-mcp: db:// databases cannot be shared by several writers (leases are built for s3://, "
+        "s3+ddb://, gs:// and az://); run a single writer (--writers single) or use one of those stores"
     ]
 
 

@@ -288,7 +288,9 @@ def coordinator_for(
         return FileLockCoordinator(uri)
     from urllib.parse import urlsplit
 
-    if urlsplit(uri).scheme.lower() not in ("s3", "s3+ddb"):
+    from .object_leases import LEASED_SCHEMES
+
+    if urlsplit(uri).scheme.lower() not in LEASED_SCHEMES:
         if writers == "leased":
             from .object_leases import backend_for
 
