@@ -394,11 +394,12 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     def step_both(r: int) -> None:
         seeds[r] = store.vector_and_text_search(
             vec_for[r], q(r), alice, 40, search._KEYS, (*search._KEYS, "vector"), scope_rows=scope_rows[r],
-            context_where=current, context_nearest=search.REPLY_SEEDS,
-        ).context_nearest  # fmt: skip
+            context_where=current,
+        ).context_matches  # fmt: skip
 
     def step_replies(r: int) -> None:
-        cands[r].update(search._replies(store, vec_for[r], seeds[r], alice, cands[r]))
+        first = [row for row in seeds[r] if row["memory_id"] not in cands[r]][: search.REPLY_SEEDS]
+        cands[r].update(search._replies(store, vec_for[r], first, alice, cands[r]))
 
     neighbour_rows: list[int] = []
 
@@ -411,8 +412,8 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         search._with_memory_fields(store, ranked)
 
     steps = {"embed_query": step_embed, "count of the scope": step_counts, "dense candidates (k=40)": step_dense,
-             "bm25 candidates (k=40) + fusion": step_bm25, "  the four searches side by side": step_both,
-             "replies to the 20 nearest outside": step_replies, "neighbourhood fetch": step_neighbours,
+             "bm25 candidates (k=40) + fusion": step_bm25, "  the three searches side by side": step_both,
+             "replies to the best matches outside": step_replies, "neighbourhood fetch": step_neighbours,
              "memory fields of the 10": step_fields}  # fmt: skip
     step_times: dict[str, list[float]] = {k: [] for k in steps}
     for r in range(min(args.rounds, 15)):
@@ -423,7 +424,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     print("  memory_search speaker=Alice, step by step (search.py internals, same calls):")
     for name, ts in step_times.items():
         print(f"    {name:<36}{ms(ts)}")
-    runs = ("embed_query", "count of the scope", "  the four searches side by side", "replies to the 20 nearest outside",
+    runs = ("embed_query", "count of the scope", "  the three searches side by side", "replies to the best matches outside",
             "neighbourhood fetch", "memory fields of the 10")  # fmt: skip
     path = sum(statistics.median(step_times[name]) for name in runs)
     print(f"    neighbourhood fetch added {statistics.median(neighbour_rows):,.0f} neighbours (median) with their "

@@ -8,6 +8,9 @@ promise it must keep.
   under a speaker filter that leaves the question out of scope; the question is never
   returned; a forgotten or superseded memory lends no words at all.
 - The best match in a conversation lifts the rest of that conversation.
+- Under a speaker filter, the reply to the best full-text match outside it becomes a
+  candidate even when it is the farthest of the speaker's memories by cosine; it is in
+  scope or not returned, and a forgotten match seeds nothing.
 - A query naming a registered speaker, without a speaker filter, leans towards that
   speaker's memories; under a filter the filter alone decides who. Either way the names
   of registered speakers are not search words.

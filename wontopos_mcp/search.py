@@ -14,9 +14,10 @@ LoCoMo (``../shared/eval``; figures in the commits that set each constant):
    ``store_search.full_text_query``), both inside the scope. A memory's cosine is its
    best chunk's.
    Under a narrower scope (a speaker filter), the in-scope memory said right after
-   each of the best matches in the whole store (current memories) joins them: the
-   reply to the other person's question that matches ("what games did you play?" ->
-   "charades and a scavenger hunt") may share no word with the query.
+   each of the best full-text matches in the whole store (current memories, the
+   ``context`` of step 2) joins them: the reply to the other person's question that
+   matches ("what games did you play?" -> "charades and a scavenger hunt") may share
+   no word with the query and be far from it by cosine.
 2. Contextual full text, at query time: a memory's BM25 score gains its previous
    memory's (same conversation), whoever said it; under a speaker filter the other
    person's turns are scored by a second full-text search over the store's current
@@ -84,11 +85,13 @@ NAMED_SPEAKER_BOOST = 1.0
 # filter 68.2 -> 69.8 / 70.2 / 70.2; mean of the best 3 instead of the best, 0.4: 76.9 / 69.8.
 # bench/retrieval.py (0.4): filter R@5 0.97 -> 0.99, no filter MRR 0.652 -> 0.656.
 SESSION_LIFT = 0.4
-# How many nearest chunks outside a narrower scope have their in-scope replies made
-# candidates. LoCoMo R@5 (all 10, replica): raw/filter 77.5 -> 78.6 and
-# nonames/filter+qnonames 76.8 -> 78.1, with 5, 10 or 20 seeds alike; the replies to
-# the best full-text matches as well added 0.1; the memory said before a seed too, 0.
-REPLY_SEEDS = 20
+# How many of the best full-text matches outside a narrower scope (the context search,
+# made anyway) have their in-scope replies made candidates. LoCoMo R@5 (all 10, replica):
+# raw/filter 77.5 -> 78.7 and nonames/filter+qnonames 76.8 -> 78.0, with 5, 10 or 20
+# seeds alike. The 20 nearest chunks by cosine as seeds (a fourth search) measured 78.6
+# / 78.1, and both together 78.7 / 78.1, but cost 1.2-1.5x the search at 100k
+# (bench/scale.py); the memory said before a seed too, nothing.
+REPLY_SEEDS = 10
 REPLY_OFFSETS = (1,)
 _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
@@ -137,16 +140,17 @@ def search_memories(
         keys = (*_KEYS, "speaker") if named else _KEYS
         wide = context if context is not None and context != where else None
         found = store.vector_and_text_search(
-            vector, query, where, k, keys, (*keys, "vector"), scope_rows=scope_rows, context_where=wide,
-            context_nearest=REPLY_SEEDS,
-        )  # fmt: skip
+            vector, query, where, k, keys, (*keys, "vector"), scope_rows=scope_rows, context_where=wide
+        )
         context_bm25 = _best_bm25(found.context_matches if wide is not None else found.matches)
         candidates = _dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
         _add_bm25(vector, found.matches, candidates)
         if mode == "bm25":
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
-            candidates.update(_replies(store, vector, found.context_nearest, where, candidates, keys))
+            if scope_rows > k:  # else every memory in scope is a candidate already
+                seeds = [row for row in found.context_matches if row["memory_id"] not in candidates][:REPLY_SEEDS]
+                candidates.update(_replies(store, vector, seeds, where, candidates, keys))
             # A scope that is the whole current store holds every neighbour: they may win.
             scores = _propagate(store, vector, candidates, context_bm25, keys, neighbours_in_scope=context == where)
             for mid, c in candidates.items():
@@ -238,7 +242,8 @@ def _replies(
     ``_neighbours``."""
     if not seeds:
         return {}
-    lines = _Lines(store, seeds[0]["user_id"], [row["seq"] for row in seeds])
+    back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
+    lines = _Lines(store, seeds[0]["user_id"], [row["seq"] for row in seeds], back=back)
     wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
     if not wanted:
         return {}
@@ -336,12 +341,13 @@ def _neighbours(
 
 
 class _Lines:
-    """The current memories in the stretches of write order around some memories (within
-    ``NEIGHBOUR_SPAN`` of each), in order, per conversation (``None`` = no conversation:
-    store order): one read of ids, order and row ids of the chunks, no vectors."""
+    """The current memories in the stretches of write order around some memories (from
+    ``back`` before to ``NEIGHBOUR_SPAN`` after each), in order, per conversation
+    (``None`` = no conversation: store order): one read of ids, order and row ids of
+    the chunks, no vectors."""
 
-    def __init__(self, store: Store, store_key: str, seqs: Collection[int]) -> None:
-        self.spans = _merged_spans(sorted(set(seqs)))
+    def __init__(self, store: Store, store_key: str, seqs: Collection[int], *, back: int = NEIGHBOUR_SPAN) -> None:
+        self.spans = _merged_spans(sorted(set(seqs)), back)
         self.lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
         self.row_ids: dict[str, list[int]] = {}  # every chunk: a neighbour scores by its best one
         where = seq_windows(store_key, self.spans)  # seq only (see there): conversations are told apart here
@@ -370,12 +376,12 @@ class _Lines:
         ]
 
 
-def _merged_spans(seqs: list[int]) -> list[tuple[int, int]]:
-    """The stretches of write order within ``NEIGHBOUR_SPAN`` of each sorted ``seq``,
-    overlapping ones merged."""
+def _merged_spans(seqs: list[int], back: int = NEIGHBOUR_SPAN) -> list[tuple[int, int]]:
+    """The stretches of write order from ``back`` before to ``NEIGHBOUR_SPAN`` after each
+    sorted ``seq``, overlapping ones merged."""
     spans: list[tuple[int, int]] = []
     for seq in seqs:
-        low, high = seq - NEIGHBOUR_SPAN, seq + NEIGHBOUR_SPAN
+        low, high = seq - back, seq + NEIGHBOUR_SPAN
         if spans and low <= spans[-1][1] + 1:
             spans[-1] = (spans[-1][0], max(spans[-1][1], high))
         else:

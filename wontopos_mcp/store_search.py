@@ -59,13 +59,12 @@ def full_text_query(text: str) -> Any:
 
 class Found(NamedTuple):
     """What one ``vector_and_text_search`` found: inside the scope, the nearest chunks and
-    the full-text matches; inside the wider context, the full-text matches and the
-    nearest chunks (empty when not asked for)."""
+    the full-text matches; inside the wider context, the full-text matches, best first
+    (empty when there is no context)."""
 
     nearest: list[dict[str, Any]]
     matches: list[dict[str, Any]]
     context_matches: list[dict[str, Any]]
-    context_nearest: list[dict[str, Any]]
 
 
 class ChunkReads:
@@ -148,17 +147,15 @@ class ChunkReads:
 
     def vector_and_text_search(
         self, vector: Any, text: str, where: str, k: int, columns: Sequence[str], text_columns: Sequence[str],
-        *, scope_rows: int | None = None, context_where: str | None = None, context_nearest: int = 0,
+        *, scope_rows: int | None = None, context_where: str | None = None,
     ) -> Found:  # fmt: skip
         """``vector_search`` and ``text_search`` at once (LanceDB runs them side by side),
-        and inside ``context_where``, when it is given, a second ``text_search`` and the
-        ``context_nearest`` nearest chunks (``columns`` only)."""
+        and a second ``text_search`` inside ``context_where`` (``columns`` only) when it is
+        given (else no rows for it)."""
         table = self._table()
         if table is None:
-            return Found([], [], [], [])
-        return run(
-            self.both(table, vector, text, where, k, columns, text_columns, scope_rows, context_where, context_nearest)
-        )
+            return Found([], [], [])
+        return run(self.both(table, vector, text, where, k, columns, text_columns, scope_rows, context_where))
 
     async def nearest(
         self, table: Any, vector: Any, where: str, k: int, columns: Sequence[str], scope_rows: int | None
@@ -194,18 +191,15 @@ class ChunkReads:
     async def both(
         self, table: Any, vector: Any, text: str, where: str, k: int, columns: Sequence[str],
         text_columns: Sequence[str], scope_rows: int | None, context_where: str | None = None,
-        context_nearest: int = 0,
     ) -> Found:  # fmt: skip
         searches = [
             self.nearest(table, vector, where, k, columns, scope_rows),
             self.bm25(table, text, where, k, text_columns),
         ]
         if context_where is not None:
-            searches.append(self.bm25(table, text, context_where, k, ("memory_id",)))
-            if context_nearest:
-                searches.append(self.nearest(table, vector, context_where, context_nearest, columns, None))
+            searches.append(self.bm25(table, text, context_where, k, columns))
         found = await asyncio.gather(*searches)
-        return Found(*found, *([[]] * (4 - len(found))))
+        return Found(found[0], found[1], found[2] if context_where is not None else [])
 
     async def _has_vector_index(self, table: Any) -> bool:
         if not self.indexed:
