@@ -265,7 +265,14 @@ PICNIC = "Which picnic games were played?"
 ERRANDS = [f"Errand number {i} is done." for i in range(45)]  # Bob's, each a little nearer than his reply
 
 
-def test_under_a_filter_the_reply_to_the_best_match_outside_it_is_found(tmp_path: Path) -> None:
+RETIRE: dict[str, Callable[[MemoryService, str], object]] = {
+    "forgotten": lambda service, mid: service.memory_forget(memory_id=mid),
+    "superseded": lambda service, mid: service.memory_supersede(memory_id=mid, content="What time is it?"),
+}
+
+
+@pytest.mark.parametrize("retired", RETIRE)
+def test_under_a_filter_the_reply_to_the_best_match_outside_it_is_found(tmp_path: Path, retired: str) -> None:
     axis, topic = np.eye(8, dtype=np.float32)[:2]
     table = {PICNIC: topic, "What games did you play at the picnic?": topic, "What food came to the picnic?": topic}
     table |= {text: axis + (0.05 + 0.005 * i) * topic for i, text in enumerate(ERRANDS)}
@@ -284,7 +291,7 @@ def test_under_a_filter_the_reply_to_the_best_match_outside_it_is_found(tmp_path
         assert ids(said)[0] == reply and set(ids(said)[1:]) <= set(errands)
         assert {m["speaker"] for m in said} == {"Bob"}  # never the question, nor Carol's reply to the other one
         assert ids(service.memory_search(PICNIC, speaker="Carol", limit=5)["memories"]) == [sandwiches]
-        service.memory_forget(memory_id=question)  # a forgotten memory seeds nothing
+        RETIRE[retired](service, question)  # a forgotten or superseded memory seeds nothing
         assert reply not in ids(service.memory_search(PICNIC, speaker="Bob", limit=5)["memories"])
     finally:
         service.close()
