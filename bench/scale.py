@@ -398,8 +398,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         ).context_matches  # fmt: skip
 
     def step_replies(r: int) -> None:
-        first = [row for row in seeds[r] if row["memory_id"] not in cands[r]][: search.REPLY_SEEDS]
-        cands[r].update(search._replies(store, vec_for[r], first, alice, cands[r]))
+        cands[r].update(search._replies(store, vec_for[r], seeds[r], alice, cands[r]))
 
     neighbour_rows: list[int] = []
 

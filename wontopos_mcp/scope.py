@@ -51,7 +51,7 @@ def memory_is(key: str, memory_id: str) -> str:
 
 def memories_in(key: str, memory_ids: Sequence[str]) -> str:
     """Every chunk of these memories."""
-    return in_store(key) + f" AND memory_id IN {quote_all(memory_ids)}"
+    return among(in_store(key), memory_ids)
 
 
 def among(where: str, memory_ids: Sequence[str]) -> str:

@@ -149,8 +149,7 @@ def search_memories(
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
             if scope_rows > k:  # else every memory in scope is a candidate already
-                seeds = [row for row in found.context_matches if row["memory_id"] not in candidates][:REPLY_SEEDS]
-                candidates.update(_replies(store, vector, seeds, where, candidates, keys))
+                candidates.update(_replies(store, vector, found.context_matches, where, candidates, keys))
             # A scope that is the whole current store holds every neighbour: they may win.
             scores = _propagate(store, vector, candidates, context_bm25, keys, neighbours_in_scope=context == where)
             for mid, c in candidates.items():
@@ -233,13 +232,14 @@ def _add_bm25(vector: Any, matches: list[dict[str, Any]], candidates: dict[str, 
 
 
 def _replies(
-    store: Store, vector: Any, seeds: list[dict[str, Any]], where: str, candidates: dict[str, Candidate],
+    store: Store, vector: Any, matches: list[dict[str, Any]], where: str, candidates: dict[str, Candidate],
     keys: tuple[str, ...] = _KEYS,
 ) -> dict[str, Candidate]:  # fmt: skip
-    """The memories said next to the ``seeds`` (chunk rows; ``REPLY_OFFSETS``, as
-    ``_Lines`` finds them) that are in scope (``where``) and not candidates yet:
-    candidates, scored by their best chunk's cosine. Two small reads, as for
-    ``_neighbours``."""
+    """Seeds: the first ``REPLY_SEEDS`` of ``matches`` (chunk rows, best first) that are
+    not candidates. The memories said next to them (``REPLY_OFFSETS``, as ``_Lines`` finds
+    them) that are in scope (``where``) and not candidates yet become candidates, scored
+    by their best chunk's cosine. Two small reads, as for ``_neighbours``."""
+    seeds = [row for row in matches if row["memory_id"] not in candidates][:REPLY_SEEDS]
     if not seeds:
         return {}
     back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
