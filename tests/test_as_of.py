@@ -135,3 +135,36 @@ async def test_mcp_search_and_recall_take_as_of(budget: dict[str, Any]) -> None:
         future = await session.call("memory_search", {"query": "budget", "as_of": "2999-01-01"})
         assert future.is_error
         error_body(future.structured_content, 400, "invalid_request_error", field="as_of")
+
+
+def test_a_search_as_of_a_moment_ranks_as_a_search_made_then(
+    clocked_service: MemoryService, clock: SteppableClock
+) -> None:
+    """The order too is the store's at that moment: memories stored later lend no score
+    (neighbours, their conversation's best match, replies to them), as they lent none then."""
+    svc = clocked_service
+    for name in ("Bob", "Carol"):
+        svc.speaker_register(name)
+    said = [
+        ("trip", "Bob", "I watered the tomatoes in the garden this morning"),
+        ("trip", "Carol", "Did the train leave on time?"),
+        ("shed", "Bob", "The shed by the fence needs a new coat of paint"),
+        ("work", "Bob", "The quarterly report is due on Friday"),
+        ("work", "Carol", "I booked the meeting room for Monday"),
+    ]
+    for conversation, speaker, content in said:
+        svc.memory_add(content, speaker=speaker, conversation_id=conversation)
+    moment = _at(clock, minutes=1)
+    queries = [("what did Bob say about the garden?", "Bob"), ("the garden", None)]
+    then = {q: _contents(svc.memory_search(q, speaker=s, limit=5)) for q, s in queries}
+    clock.advance(days=1)
+    later = [
+        ("shed", "Carol", "Your garden is lovely: the garden roses, the garden path, the whole garden!"),
+        ("shed", "Bob", "Thanks, I dug the vegetable beds last week"),
+    ]
+    for conversation, speaker, content in later:
+        svc.memory_add(content, speaker=speaker, conversation_id=conversation)
+    for q, s in queries:
+        assert _contents(svc.memory_search(q, speaker=s, limit=5, as_of=moment)) == then[q], q
+    now = _contents(svc.memory_search(queries[0][0], speaker="Bob", limit=5))
+    assert now != then[queries[0][0]]  # the later memories do move today's order

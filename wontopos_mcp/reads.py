@@ -90,11 +90,17 @@ class Reads:
         until: int | None = None,
         gone: list[str] | None = None,
     ) -> list[dict[str, Any]]:
+        # ``context``: whose words may lend full-text score to their neighbours and seed
+        # replies, and where neighbours are read: the store's current memories, or at a
+        # past moment those current then, so a memory stored later moves nothing.
         if until is None:
             where = search_scope(handle.key, name, superseded, filters)
+            context = search_scope(handle.key, None, False, [])
         else:
+            gone = self.history.replaced_by(handle.key, until) if gone is None else gone
             every_version = search_scope(handle.key, name, True, filters)
             where = self.history.scope(handle.key, every_version, until, superseded, gone)
+            context = self.history.scope(handle.key, search_scope(handle.key, None, True, []), until, False, gone)
         from .search import search_memories  # numpy: off the start-up path (spawn -> tools/list)
 
         # Registered speakers' names in the query are who, not what: all are dropped from
@@ -103,9 +109,6 @@ class Reads:
         named = names_in(text, [row["name"] for row in self.registry.speakers(handle.key)])
         query = query_without_name(query_without_names(text, named), name)
         lean = named if name is None else ()
-        # Whose words may lend full-text score to their neighbours: the current memories. At
-        # a past moment none: neighbours are read as they are now, and must not be returned.
-        context = search_scope(handle.key, None, False, []) if until is None else None
         hits = search_memories(self.memories.store, self._embedder(), query, where, limit, named=lean, context=context)
         return self.history.dated(handle.key, [memory_record(row, similarity=sim) for row, sim in hits], until)
 

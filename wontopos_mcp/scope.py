@@ -84,14 +84,15 @@ def search_scope(key: str, name: str | None, include_superseded: bool, filters: 
     )
 
 
-def seq_windows(key: str, spans: Sequence[tuple[int, int]]) -> str:
-    """Current chunks of the store within these stretches of write order.
+def seq_windows(base: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The chunks of ``base`` (a store's memories: its current ones, or those of a past
+    moment) within these stretches of write order.
 
     The windows bound ``seq`` only: a conversation term inside the OR would stop LanceDB
     from using the seq index (a full scan, ~250 ms at 1M rows).
     """
     windows = " OR ".join(f"(seq >= {low} AND seq <= {high})" for low, high in spans)
-    return in_store(key) + f" AND NOT superseded AND ({windows})"
+    return f"{base} AND ({windows})"
 
 
 def query_without_name(query: str, name: str | None) -> str:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .records import RECORD_FIELDS
-from .scope import among, memories_in, seq_windows
+from .scope import among, memories_in, search_scope, seq_windows
 
 if TYPE_CHECKING:
     from .embeddings import Embedder
@@ -126,7 +126,9 @@ def search_memories(
     alone, ``bm25`` by full text alone (cosine breaks ties), ``hybrid`` is the product.
     ``named``: speakers the query names; their memories get ``NAMED_SPEAKER_BOOST``.
     ``context``: the memories whose words may lend full-text score to their neighbours
-    (the store's current memories); None = only those in scope.
+    and seed replies (the store's memories as the search reads them: current ones, or
+    those of an ``as_of`` moment); None = only those in scope. Neighbours are read from
+    it too (None: the current memories), so a past moment ranks as a search made then.
     """
     scope_rows = store.count(where)
     if scope_rows == 0:
@@ -149,9 +151,11 @@ def search_memories(
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
             if scope_rows > k:  # else every memory in scope is a candidate already
-                candidates.update(_replies(store, vector, found.context_matches, where, candidates, keys))
+                candidates.update(_replies(store, vector, found.context_matches, where, candidates, keys, context))
             # A scope that is the whole current store holds every neighbour: they may win.
-            scores = _propagate(store, vector, candidates, context_bm25, keys, neighbours_in_scope=context == where)
+            scores = _propagate(
+                store, vector, candidates, context_bm25, keys, base=context, neighbours_in_scope=context == where
+            )
             for mid, c in candidates.items():
                 if named and c.in_scope and c.row.get("speaker") in named:
                     scores[mid] += NAMED_SPEAKER_BOOST
@@ -233,7 +237,7 @@ def _add_bm25(vector: Any, matches: list[dict[str, Any]], candidates: dict[str, 
 
 def _replies(
     store: Store, vector: Any, matches: list[dict[str, Any]], where: str, candidates: dict[str, Candidate],
-    keys: tuple[str, ...] = _KEYS,
+    keys: tuple[str, ...] = _KEYS, base: str | None = None,
 ) -> dict[str, Candidate]:  # fmt: skip
     """Seeds: the first ``REPLY_SEEDS`` of ``matches`` (chunk rows, best first) that are
     not candidates. The memories said next to them (``REPLY_OFFSETS``, as ``_Lines`` finds
@@ -243,7 +247,7 @@ def _replies(
     if not seeds:
         return {}
     back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
-    lines = _Lines(store, seeds[0]["user_id"], [row["seq"] for row in seeds], back=back)
+    lines = _Lines(store, seeds[0]["user_id"], [row["seq"] for row in seeds], back=back, base=base)
     wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
     if not wanted:
         return {}
@@ -277,13 +281,13 @@ def _fuse(candidates: dict[str, Candidate]) -> None:
 
 def _propagate(
     store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
-    keys: tuple[str, ...] = _KEYS, *, neighbours_in_scope: bool = False,
+    keys: tuple[str, ...] = _KEYS, *, base: str | None = None, neighbours_in_scope: bool = False,
 ) -> dict[str, float]:  # fmt: skip
     """Each candidate's fused score (its full-text score with its previous memory's
     added) plus shares of its neighbours' fused scores and of its conversation's best.
     ``neighbours_in_scope``: the neighbours that join are in scope too (and get the same
     from the candidates they neighbour), else they only lend score."""
-    neighbours, newcomers = _neighbours(store, vector, candidates, context_bm25, keys)
+    neighbours, newcomers = _neighbours(store, vector, candidates, context_bm25, keys, base)
     if neighbours_in_scope:
         for mid, around in list(neighbours.items()):
             for offset, other in around:
@@ -313,7 +317,7 @@ def _propagate(
 
 def _neighbours(
     store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
-    keys: tuple[str, ...] = _KEYS,
+    keys: tuple[str, ...] = _KEYS, base: str | None = None,
 ) -> tuple[dict[str, list[tuple[int, str]]], dict[str, Candidate]]:  # fmt: skip
     """(offset, memory id) of each in-scope candidate's neighbours: the memories just
     before and after it in write order, in its own conversation (``None`` = no
@@ -329,7 +333,7 @@ def _neighbours(
     if not in_scope:
         return {}, {}
     store_key = in_scope[0].row["user_id"]
-    lines = _Lines(store, store_key, [c.row["seq"] for c in in_scope])
+    lines = _Lines(store, store_key, [c.row["seq"] for c in in_scope], base=base)
     found = {c.row["memory_id"]: lines.around(c.row, NEIGHBOUR_WEIGHTS) for c in in_scope}
     wanted = {mid for around in found.values() for _, mid in around} - set(candidates)
     if not wanted:
@@ -341,16 +345,19 @@ def _neighbours(
 
 
 class _Lines:
-    """The current memories in the stretches of write order around some memories (from
-    ``back`` before to ``NEIGHBOUR_SPAN`` after each), in order, per conversation
-    (``None`` = no conversation: store order): one read of ids, order and row ids of
-    the chunks, no vectors."""
+    """The memories of ``base`` (default: the store's current ones) in the stretches of
+    write order around some memories (from ``back`` before to ``NEIGHBOUR_SPAN`` after
+    each), in order, per conversation (``None`` = no conversation: store order): one
+    read of ids, order and row ids of the chunks, no vectors."""
 
-    def __init__(self, store: Store, store_key: str, seqs: Collection[int], *, back: int = NEIGHBOUR_SPAN) -> None:
+    def __init__(
+        self, store: Store, key: str, seqs: Collection[int], *, back: int = NEIGHBOUR_SPAN, base: str | None = None
+    ) -> None:
         self.spans = _merged_spans(sorted(set(seqs)), back)
         self.lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
         self.row_ids: dict[str, list[int]] = {}  # every chunk: a neighbour scores by its best one
-        where = seq_windows(store_key, self.spans)  # seq only (see there): conversations are told apart here
+        base = search_scope(key, None, False, []) if base is None else base
+        where = seq_windows(base, self.spans)  # seq only (see there): conversations are told apart here
         columns = ("memory_id", "conversation_id", "seq", "chunk_idx")
         for row in store.rows(where, columns=columns, order=(("seq", True),), row_ids=True):
             self.row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])
