@@ -13,9 +13,12 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 import wontopos
 from support import KEY, served
+
+from wontopos_mcp.rest import API_PREFIX as API
 
 SPEAKER_LIMIT = 3
 _ids = itertools.count()
@@ -277,3 +280,61 @@ def test_a_hosted_only_endpoint_is_501_naming_it(mem: wontopos.Client, store: st
         call(mem, store)
     assert refused.value.status == 501 and refused.value.type == "not_implemented_error"
     assert refused.value.details["endpoint"] == endpoint
+
+
+# A well-typed value for each required core parameter: the others are given, so the one left
+# out is the only thing wrong (a missing field is refused before anything is looked up).
+WELL_TYPED = {"content": "Bob likes tea", "query": "tea", "speaker": "Bob", "new_name": "Robert", "into": "Bob",
+              "confirm_records": 0, "memory_id": "m-1", "user_id": "x"}  # fmt: skip
+
+
+def _without_required() -> list[tuple[Any, str, str]]:
+    """(endpoint, the required field as REST names it, how it is left out) for every route
+    of the table whose core call needs a field the body may leave out."""
+    from wontopos_mcp.rest import ENDPOINTS
+
+    cases = []
+    for endpoint in ENDPOINTS:
+        rest_name = {core: rest for rest, core in endpoint.names.items()}
+        for core in endpoint.required:
+            if core != "user_id" or endpoint.call == "store_delete":
+                cases += [(endpoint, rest_name.get(core, core), how) for how in ("absent", "null")]
+    return cases
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "name", "how"), _without_required(), ids=lambda x: x if isinstance(x, str) else f"{x.method} {x.path}"
+)
+def test_a_required_field_left_out_or_null_is_400_naming_it(
+    live: Any, mem: wontopos.Client, store: str, endpoint: Any, name: str, how: str
+) -> None:
+    """Every required field, as the caller names it, absent or null: a 400 naming it
+    before anything is looked up, never the core called without it (a 500)."""
+    mem.add_speaker("Bob", user_id=store)
+    rest_name = {core: rest for rest, core in endpoint.names.items()}
+    given = {"user_id": store, **{rest_name.get(core, core): WELL_TYPED[core] for core in endpoint.required}}
+    body = {key: value for key, value in given.items() if key != name}
+    if how == "null":
+        body[name] = None
+    before = mem.list_memories(user_id=store, limit=100)["memories"]
+    with httpx.Client(base_url=live.url, headers={"X-API-Key": KEY}) as http:
+        answer = http.request(endpoint.method, API + endpoint.path, json=body)
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["field"] == name
+    assert mem.list_memories(user_id=store, limit=100)["memories"] == before
+    assert [s["speaker"] for s in mem.list_speakers(user_id=store)["speakers"]] == ["Bob"]
+
+
+def test_sdk_calls_with_a_none_argument_are_400_not_500(mem: wontopos.Client, store: str) -> None:
+    for call, field in [
+        (lambda: mem.add(None, user_id=store), "content"),
+        (lambda: mem.search(None, user_id=store), "query"),
+        (lambda: mem.add_speaker(None, user_id=store), "speaker"),
+        (lambda: mem.recall(None, user_id=store), "query"),
+        (lambda: mem.add_bulk(None, user_id=store), "content"),
+        (lambda: mem.remove_speaker(None, user_id=store), "speaker"),
+    ]:
+        with pytest.raises(wontopos.BadRequestError) as refused:
+            call()
+        assert refused.value.details["field"] == field

@@ -107,6 +107,7 @@ class Endpoint:
     query: bool = False
     metadata: bool = False
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    required: tuple[str, ...] = ()  # core names the body must give (the contract's ``required``)
     prepare: Callable[[dict[str, Any], dict[str, Any]], Call] | None = None
     reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
@@ -118,6 +119,9 @@ class Endpoint:
             call = self.prepare(given, body)
             return Call(call.method, call.arguments, {**fields, **call.fields}), ignored
         arguments = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
+        for name in self.required:
+            if name not in arguments:  # absent or null: the core would be called without it
+                raise InvalidRequestError(f"{fields.get(name, name)} is required", field=fields.get(name, name))
         return Call(self.call, arguments, fields), ignored
 
     def _arguments(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -141,7 +145,10 @@ def _endpoint(name: str, **behaviour: Any) -> Endpoint:
     op: Operation = operation(name)
     assert op.rest is not None, name
     defaults = {param: op.default(param) for param in op.face_defaults}
-    return Endpoint(op.rest.method, op.rest.path, op.core, op.rest.names, defaults=defaults, **behaviour)
+    required = tuple(p.name for p in op.params if p.required)
+    return Endpoint(
+        op.rest.method, op.rest.path, op.core, op.rest.names, defaults=defaults, required=required, **behaviour
+    )
 
 
 def _flattened(body: dict[str, Any], metadata: bool) -> list[tuple[str, Any]]:
