@@ -212,3 +212,35 @@ def test_a_query_that_looks_like_sql_is_just_a_query(crowd: tuple[MemoryService,
 def test_ids_are_uuids_so_no_stored_id_needs_escaping(service: MemoryService) -> None:
     memory_id = service.memory_add("Plain.")["id"]
     assert str(uuid.UUID(memory_id)) == memory_id
+
+
+LONE = "tea \ud800 time"  # a lone surrogate, as JSON's "\ud800" decodes: no UTF-8 can hold it
+
+
+def _lone_surrogate_calls(svc: MemoryService, memory_id: str) -> list[tuple[str, Any]]:
+    """(the field named, a call with a lone surrogate there) for every text a caller sends."""
+    return [
+        ("content", lambda: svc.memory_add(LONE)),
+        ("category", lambda: svc.memory_add("Bob likes tea", category=LONE)),
+        ("conversation_id", lambda: svc.memory_add("Bob likes tea", conversation_id=LONE)),
+        ("query", lambda: svc.memory_search(LONE)),
+        ("query", lambda: svc.memory_recall(LONE)),
+        ("filters.categories", lambda: svc.memory_search("tea", filters={"categories": [LONE]})),
+        ("memory_id", lambda: svc.memory_get(LONE)),
+        ("memory_id", lambda: svc.memory_forget(memory_id=LONE)),
+        ("content", lambda: svc.memory_supersede(memory_id, LONE)),
+        ("messages[1].content", lambda: svc.memory_add_messages(
+            [{"role": "user", "content": "fine"}, {"role": "user", "content": LONE}])),
+        ("skip_ids", lambda: svc.by_speaker("me", skip_ids=[LONE])),
+    ]  # fmt: skip
+
+
+def test_a_lone_surrogate_in_any_text_is_400_naming_its_field_and_changes_nothing(service: MemoryService) -> None:
+    """The core refuses it itself (the library passes raw strings; MCP and REST refuse it
+    on the wire too): never the tokenizer's TypeError or the database's UnicodeEncodeError,
+    whose message would carry the filter text."""
+    stored = service.memory_add("Bob likes green tea")["id"]
+    for field, call in _lone_surrogate_calls(service, stored):
+        with changes_nothing(service), refused(400, field=field) as info:
+            call()
+        assert "lone surrogate" in info.value.message and "user_id" not in info.value.message, field

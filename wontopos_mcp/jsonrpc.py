@@ -50,6 +50,7 @@ from mcp.types import (
 from pydantic import ValidationError
 
 from .errors import InvalidRequestError
+from .validation import SURROGATE, not_unicode
 
 __all__ = [
     "MAX_NESTING",
@@ -65,7 +66,6 @@ MAX_NESTING = 200
 """The most arrays/objects a value may sit inside: pydantic-core's parser limit, so a
 message the SDK parses is never refused for its depth (a test pins the two together)."""
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # A JSON string token or one bracket: enough to cut a message down to its top levels.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
@@ -191,7 +191,7 @@ def _surrogate(value: dict[str, Any], path: tuple[str | int, ...]) -> Decoded:
     inside_params = path[:1] == ("params",)
     return Refusal(
         INVALID_PARAMS if inside_params else INVALID_REQUEST,
-        f"{'Invalid params' if inside_params else 'Invalid Request'}: {_not_unicode(field_path(path) or 'message')}",
+        f"{'Invalid params' if inside_params else 'Invalid Request'}: {not_unicode(field_path(path) or 'message')}",
         (request_id,),
     )
 
@@ -200,15 +200,15 @@ def lone_surrogate_error(name: Any, arguments: Any) -> InvalidRequestError | Non
     """SPEC's 400 for a tool call whose name or string arguments hold a lone surrogate,
     naming the argument (``speaker``, ``messages[0].content``) as the service names
     nested fields; None when the call is well-formed Unicode."""
-    if isinstance(name, str) and _SURROGATE.search(name):
-        return InvalidRequestError(_not_unicode("name"), field="name")
+    if isinstance(name, str) and SURROGATE.search(name):
+        return InvalidRequestError(not_unicode("name"), field="name")
     if not isinstance(arguments, dict):
         return None
     path = _scan(arguments)
     if not isinstance(path, tuple):  # depth was checked on the wire, not here
         return None
     field = field_path(path) or "arguments"
-    return InvalidRequestError(_not_unicode(field), field=field)
+    return InvalidRequestError(not_unicode(field), field=field)
 
 
 def field_path(parts: tuple[str | int, ...] | list[Any]) -> str:
@@ -216,13 +216,6 @@ def field_path(parts: tuple[str | int, ...] | list[Any]) -> str:
     if not parts:
         return ""
     return str(parts[0]) + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts[1:])
-
-
-def _not_unicode(field: str) -> str:
-    return (
-        f"{field} is not valid Unicode: it holds a lone surrogate (an unpaired \\ud800-\\udfff escape); "
-        "send the text as UTF-8 or as complete surrogate pairs"
-    )
 
 
 def _scan(value: Any) -> tuple[str | int, ...] | str | None:
@@ -234,7 +227,7 @@ def _scan(value: Any) -> tuple[str | int, ...] | str | None:
     while stack:
         item, path = stack.pop()
         if isinstance(item, str):
-            if found is None and _SURROGATE.search(item):
+            if found is None and SURROGATE.search(item):
                 found = path
             continue
         if not isinstance(item, (dict, list)):
@@ -242,7 +235,7 @@ def _scan(value: Any) -> tuple[str | int, ...] | str | None:
         if len(path) >= MAX_NESTING and item:
             return "deep"  # its members sit inside MAX_NESTING + 1 containers
         if isinstance(item, dict):
-            if found is None and any(_SURROGATE.search(key) for key in item):
+            if found is None and any(SURROGATE.search(key) for key in item):
                 found = path
             children = [(child, (*path, key)) for key, child in item.items()]
         else:
@@ -259,7 +252,7 @@ def _request_id(value: Any) -> RequestId | None:
     request_id = value.get("id")
     if isinstance(request_id, bool):
         return None
-    if isinstance(request_id, int) or (isinstance(request_id, str) and not _SURROGATE.search(request_id)):
+    if isinstance(request_id, int) or (isinstance(request_id, str) and not SURROGATE.search(request_id)):
         return request_id
     return None
 

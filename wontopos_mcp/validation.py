@@ -5,6 +5,7 @@ MCP schemas only document them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .errors import InvalidRequestError
@@ -13,6 +14,26 @@ MAX_CONTENT_CHARS = 32_000
 MAX_QUERY_CHARS = 4_000
 MAX_LABEL_CHARS = 128
 MAX_SKIP_IDS = 1_000
+
+# A code point of the surrogate range in a str is a lone surrogate (JSON's "\ud800"): a
+# pair was joined into one character when it was decoded. UTF-8 cannot hold one, so the
+# tokenizer and the database would fail on it; it is refused first, naming the field.
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def not_unicode(field: str) -> str:
+    """The message of the 400 for a lone surrogate in ``field`` (every face words it so)."""
+    return (
+        f"{field} is not valid Unicode: it holds a lone surrogate (an unpaired \\ud800-\\udfff escape); "
+        "send the text as UTF-8 or as complete surrogate pairs"
+    )
+
+
+def unicode_text(value: str, *, field: str) -> str:
+    """``value`` if it is valid Unicode (no lone surrogate), else SPEC's 400 naming ``field``."""
+    if SURROGATE.search(value):
+        raise InvalidRequestError(not_unicode(field), field=field)
+    return value
 
 
 def integer(value: Any, *, field: str, low: int, high: int | None = None) -> int:
@@ -37,7 +58,7 @@ def text(value: Any, *, field: str, max_chars: int) -> str:
         raise InvalidRequestError(f"{field} must be a string", field=field)
     if not value.strip():
         raise InvalidRequestError(f"{field} must not be empty", field=field)
-    return bounded(value, field=field, max_chars=max_chars)
+    return unicode_text(bounded(value, field=field, max_chars=max_chars), field=field)
 
 
 def bounded(value: str, *, field: str, max_chars: int) -> str:
@@ -65,7 +86,7 @@ def string_list(value: Any, *, field: str, max_items: int) -> list[str]:
         raise InvalidRequestError(f"{field} must be a list of strings", field=field)
     if len(value) > max_items:
         raise InvalidRequestError(f"{field} has more than {max_items} items", field=field)
-    return list(value)
+    return [unicode_text(item, field=field) for item in value]
 
 
 def number(value: Any, *, field: str, low: float, high: float) -> float:
