@@ -446,7 +446,7 @@ async def test_unknown_store_speaker_and_memory_are_404(mcp: Session) -> None:
 async def test_colliding_store_ids_are_409_with_conflicts_with(mcp: Session) -> None:
     await mcp.ok("store_create", user_id="alice-smith")
     error = await mcp.refused("store_create", {"user_id": "alice.smith"}, status=409, type="conflict_error")
-    assert error["conflicts_with"] == "alice-smith"
+    assert error["conflicts_with"] == "alice-smith" and error["field"] == "user_id"
 
 
 # --- names that look like code are just names ------------------------------------------------
@@ -534,3 +534,12 @@ async def test_while_the_model_loads_embedding_calls_answer_503_and_the_rest_ans
     finally:
         gate.event.set()
         service.close()
+
+
+async def test_superseding_an_old_version_is_409_naming_memory_id(mcp: Session) -> None:
+    old = (await mcp.ok("memory_add", content="The kickoff is at 9"))["id"]
+    new = (await mcp.ok("memory_supersede", memory_id=old, content="The kickoff is at 10"))["id"]
+    error = await mcp.refused(
+        "memory_supersede", {"memory_id": old, "content": "The kickoff is at 11"}, status=409, type="conflict_error"
+    )
+    assert (error["field"], error["memory_id"], error["superseded_by"]) == ("memory_id", old, new)

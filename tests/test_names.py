@@ -299,7 +299,7 @@ def test_store_lookup_ignores_case_and_answers_echo_the_id_as_created(service: A
 def test_ids_differing_only_in_dot_dash_or_underscore_cannot_both_exist(service: Any) -> None:
     assert service.store_create("alice-smith")["status"] == "created"
     for twin in ("alice.smith", "alice_smith", "Alice.Smith"):
-        with refused(409, conflicts_with="alice-smith"):
+        with refused(409, field="user_id", conflicts_with="alice-smith"):
             service.store_create(twin)
         with refused(404, user_id=twin):
             service.speakers_list(user_id=twin)

@@ -213,7 +213,13 @@ def test_errors_arrive_as_the_sdks_typed_exceptions_with_their_fields(mem: wonto
     mem.create_store(collide)
     with pytest.raises(wontopos.ConflictError) as conflict:
         mem.create_store(collide.replace("_", "-"))
-    assert conflict.value.conflicts_with == collide
+    assert conflict.value.conflicts_with == collide and conflict.value.details["field"] == "user_id"
+
+    old = mem.add("The kickoff is at 9", user_id=store)["id"]
+    mem.update(old, "The kickoff is at 10", user_id=store)
+    with pytest.raises(wontopos.ConflictError) as stale:
+        mem.update(old, "The kickoff is at 11", user_id=store)
+    assert stale.value.details["field"] == "old_memory_id" and stale.value.details["memory_id"] == old
 
     with pytest.raises(wontopos.AuthenticationError):
         with wontopos.Client(api_key="not-the-key", base_url=mem._base) as stranger:

@@ -88,6 +88,7 @@ class Registry:
                     raise ConflictError(
                         f"store '{store_id}' would be confused with the existing store "
                         f"'{row['name']}' (ids differing only in '.', '_' or '-' cannot both exist)",
+                        field="user_id",
                         user_id=store_id,
                         conflicts_with=row["name"],
                     )

@@ -210,7 +210,10 @@ def duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:
         "status": "duplicate",
         "id": "",
         "duplicate_of": duplicate_of,
-        "note": "not stored: this restates a current memory of the same speaker; use memory_supersede to change a fact",
+        # No verb: each face names supersede its own way (memory_supersede, update, memories
+        # supersede), and an answer, unlike an error, is not re-worded by the face.
+        "note": "not stored: this restates a current memory of the same speaker (duplicate_of); "
+        "to change that fact, supersede that memory",
     }
 
 
@@ -218,6 +221,7 @@ def _refuse_superseded(row: dict[str, Any]) -> dict[str, Any]:
     if row["superseded"]:
         raise ConflictError(
             f"memory '{row['memory_id']}' was already superseded; supersede its current version",
+            field="memory_id",
             memory_id=row["memory_id"],
             superseded_by=row["superseded_by"],
         )
