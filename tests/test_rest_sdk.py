@@ -266,6 +266,12 @@ def test_add_bulk_cuts_a_text_into_memories_stored_once(mem: wontopos.Client, st
     with pytest.raises(wontopos.BadRequestError) as bad:
         mem.add_bulk("more", store, timestamp="next tuesday")
     assert bad.value.details["field"] == "timestamp"
+    with pytest.raises(wontopos.BadRequestError) as future:
+        mem.add_bulk("The launch code is orange.", store, timestamp="2099-01-01T00:00:00Z")
+    assert future.value.details["field"] == "timestamp"
+    back = mem.add_bulk("The old launch code was green.", store, timestamp="2020-01-01")
+    assert mem.get(store, back["ids"][0])["created_at"] == "2020-01-01T00:00:00.000000Z"
+    assert sorted(m["id"] for m in mem.export_memories(store)) == sorted(first["ids"] + back["ids"])
 
 
 # --- what this server does not serve -------------------------------------------------------------

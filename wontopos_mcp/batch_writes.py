@@ -30,6 +30,7 @@ from .commits import Embedded, Written
 from .contract import DEFAULT_CATEGORY
 from .dates import parse_moment
 from .duplicates import restatement_key
+from .errors import InvalidRequestError
 from .idempotency import Idempotency
 from .memories import restates
 from .redaction import tally, with_redactions
@@ -124,10 +125,21 @@ class BatchWrites:
         block with blank lines in it is found whole."""
         text = bulk_text(content)
         category = v.optional_label(category, field="category")
-        created = None if timestamp is None else parse_moment(timestamp, field="timestamp")[1]
+        created = None if timestamp is None else self._written_at(timestamp)
         found = self.commits.redactor.redact(text)
         items = [{"content": p, "category": category, "created_at": created} for p in cut_text(found.text)]
         return self.memory_add_batch(items, user_id, idempotency=idempotency, redacted=found.counts)
+
+    def _written_at(self, timestamp: Any) -> str:
+        """``timestamp`` as the memories' ``created_at``: when the text was written, which
+        cannot be later than now (such a memory would be missing from every ``as_of``
+        answer until then, and would page as newer than every memory written meanwhile)."""
+        us, text = parse_moment(timestamp, field="timestamp")
+        if us > self.commits.now_us():
+            raise InvalidRequestError(
+                f"timestamp {text} is later than now; give the moment the text was written", field="timestamp"
+            )
+        return text
 
     def _imported(self, key: str, origins: Sequence[Origin]) -> dict[str, tuple[str, str]]:
         return self.memories.imported(key, [origin.idem.key for origin in origins])

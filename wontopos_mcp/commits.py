@@ -62,7 +62,7 @@ class Commits:
         self.memories = memories
         self.models = models
         self.model_wait = model_wait
-        self._now_us = now_us
+        self.now_us = now_us  # the service's clock, in microseconds
         self._running = Running()
         # Every write's texts pass through it before they are checked, embedded or stored.
         self.redactor = redactor or Redactor()
@@ -124,7 +124,7 @@ class Commits:
         """The first answer to this key in this store within 24 h, if there was one."""
         if idem is None:
             return None
-        since = self._now_us() - WINDOW_US
+        since = self.now_us() - WINDOW_US
         first = self.memories.idempotent_answer(key, idem.key, since)
         if first is None:
             first = self.registry.idempotency_record(key, idem.key, since)
@@ -140,7 +140,7 @@ class Commits:
             for row in rows:
                 row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=answer_json)
             if not rows:
-                record = (idem.key, idem.fingerprint, answer_json, self._now_us())
+                record = (idem.key, idem.fingerprint, answer_json, self.now_us())
                 self.registry.keep_idempotency_records(key, [record])
         self.memories.add(rows, written.updated)
         return answer
@@ -167,7 +167,7 @@ class Commits:
         store's sequence high-water mark and their idempotency records first; rows in
         ``updated`` are rewritten in the same commit as the delete."""
         self.remember_last_seq(key)
-        since = self._now_us() - WINDOW_US
+        since = self.now_us() - WINDOW_US
         self.registry.keep_idempotency_records(key, self.memories.idempotency_of(where, since))
         self.memories.delete(where, updated=updated)
 
