@@ -296,6 +296,7 @@ async def test_over_sse_a_forged_refusal_notification_is_not_written_back(live: 
         (b'{"user_id": "default", "content": "Bob\\ud800 said hi"}', "content"),
         (b'{"user_id": "default", "content": "hi", "metadata": {"speaker": "\\udfffBob"}}', "metadata.speaker"),
         (b'{"user_id": "default\\ud800", "content": "hi"}', "user_id"),
+        (b'{"user_id": "default", "content": "hi", "\\ud800": 1}', "body"),  # a key: no field has its name
     ],
 )
 async def test_over_rest_a_lone_surrogate_is_the_400_envelope_naming_the_field(

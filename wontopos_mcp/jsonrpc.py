@@ -196,10 +196,11 @@ def _surrogate(value: dict[str, Any], path: tuple[str | int, ...]) -> Decoded:
     )
 
 
-def lone_surrogate_error(name: Any, arguments: Any) -> InvalidRequestError | None:
+def lone_surrogate_error(name: Any, arguments: Any, *, whole: str = "arguments") -> InvalidRequestError | None:
     """SPEC's 400 for a tool call whose name or string arguments hold a lone surrogate,
     naming the argument (``speaker``, ``messages[0].content``) as the service names
-    nested fields; None when the call is well-formed Unicode."""
+    nested fields, or ``whole`` for a key of the top level (REST: ``body``); None when
+    the call is well-formed Unicode."""
     if isinstance(name, str) and SURROGATE.search(name):
         return InvalidRequestError(not_unicode("name"), field="name")
     if not isinstance(arguments, dict):
@@ -207,7 +208,7 @@ def lone_surrogate_error(name: Any, arguments: Any) -> InvalidRequestError | Non
     path = _scan(arguments)
     if not isinstance(path, tuple):  # depth was checked on the wire, not here
         return None
-    field = field_path(path) or "arguments"
+    field = field_path(path) or whole
     return InvalidRequestError(not_unicode(field), field=field)
 
 

@@ -238,7 +238,7 @@ async def _body(request: Request, endpoint: Endpoint) -> dict[str, Any]:
         raise InvalidRequestError("the request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise InvalidRequestError(f"the request body must be a JSON object, not {type(body).__name__}")
-    unpaired = lone_surrogate_error(None, body)  # json.loads lets "\ud800" through; UTF-8 cannot hold it
+    unpaired = lone_surrogate_error(None, body, whole="body")  # json.loads lets "\ud800" through; UTF-8 cannot
     if unpaired is not None:
         raise unpaired
     return body

@@ -1,9 +1,7 @@
 // The memory browser: pick a store, see its speakers with their counts, read one
 // speaker's memories newest first (by_speaker pages), list or search them, and fix what
-// is wrong (forget, supersede, register and remove speakers), every call through the
-// REST API (api.js). Every view is plain HTML controls, so the keyboard reaches all of it.
-//
-// Speaker rename is not here: the REST API has no route for it (it is an MCP tool only).
+// is wrong (forget, supersede, register, rename and remove speakers), every call through
+// the REST API (api.js). Every view is plain HTML controls, so the keyboard reaches all of it.
 
 import { ApiError, key, rest } from "./api.js";
 import { $, confirmDialog, el, errorBox, memoryItem, renameDialog, show, supersedeDialog } from "./dom.js";
