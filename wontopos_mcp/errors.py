@@ -62,6 +62,11 @@ class Fix:
 Message = str | Sequence[str | Fix]  # text, or text around the calls that fix the refusal
 
 
+# A message that opens "<field> is ...", "<field> must ...", "<field> has ..." names the
+# parameter itself ("speaker 'Bob' is not registered" names the person: left as it is).
+_FIELD_VERBS = ("is", "must", "has")
+
+
 class WontoposError(Exception):
     """Base of every error the engine raises on purpose.
 
@@ -104,10 +109,17 @@ class WontoposError(Exception):
         }
 
     def renamed_field(self, names: dict[str, str]) -> WontoposError:
-        """Return this error with ``field`` mapped back to the caller's own name."""
+        """Return this error with ``field`` mapped back to the caller's own name, and the
+        message too where it opens with the core's name as a parameter ("content is ..."
+        to an SDK caller who sent ``new_content``)."""
         field = self.field
         if field is not None and field in names:
-            self.details["field"] = names[field]
+            caller = self.details["field"] = names[field]
+            first = self.parts[0] if self.parts else None
+            if isinstance(first, str) and first.startswith(tuple(f"{field} {verb} " for verb in _FIELD_VERBS)):
+                self.parts = (caller + first[len(field) :], *self.parts[1:])
+                self.message = "".join(str(part) for part in self.parts)
+                self.args = (self.message,)
         return self
 
     def __repr__(self) -> str:
