@@ -34,8 +34,8 @@ finds every memory it restates with one indexed equality lookup. The canonical f
   "and"/"or" ("Bob cooks fast, well, and cheaply": a list item). A filler that is also a
   content word in its language (``_CONTENT_FILLERS``: "bueno" good, "pues", "na", あの
   that, まあ, 그 that, 저기 there, 참 truly, 사실 fact) only in the discourse-marker place:
-  set off at the start of the text or of a sentence (after . ! ? 。 or a line break
-  following punctuation), or at the very end of one ("Bueno, …", "…, bueno."), never
+  set off at the start of the text or of a sentence (after . ! ? 。, or a line break after
+  punctuation: one inside a clause is a wrapped line), or at the very end of one ("Bueno, …", "…, bueno."), never
   mid-sentence ("barato, bueno, y cercano" keeps it). Anywhere else all are words: "sings
   well", "well done", "um 15 Uhr", "あの人". "well" stays a marker mid-sentence because
   ", well," there is nearly always a hedge ("Bob is, well, sick"); the list-item case is
@@ -53,7 +53,7 @@ canonical form (before superscripts, "ß", non-prose punctuation, number separat
 content-word fillers were told apart), by an earlier function (a hash of numbers,
 negations, symbols and stemmed content words) or, older still, their ``dup_key``. Writes
 look a text's keys up and then decide with ``is_restatement`` on the two texts
-(``writes._restates``), so an old row is never wrongly matched: at worst it is not found
+(``memories.restates``), so an old row is never wrongly matched: at worst it is not found
 and the new text is stored again, which is safe. The new key is the same hash as
 ``text.duplicate_key`` for a text without fillers, contractions, symbols, "ß" or CJK, so
 rows keyed by their ``dup_key`` are mostly still found; rows keyed by the earlier
@@ -226,10 +226,10 @@ def _in_number(text: str, i: int) -> bool:
 
 
 def _inside_word(text: str, i: int) -> bool:
-    """A hyphen or apostrophe between two letters or digits."""
+    """A hyphen or apostrophe between two letters or digits (an en dash there is a dash)."""
     if not 0 < i < len(text) - 1:
         return False
-    return text[i] in "'" + _HYPHENS and text[i - 1].isalnum() and text[i + 1].isalnum()
+    return text[i] in "'-\u2010\u2011" and text[i - 1].isalnum() and text[i + 1].isalnum()
 
 
 def _kept_words(clauses: list[_Clause]) -> list[str]:
@@ -238,7 +238,7 @@ def _kept_words(clauses: list[_Clause]) -> list[str]:
     opening = False  # at the start of a sentence, or only fillers since it
     for i, clause in enumerate(clauses):
         opening = opening or i == 0 or bool(_SENTENCE_END.search(clause.before))
-        following = clauses[i + 1] if i + 1 < len(clauses) else None
+        following = clauses[i + 1].words[0] if i + 1 < len(clauses) else ""
         if _is_filler(clause, opening, following):
             continue
         opening = False
@@ -246,14 +246,15 @@ def _kept_words(clauses: list[_Clause]) -> list[str]:
     return kept
 
 
-def _is_filler(clause: _Clause, opening: bool, following: _Clause | None) -> bool:
-    """A clause of fillers set off by a pause, in a place where it is one (see the module)."""
+def _is_filler(clause: _Clause, opening: bool, following: str) -> bool:
+    """A clause of fillers set off by a pause, in a place where it is one (see the module);
+    ``following`` is the next clause's first word ("" at the end)."""
     words = clause.words
     if not _PAUSE.search(clause.before + clause.after):
         return False
-    closing = following is None or bool(_SENTENCE_END.search(clause.after))
+    closing = not following or bool(_SENTENCE_END.search(clause.after))
     if all(w in _MARKERS for w in words) or tuple(words) in _FILLER_PHRASES:
-        return opening or closing or following.words[0] not in _LIST_CONJUNCTIONS
+        return opening or closing or following not in _LIST_CONJUNCTIONS
     return all(w in _FILLERS for w in words) and (opening or closing)
 
 
