@@ -39,15 +39,23 @@ def test_the_pairs_that_differ_in_a_word_that_is_no_filler_are_stored():
     assert [(lang, a, b) for lang, a, b in rewordings if is_restatement(b, a) or is_restatement(a, b)] == []
 
 
+def test_every_restatement_of_the_development_set_is_caught_but_a_german_also():
+    """German "Also, …" opens a sentence as "well" does, but the text cannot tell it from
+    English "Also, Bob likes tea." (= "Bob likes tea too"): "also" is no filler, so that
+    pair is stored twice (when in doubt, store)."""
+    missed = [(lang, a, b) for lang, a, b in _pairs("duplicates.json", "restatements") if not is_restatement(b, a)]
+    assert missed == [("de", "Ich wohne in Berlin.", "Also, ich wohne in Berlin.")]
+    assert len(_pairs("duplicates.json", "restatements")) == 29
+
+
 # The held-out set was written before SPEC's stricter rule and counts articles, particles,
 # sentence-final and polite endings and unpunctuated discourse words ("Pues mi hermana…",
 # "其实我…") as restatements; SPEC stores them. 52/80 measured with issue 9's rule (64/80
 # before, when function words and light stems were set aside): the floor is that value.
-@pytest.mark.parametrize("name, floor", [("duplicates.json", 1.0), ("duplicates_heldout.json", 52 / 80)])
-def test_restatements_are_caught(name, floor):
-    pairs = _pairs(name, "restatements")
+def test_restatements_of_the_held_out_set_are_caught():
+    pairs = _pairs("duplicates_heldout.json", "restatements")
     caught = sum(is_restatement(b, a) for _, a, b in pairs)
-    assert caught / len(pairs) >= floor, f"{caught}/{len(pairs)}"
+    assert caught / len(pairs) >= 52 / 80, f"{caught}/{len(pairs)}"
 
 
 @pytest.mark.parametrize(
@@ -102,7 +110,7 @@ def test_any_other_word_or_another_order_makes_a_different_text(stored, new):
         ("Bob is allergic to peanuts.", "Bob is, um, allergic to peanuts... well."),
         ("Bob is allergic to peanuts.", "Bob is uhm allergic to peanuts."),  # a hesitation sound anywhere
         ("Bob paid.", "In fact, Bob paid."),
-        ("Ich wohne in Köln.", "Also, äh, ich wohne in Köln."),
+        ("Ich wohne in Köln.", "Naja, äh, ich wohne in Köln."),
         ("Je ne mange pas de porc.", "Euh, en fait, je ne mange pas de porc."),
         ("Mi perro se llama Toby.", "Bueno, mi perro se llama Toby."),
         ("Ольга заплатила за ужин.", "Ну, Ольга заплатила за ужин."),

@@ -144,12 +144,14 @@ def test_any_two_texts_have_one_key_exactly_when_one_restates_the_other(a, b):
 
 
 FILLER_WORDS = _FILLERS | {word for phrase in _FILLER_PHRASES for word in phrase} | {"cannot"}
-WORDS = st.from_regex(r"[a-zA-Zäöüß0-9]{1,8}", fullmatch=True).filter(lambda w: w.casefold() not in FILLER_WORDS)
+# No "ß": the restatement key lower-cases ("Maßen" is not "Massen"), ``dup_key`` case-folds.
+WORDS = st.from_regex(r"[a-zA-Zäöü0-9]{1,8}", fullmatch=True).filter(lambda w: w.casefold() not in FILLER_WORDS)
 
 
 @given(st.lists(st.tuples(WORDS, st.sampled_from([" ", "  ", ", ", ". ", "!", "? ", ": "])), min_size=1, max_size=8))
 def test_a_text_without_fillers_contractions_symbols_or_cjk_has_its_normalised_key(words):
-    """So rows an upgrade keyed by their ``dup_key`` are still found by the new key."""
+    """So rows an upgrade keyed by their ``dup_key`` are still found by the new key (a text
+    with "ß" is not: such an old row is at worst stored again)."""
     text = "".join(word + sep for word, sep in words)
     assert restatement_key(text) == duplicate_key(text)
 
