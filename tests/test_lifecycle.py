@@ -149,11 +149,14 @@ def test_one_unregistered_name_anywhere_refuses_the_whole_call_and_stores_nothin
         ([{"role": "user", "content": "x" * 32_001}], "messages[0].content", {"max_chars": 32_000}),
         ([{"role": "user", "name": "Me", "content": "hi"}], "messages[0].name", {}),
         ([{"role": "assistant", "name": 7, "content": "hi"}], "messages[0].name", {}),
+        ([{"role": "assistant", "content": "hi"}, {"role": "user", "name": " me ", "content": "ok"}],
+         "messages[1].name", {"speaker": "me"}),
+        ([{"role": "user", "content": "\u200b\u0000\u202e"}], "messages[0].content", {}),
     ],
     ids=[
         "101-messages", "over-200000-chars", "empty", "a-string", "an-object", "bad-role", "no-role",
         "unknown-key", "not-an-object", "blank-content", "no-content", "content-too-long", "reserved-name",
-        "name-not-text",
+        "name-not-text", "a-user-named-me", "invisible-content",
     ],
 )  # fmt: skip
 def test_malformed_messages_are_400_naming_the_message_and_store_nothing(

@@ -98,9 +98,19 @@ def _parse_one(index: int, message: Any) -> Message:
     name = message.get("name")
     if role in SKIPPED_ROLES:
         return Message(index, role, content, None)  # a tool's name is not a person
-    if name is not None:
-        return Message(index, role, content, check_speaker(name, field=f"{where}.name"))
-    return Message(index, role, content, ME if role == "assistant" else None)
+    if name is None:
+        return Message(index, role, content, ME if role == "assistant" else None)
+    speaker = check_speaker(name, field=f"{where}.name")
+    if speaker == ME and role == "user":
+        # The store's user is never the assistant: "me" is no registered name (SPEC), and
+        # taking it would file the user's words as the assistant's.
+        raise InvalidRequestError(
+            f"{where}.name is 'me', the assistant itself: a user message is untagged (no name) or a registered "
+            "person's; send the assistant's words with role 'assistant'",
+            field=f"{where}.name",
+            speaker=ME,
+        )
+    return Message(index, role, content, speaker)
 
 
 def context_window(rows: list[dict[str, Any]], match_id: str, size: int) -> list[tuple[str, dict[str, Any]]]:

@@ -6,6 +6,7 @@ MCP schemas only document them.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from .errors import InvalidRequestError
@@ -19,6 +20,9 @@ MAX_SKIP_IDS = 1_000
 # pair was joined into one character when it was decoded. UTF-8 cannot hold one, so the
 # tokenizer and the database would fail on it; it is refused first, naming the field.
 SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 
 
 def not_unicode(field: str) -> str:
@@ -53,12 +57,19 @@ def boolean(value: Any, *, field: str) -> bool:
 
 
 def text(value: Any, *, field: str, max_chars: int) -> str:
-    """Non-empty text (after trimming) of at most ``max_chars``; returned as given."""
+    """Non-empty text (after trimming) of at most ``max_chars``; returned as given. Text of
+    nothing but white space and invisible controls (NUL, zero-width and bidi marks) is
+    empty too: stored, it would match nothing, and every other invisible text would
+    restate it."""
     if not isinstance(value, str):
         raise InvalidRequestError(f"{field} must be a string", field=field)
-    if not value.strip():
+    if not any(_visible(ch) for ch in value):
         raise InvalidRequestError(f"{field} must not be empty", field=field)
     return unicode_text(bounded(value, field=field, max_chars=max_chars), field=field)
+
+
+def _visible(ch: str) -> bool:
+    return not ch.isspace() and unicodedata.category(ch) not in _INVISIBLE
 
 
 def bounded(value: str, *, field: str, max_chars: int) -> str:
