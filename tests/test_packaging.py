@@ -64,11 +64,27 @@ def test_public_names_are_pinned():
         "APIError", "AuthenticationError", "BadRequestError", "ConflictError", "InvalidRequestError",
         "Memory", "NotFoundError", "PermissionDeniedError", "UnavailableError", "WontoposError",
         "WosError", "__version__",
+        "ServerError", "APIConnectionError", "PaymentRequiredError", "GoneError", "RateLimitError",
     ])  # fmt: skip
     assert wontopos_mcp.WosError is wontopos_mcp.WontoposError
     assert wontopos_mcp.BadRequestError is wontopos_mcp.InvalidRequestError
     assert not issubclass(wontopos_mcp.PermissionDeniedError, PermissionError)
     assert wontopos_mcp.Memory.__name__ == "Memory"
+
+
+def test_every_error_class_of_the_sdk_has_its_namesake_so_except_clauses_port():
+    """SPEC "Python library": code written for the hosted client ports by changing one
+    import, so each ``except wontopos.X`` must find an ``X`` here, catching what the SDK's
+    would (its 5xx are ``ServerError``s), with the attributes the SDK's carry."""
+    import wontopos
+
+    names = [n for n in wontopos.__all__ if n.endswith("Error")]
+    assert [n for n in names if not hasattr(wontopos_mcp, n)] == []
+    for local in (wontopos_mcp.APIError, wontopos_mcp.UnavailableError):
+        assert issubclass(local, wontopos_mcp.ServerError) and issubclass(local, wontopos_mcp.WosError)
+    collision = wontopos_mcp.ConflictError("taken", conflicts_with="alice-smith")
+    assert collision.conflicts_with == "alice-smith" and collision.request_id is None
+    assert wontopos_mcp.ConflictError("busy").conflicts_with is None
 
 
 def test_the_core_imports_nothing_of_mcp_or_http_and_nothing_heavy():

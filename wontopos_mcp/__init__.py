@@ -10,13 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    APIConnectionError,
     APIError,
     AuthenticationError,
     BadRequestError,
     ConflictError,
+    GoneError,
     InvalidRequestError,
     NotFoundError,
+    PaymentRequiredError,
     PermissionDeniedError,
+    RateLimitError,
+    ServerError,
     UnavailableError,
     WontoposError,
     WosError,
@@ -25,14 +30,19 @@ from .errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "APIConnectionError",
     "APIError",
     "AuthenticationError",
     "BadRequestError",
     "ConflictError",
+    "GoneError",
     "InvalidRequestError",
     "Memory",
     "NotFoundError",
+    "PaymentRequiredError",
     "PermissionDeniedError",
+    "RateLimitError",
+    "ServerError",
     "UnavailableError",
     "WontoposError",
     "WosError",

@@ -84,6 +84,7 @@ class WontoposError(Exception):
         if status is not None:
             self.status = status
         self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
+        self.request_id: str | None = None  # the SDK's attribute: a local call has no request id
 
     @property
     def field(self) -> str | None:
@@ -150,24 +151,57 @@ class ConflictError(WontoposError):
     status = 409
     type = "conflict_error"
 
+    @property
+    def conflicts_with(self) -> str | None:
+        """The existing store id this one collides with (the SDK's property); else None."""
+        value = self.details.get("conflicts_with")
+        return value if isinstance(value, str) else None
 
-class APIError(WontoposError):
+
+class ServerError(WontoposError):
+    """5xx: the engine could not answer (the SDK's ``ServerError``, so ``except
+    ServerError`` ports unchanged). Raised as one of its subclasses."""
+
+    status = 500
+
+
+class APIError(ServerError):
     """A bug on our side. The message never carries internals."""
 
     status = 500
     type = "api_error"
 
 
-class NotImplementedAPIError(WontoposError):
+class NotImplementedAPIError(ServerError):
     status = 501
     type = "not_implemented_error"
 
 
-class UnavailableError(WontoposError):
+class UnavailableError(ServerError):
     """The embedding model is still loading, or failed to load."""
 
     status = 503
     type = "unavailable_error"
+
+
+# The SDK's other classes, for what only the hosted service answers (a card, a retired
+# model, a rate limit, the network): never raised here, so code that catches them
+# imports and runs unchanged ("ports by changing one import", SPEC "Python library").
+class APIConnectionError(WontoposError):
+    status = 0
+
+
+class PaymentRequiredError(WontoposError):
+    status = 402
+
+
+class GoneError(WontoposError):
+    status = 410
+
+
+class RateLimitError(WontoposError):
+    status = 429
+    retry_after: float | None = None
 
 
 WosError = WontoposError
