@@ -210,6 +210,14 @@ async def test_null_for_an_optional_argument_means_not_given(mcp: Session) -> No
     assert "speaker" not in stored and stored["user_id"] == "default"
     listed = await mcp.ok("memory_list", cursor=None)
     assert listed["memories"][0]["category"] == "general"
+    # Limits and flags too: clients that send null for every optional field get the defaults.
+    found = await mcp.ok("memory_search", query="tea", limit=None, include_superseded=None, max_chars=None)
+    assert [m["content"] for m in found["memories"]] == ["Tea at five."]
+    assert (await mcp.ok("memory_list", limit=None))["count"] == 1
+    recalled = await mcp.ok("memory_recall", query="tea", limit=None, context_limit=None)
+    assert len(recalled["long_term"]["memories"]) == 1
+    await mcp.ok("by_speaker", speaker="me", limit=None)
+    await mcp.refused("memory_search", {"query": "tea", "limit": "10"}, status=400, type="invalid_request_error")
 
 
 async def test_arguments_sent_as_json_text_are_accepted_where_clients_do_that(mcp: Session) -> None:

@@ -13,7 +13,9 @@ from pydantic import Field, Strict, WrapValidator
 
 from .contract import MAX_CONTENT_CHARS, MAX_MESSAGES, Param, operation
 
-__all__ = ["MaxChars", "Messages", "UserId", "given", "limit_param", "optional", "optional_text", "required_text"]
+__all__ = [
+    "MaxChars", "Messages", "UserId", "flag", "given", "limit_param", "optional", "optional_text", "required_text",
+]  # fmt: skip
 
 
 def _absent_is_none(value: Any, handler: Callable[[Any], Any]) -> Any:
@@ -48,10 +50,19 @@ def optional_text(description: str) -> Any:
 
 
 def limit_param(param: Param) -> Any:
-    """An integer parameter with its range and default from the contract table."""
-    return Annotated[
-        int, Field(strict=True, ge=param.low, le=param.high, description=f"{param.description} ({param.span}).")
-    ]
+    """An integer parameter with its range and default from the contract table; null
+    means "not given" (the default), as for every optional parameter here and in REST:
+    some tool-calling clients send null for each optional field they leave out."""
+    assert param.low is not None, f"{param.name} is not an integer parameter"
+    bounds = (Ge(param.low),) if param.high is None else (Ge(param.low), Le(param.high))
+    described = Field(description=f"{param.description} ({param.span}).")
+    arguments = (int, Strict(), *bounds, WrapValidator(_absent_is_none), described)
+    return Annotated[arguments]  # an Annotated type built at run time
+
+
+def flag(description: str) -> Any:
+    """A true/false parameter; null means "not given" (its default)."""
+    return Annotated[bool, Strict(), WrapValidator(_absent_is_none), Field(description=description)]
 
 
 def required_text(op: str, name: str) -> Any:

@@ -21,7 +21,7 @@ import anyio.to_thread
 from annotated_types import Ge
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, Strict
+from pydantic import Strict
 
 from .contract import operation
 from .errors import WontoposError
@@ -29,6 +29,7 @@ from .mcp_params import (
     MaxChars,
     Messages,
     UserId,
+    flag,
     given,
     limit_param,
     optional,
@@ -233,9 +234,7 @@ def tools(service: "MemoryService") -> list[Tool]:
         speaker: optional_text(given("memory_search", "speaker")) = None,
         limit: limit_param(search.param("limit")) = search.default("limit"),
         filters: optional(dict[str, Any], given("memory_search", "filters"), Strict()) = None,
-        include_superseded: Annotated[
-            bool, Field(strict=True, description=given("memory_search", "include_superseded"))
-        ] = search.default("include_superseded"),
+        include_superseded: flag(given("memory_search", "include_superseded")) = search.default("include_superseded"),
         as_of: optional_text(given("memory_search", "as_of")) = None,
         max_chars: MaxChars = None,
         user_id: UserId = None,
