@@ -178,7 +178,8 @@ def require_confirmed(key: str, name: str, current: int, confirm: int) -> None:
     if current != confirm:
         raise ConflictError(
             (
-                f"confirm_records is {confirm} but {name!r} now has {current} records; call ",
+                f"confirm_records is {confirm} but {name!r} now has {current} "
+                f"record{'' if current == 1 else 's'}; call ",
                 Fix.of("by_speaker", speaker=name, user_id=store_in_fix(key)),
                 " again and confirm the current number",
             ),

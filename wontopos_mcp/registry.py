@@ -154,7 +154,8 @@ class Registry:
                 if count >= self.speaker_limit:
                     raise InvalidRequestError(
                         (
-                            f"this store already has {count} registered speakers, the limit; remove one with ",
+                            f"this store already has {count} registered speakers and its limit is "
+                            f"{self.speaker_limit}; remove one with ",
                             Fix.of("speaker_remove", user_id=store_in_fix(handle.key)),
                             " before registering another",
                         ),
