@@ -36,8 +36,8 @@ import anyio
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp.shared.message import SessionMessage
 from mcp.types import (
     JSONRPCError,
@@ -190,7 +190,7 @@ class _WatchedWrites:
         await self.aclose()
 
 
-async def _serve_stdio(server: WontoposMCPServer, grace: float = EOF_GRACE) -> None:
+async def _serve_stdio(server: WontoposMCPServer) -> None:
     # Given a stdin, the SDK claims only fd 1; its own reader gets an empty file and ends.
     async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unused, write_stream):
         await unused.aclose()
@@ -212,7 +212,7 @@ async def _serve_stdio(server: WontoposMCPServer, grace: float = EOF_GRACE) -> N
                         continue
                     for answer in _answers(refused, stream=True):
                         await write_stream.send(SessionMessage(answer))
-                await unanswered.wait(grace)  # stdin ended: answer what was read, then close
+                await unanswered.wait(EOF_GRACE)  # stdin ended: answer what was read, then close
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_stdin)
