@@ -30,7 +30,7 @@ import secrets
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from mcp.server.sse import SseServerTransport
@@ -169,7 +169,22 @@ class _Unanswered:
             )
 
 
-class _WatchedWrites:
+class _Wrapped:
+    """A stream around another, closed with it (as ``async with`` or ``aclose``)."""
+
+    _inner: Any
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _WatchedWrites(_Wrapped):
     """The SDK's write stream, telling :class:`_Unanswered` what it has written."""
 
     def __init__(self, inner: Any, unanswered: _Unanswered) -> None:
@@ -179,15 +194,6 @@ class _WatchedWrites:
     async def send(self, item: SessionMessage) -> None:
         await self._inner.send(item)
         self._unanswered.written(item.message)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _WatchedWrites:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 async def _serve_stdio(server: WontoposMCPServer) -> None:
@@ -298,7 +304,7 @@ def answering_routes(routes: Iterable[BaseRoute]) -> list[BaseRoute]:
 _REFUSED = "notifications/wontopos/refused"
 
 
-class _AnsweringReadStream:
+class _AnsweringReadStream(_Wrapped):
     """An SSE connection's read stream: a refusal notification from :func:`_answer_on_stream`
     is written back as its answers and never reaches the server."""
 
@@ -339,15 +345,6 @@ class _AnsweringReadStream:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _AnsweringReadStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _answer_on_stream(app: ASGIApp, key: str) -> Answerer:
