@@ -30,7 +30,7 @@ import secrets
 import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from mcp.server.sse import SseServerTransport
@@ -169,6 +169,9 @@ class _Unanswered:
             )
 
 
+_W = TypeVar("_W", bound="_Wrapped")
+
+
 class _Wrapped:
     """A stream around another, closed with it (as ``async with`` or ``aclose``)."""
 
@@ -177,7 +180,7 @@ class _Wrapped:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> Self:
+    async def __aenter__(self: _W) -> _W:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
