@@ -1,7 +1,8 @@
 """Every message gets an answer (SPEC "Transports"), over a real stdio process and the real
 HTTP app on a loopback port (Streamable HTTP and SSE): a truncated line, a batch, 300-
-and 5,000-deep nesting, bytes that are not UTF-8, a lone surrogate in a tool argument;
-and the session goes on answering afterwards, with nothing stored.
+and 5,000-deep nesting, bytes that are not UTF-8, a lone surrogate in a tool argument, a
+request whose id is neither a string nor an integer; and the session goes on answering
+afterwards, with nothing stored, while a notification gets no answer.
 
 Without the wrappers in ``wontopos_mcp.transport`` the stdio and SSE cases get no answer
 at all (the MCP SDK drops them), so each wait here is bounded.
@@ -34,12 +35,19 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+# No id key: never answered (it cancels a request that is not running).
+NOTIFICATION = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "gone"}}
 
 
 def _call(request_id: Any, tool: str, arguments: str) -> bytes:
     """A raw tools/call whose ``arguments`` is JSON text (it may hold a lone ``\\ud800``)."""
+    return _call_raw_id(json.dumps(request_id), tool, arguments)
+
+
+def _call_raw_id(request_id: str, tool: str, arguments: str) -> bytes:
+    """The same with the ``id`` as JSON text too (``1e2``, which Python reads as a float)."""
     return (
-        f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"method":"tools/call",'
+        f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call",'
         f'"params":{{"name":"{tool}","arguments":{arguments}}}}}'
     ).encode()
 
@@ -94,6 +102,24 @@ CASES = [
         (200, 18, "messages[0].content"),
     ),
     Case("not-a-message", b"{}", ((None, -32600),), (400, None, -32600)),
+    # An id that is neither a string nor an integer: the SDK takes the request for a
+    # notification and never answers; it is refused with id null, and nothing runs.
+    *(
+        Case(
+            f"id-{name}",
+            _call_raw_id(raw, "memory_add", '{"content":"odd id"}'),
+            ((None, -32600),),
+            (400, None, -32600),
+        )
+        for name, raw in [
+            ("null", "null"),
+            ("fraction", "1.5"),
+            ("exponent", "1e2"),
+            ("true", "true"),
+            ("array", "[19]"),
+            ("object", '{"n":20}'),
+        ]
+    ),
 ]
 
 
@@ -143,10 +169,12 @@ async def _every_case_answered_then_the_session_goes_on(stream: Stream) -> None:
                 _check(answer, request_id, expected)
             except AssertionError as exc:
                 raise AssertionError(f"{case.name}: {exc}") from None
+    await stream.post(NOTIFICATION)  # no answer: the next one is the first follow-up's
     answers = {}
     for request in FOLLOW_UP:
         await stream.post(request)
         answer = await stream.receive()
+        assert answer.get("id") == request["id"], answer
         answers[answer["id"]] = answer
     assert {t["name"] for t in answers["list"]["result"]["tools"]} >= {"memory_add", "speaker_register"}
     _assert_nothing_stored(answers)
@@ -228,6 +256,11 @@ async def test_over_streamable_http_every_body_gets_its_json_rpc_answer(session:
     _check(_posted(response), request_id, expected)
     listed = await session.post("/mcp", json=FOLLOW_UP[0])
     assert listed.status_code == 200 and _posted(listed)["id"] == "list"
+
+
+async def test_over_streamable_http_a_notification_is_accepted_without_an_answer(session: httpx.AsyncClient) -> None:
+    response = await session.post("/mcp", json=NOTIFICATION)
+    assert (response.status_code, response.content) == (202, b"")
 
 
 async def test_over_streamable_http_a_refused_body_stores_nothing(session: httpx.AsyncClient) -> None:

@@ -16,6 +16,7 @@ from mcp.types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
+    JSONRPCNotification,
     JSONRPCRequest,
     jsonrpc_message_adapter,
 )
@@ -144,6 +145,42 @@ def test_json_that_is_not_a_json_rpc_message_is_an_invalid_request(line: str, re
     refusal = _refusal(line)
     assert refusal.code == INVALID_REQUEST and refusal.message.startswith("Invalid Request")
     assert refusal.answer().id == request_id
+
+
+ODD_IDS = ["null", "1.5", "1e2", "1.0", "true", "false", "[1]", '{"a":1}']
+
+
+@pytest.mark.parametrize("odd_id", ODD_IDS)
+def test_a_request_whose_id_is_not_a_string_or_integer_is_invalid_with_id_null(odd_id: str) -> None:
+    """The SDK would take it for a notification (whose model ignores the extra ``id``) and
+    never answer; JSON-RPC answers it with ``id`` null, as that id cannot be echoed."""
+    line = f'{{"jsonrpc":"2.0","id":{odd_id},"method":"ping"}}'
+    assert isinstance(jsonrpc_message_adapter.validate_json(line, by_name=False), JSONRPCNotification)
+    refusal = _refusal(line)
+    assert refusal.code == INVALID_REQUEST and "id must be a string or an integer" in refusal.message
+    assert [a.id for a in refusal.answers()] == [None] and refusal.answer().id is None
+
+
+def test_an_odd_id_is_named_in_the_refusal() -> None:
+    assert _refusal('{"jsonrpc":"2.0","id":1e2,"method":"ping"}').message.endswith("exponent (100.0)")
+    assert _refusal('{"jsonrpc":"2.0","id":true,"method":"ping"}').message.endswith("a boolean (true)")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}',  # a notification: no id key at all
+        '{"jsonrpc":"2.0","id":0,"method":"ping"}',
+        '{"jsonrpc":"2.0","id":"","method":"ping"}',
+        '{"jsonrpc":"2.0","id":-12345678901234567890,"method":"ping"}',
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"x"}}',  # a client's error reply
+    ],
+    ids=["notification", "zero", "empty-string", "big-negative", "error-response"],
+)
+def test_a_notification_and_string_or_integer_ids_pass_through_unchanged(line: str) -> None:
+    decoded = decode(line)
+    assert isinstance(decoded, SessionMessage)
+    assert decoded.message == jsonrpc_message_adapter.validate_json(line, by_name=False)
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,8 @@
 
 One test drives it with the SDK's stdio client; another writes raw JSON-RPC lines and
 checks that stdout carries nothing but protocol messages, and prints how long the
-process took from spawn to answering ``tools/list`` (printed, not asserted).
+process took from spawn to answering ``tools/list`` (printed, not asserted); a third
+closes stdin right after its requests, and each is still answered before the exit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
+from mcp.types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from support import REPO, TOOLS, server_env
+
+from wontopos_mcp.transport import EOF_GRACE, _Unanswered
 
 pytestmark = pytest.mark.anyio
 
@@ -103,3 +107,87 @@ async def test_stdout_carries_only_json_rpc_and_tools_list_answers_at_once(tmp_p
     assert initialized["id"] == 1 and initialized["result"]["serverInfo"]["name"] == "wontopos-mcp"
     for line in lines:
         _message(line)
+
+
+def _raw(request_id: str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    request: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    return request if params is None else {**request, "params": params}
+
+
+async def test_requests_written_just_before_stdin_closes_are_all_answered_then_it_exits(tmp_path, model_cache) -> None:
+    """A script pipes its requests and closes stdin at once: the SDK would cancel every
+    request still running at end of input (the write applied, its answer lost)."""
+    requests = [
+        _raw(
+            "init",
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "eof", "version": "0"}},
+        ),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        _raw("add", "tools/call", {"name": "memory_add", "arguments": {"content": "The dentist moved to Tuesday."}}),
+        _raw("stores", "tools/call", {"name": "stores_list", "arguments": {}}),
+    ]
+    with anyio.fail_after(180):
+        async with await anyio.open_process(
+            _command(tmp_path / "db"), env=server_env(model_cache), cwd=str(REPO), stderr=None
+        ) as process:
+            assert process.stdin is not None and process.stdout is not None
+            await process.stdin.send(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+            await process.stdin.aclose()
+            stdout = BufferedByteReceiveStream(process.stdout)
+            lines: list[bytes] = []
+            while True:
+                try:
+                    lines.append(await stdout.receive_until(b"\n", 16 * 1024 * 1024))
+                except (anyio.EndOfStream, anyio.IncompleteRead):
+                    break
+            assert await process.wait() == 0
+    answers = [_message(line) for line in lines]
+    assert sorted(a["id"] for a in answers) == ["add", "init", "stores"], answers
+    by_id = {a["id"]: a for a in answers}
+    added = by_id["add"]["result"]
+    assert added["isError"] is False and added["structuredContent"]["status"] == "stored", added
+    stores = by_id["stores"]["result"]["structuredContent"]["stores"]
+    assert [s["user_id"] for s in stores] == ["default"]
+
+
+# The wait at end of input, on its own: what it waits for and that it is bounded.
+
+
+def _request(request_id: int | str) -> JSONRPCRequest:
+    return JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/list")
+
+
+def _result(request_id: int | str) -> JSONRPCResponse:
+    return JSONRPCResponse(jsonrpc="2.0", id=request_id, result={})
+
+
+async def test_the_end_of_input_wait_ends_when_each_request_read_is_answered() -> None:
+    unanswered = _Unanswered()
+    for request_id in (1, 1, "x", "7"):  # a duplicate id is answered twice
+        unanswered.read(_request(request_id))
+    unanswered.written(JSONRPCNotification(jsonrpc="2.0", method="notifications/message"))
+    for request_id in (1, "x", 7):  # the SDK correlates "7" and 7 as one id
+        unanswered.written(_result(request_id))
+    with anyio.move_on_after(0.01) as waited:
+        await unanswered.wait(EOF_GRACE)
+    assert waited.cancelled_caught  # one answer for id 1 is still owed
+    unanswered.written(JSONRPCError(jsonrpc="2.0", id=1, error=ErrorData(code=-32601, message="no")))
+    with anyio.fail_after(30):
+        await unanswered.wait(EOF_GRACE)
+
+
+async def test_a_request_the_client_cancelled_is_not_waited_for() -> None:
+    unanswered = _Unanswered()
+    unanswered.read(_request(3))
+    unanswered.read(JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params={"requestId": "3"}))
+    with anyio.fail_after(30):
+        await unanswered.wait(EOF_GRACE)
+
+
+async def test_the_end_of_input_wait_is_bounded_and_names_what_it_gives_up_on(caplog) -> None:
+    unanswered = _Unanswered()
+    unanswered.read(_request("hung"))
+    with anyio.fail_after(30):
+        await unanswered.wait(0.05)
+    assert "still unanswered" in caplog.text and "hung" in caplog.text

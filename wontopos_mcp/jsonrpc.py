@@ -19,6 +19,10 @@ forever. :func:`decode` answers every such message instead:
   request's ``id`` (recovered from a shallow copy when even the standard library cannot
   parse that deep);
 - not a JSON-RPC message (``{}``, ``"params": 5``): ``-32600`` with the ``id`` when it has one;
+- a ``method`` with an ``id`` that is neither a string nor an integer (null, ``1.5``,
+  ``1e2``, ``true``, an array, an object): ``-32600`` with ``id`` null, since that id
+  cannot be echoed. The SDK would validate it as a notification (its notification model
+  ignores the extra key) and never answer; a real notification has no ``id`` key at all;
 - a lone surrogate: in a ``tools/call``'s arguments (or tool name) the call's normal
   result, SPEC's 400 naming the argument (:class:`ToolRefusal`); anywhere else ``-32602``
   (inside ``params``) or ``-32600`` (the envelope).
@@ -145,6 +149,12 @@ def _lenient(text: str) -> Decoded:
 def _message(value: Any) -> Decoded:
     if isinstance(value, list):
         return _batch(value)
+    odd_id = _odd_request_id(value)
+    if odd_id is not None:
+        return Refusal(
+            INVALID_REQUEST,
+            f"Invalid Request: a request's id must be a string or an integer, not {odd_id}",
+        )
     try:
         message = jsonrpc_message_adapter.validate_python(value, by_name=False)
     except ValidationError as exc:
@@ -251,11 +261,31 @@ def _request_id(value: Any) -> RequestId | None:
     if not isinstance(value, dict) or "result" in value or "error" in value:
         return None
     request_id = value.get("id")
-    if isinstance(request_id, bool):
-        return None
-    if isinstance(request_id, int) or (isinstance(request_id, str) and not SURROGATE.search(request_id)):
+    if _is_request_id(request_id) and not (isinstance(request_id, str) and SURROGATE.search(request_id)):
         return request_id
     return None
+
+
+def _is_request_id(value: Any) -> bool:
+    """A string or an integer: what MCP (and the SDK's strict ``RequestId``) takes for an id."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _odd_request_id(value: Any) -> str | None:
+    """What is wrong with a request's ``id`` (``"null"``, ``"a number with a fraction or
+    exponent (1.5)"``), or None when it has none or a string or integer one."""
+    if not isinstance(value, dict) or "method" not in value or "id" not in value:
+        return None
+    request_id = value["id"]
+    if _is_request_id(request_id):
+        return None
+    if request_id is None:
+        return "null"
+    if isinstance(request_id, bool):
+        return f"a boolean ({json.dumps(request_id)})"
+    if isinstance(request_id, float):
+        return f"a number with a fraction or exponent ({request_id!r})"
+    return "an array" if isinstance(request_id, list) else "an object"
 
 
 def _loads_or_none(text: str) -> Any:

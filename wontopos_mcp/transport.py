@@ -7,6 +7,8 @@ a refusal itself, handing the SDK only what it would have accepted unchanged:
 - stdio (:func:`run_stdio`): the SDK's ``stdio_server`` still owns stdout (fd 1 points
   at stderr while serving, so nothing but protocol reaches the wire) and writes every
   answer; stdin is read here, as bytes, one line per message. Blank lines are skipped.
+  At the end of stdin every request already read is answered before the process exits
+  (:class:`_Unanswered`), for at most :data:`EOF_GRACE` seconds.
 - Streamable HTTP (:func:`answering_routes` for ``/mcp``): a refused POST body is
   answered at once with its JSON-RPC error and the HTTP status the SDK gives that code
   (``mcp.shared.inbound.ERROR_CODE_HTTP_STATUS``: 400), or, for a ``tools/call`` with
@@ -26,16 +28,26 @@ import json
 import logging
 import secrets
 import sys
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCResponse, jsonrpc_message_adapter
+from mcp.types import (
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+    jsonrpc_message_adapter,
+)
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -46,7 +58,7 @@ from .mcp_server import error_result
 if TYPE_CHECKING:
     from .mcp_server import WontoposMCPServer
 
-__all__ = ["answering_routes", "run_stdio", "sse_routes"]
+__all__ = ["EOF_GRACE", "answering_routes", "run_stdio", "sse_routes"]
 
 logger = logging.getLogger(__name__)
 
@@ -87,9 +99,104 @@ def _wire(answer: Answer) -> dict[str, Any]:
 # --- stdio ---------------------------------------------------------------------------------
 
 
+EOF_GRACE = 60.0
+"""The most seconds the requests read before stdin ended may take to be answered; past
+it the SDK cancels what is left, so a hung call cannot keep the process alive."""
+
+
 def run_stdio(server: WontoposMCPServer) -> None:
-    """Serve MCP on stdin/stdout until stdin ends."""
+    """Serve MCP on stdin/stdout until stdin ends and every request read is answered."""
     anyio.run(_serve_stdio, server)
+
+
+class _Unanswered:
+    """The requests handed to the SDK that it has not answered yet.
+
+    Why: when its read stream ends, the SDK's dispatcher (``JSONRPCDispatcher.run``)
+    cancels every handler still running, so a client that writes its requests and closes
+    stdin (a script, ``echo ... | wontopos-mcp``) lost every answer but the inline
+    ``initialize``, though a cancelled write may already have been applied. So the read
+    stream handed to the SDK stays open past stdin's end until each request read has had
+    its answer written (seen on the way to stdout, which the SDK's writer then flushes
+    before ``stdio_server`` exits), or :data:`EOF_GRACE` seconds have passed. This waits
+    on the requests themselves rather than patching the SDK; a request the client
+    cancelled (``notifications/cancelled``) gets no answer, so it is not waited for.
+    Ids are compared as the SDK correlates them (``"7"`` and ``7`` are one).
+    """
+
+    def __init__(self) -> None:
+        self._ids: Counter[RequestId] = Counter()
+        self._settled = anyio.Event()
+        self._settled.set()
+
+    def read(self, message: JSONRPCMessage) -> None:
+        """Note a message on its way to the SDK."""
+        if isinstance(message, JSONRPCRequest):
+            self._ids[coerce_request_id(message.id)] += 1
+            if self._settled.is_set():
+                self._settled = anyio.Event()
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            cancelled = (message.params or {}).get("requestId")
+            if isinstance(cancelled, (int, str)):
+                self._settle(cancelled, all_of_them=True)
+
+    def written(self, message: JSONRPCMessage) -> None:
+        """Note a message the SDK wrote: an answer settles its request."""
+        if isinstance(message, (JSONRPCResponse, JSONRPCError)) and message.id is not None:
+            self._settle(message.id)
+
+    def _settle(self, request_id: RequestId, *, all_of_them: bool = False) -> None:
+        key = coerce_request_id(request_id)
+        if key not in self._ids:
+            return
+        if all_of_them or self._ids[key] == 1:
+            del self._ids[key]
+        else:
+            self._ids[key] -= 1
+        if not self._ids:
+            self._settled.set()
+
+    async def wait(self, grace: float) -> None:
+        """Until every request read is answered, or ``grace`` seconds have passed."""
+        with anyio.move_on_after(grace):
+            await self._settled.wait()
+        if self._ids:
+            logger.warning(
+                "stdin ended; %d request(s) still unanswered after %.0f s are cancelled: ids %s",
+                self._ids.total(),
+                grace,
+                sorted(map(str, self._ids)),
+            )
+
+
+_W = TypeVar("_W", bound="_Wrapped")
+
+
+class _Wrapped:
+    """A stream around another, closed with it (as ``async with`` or ``aclose``)."""
+
+    _inner: Any
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self: _W) -> _W:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _WatchedWrites(_Wrapped):
+    """The SDK's write stream, telling :class:`_Unanswered` what it has written."""
+
+    def __init__(self, inner: Any, unanswered: _Unanswered) -> None:
+        self._inner = inner
+        self._unanswered = unanswered
+
+    async def send(self, item: SessionMessage) -> None:
+        await self._inner.send(item)
+        self._unanswered.written(item.message)
 
 
 async def _serve_stdio(server: WontoposMCPServer) -> None:
@@ -97,6 +204,7 @@ async def _serve_stdio(server: WontoposMCPServer) -> None:
     async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unused, write_stream):
         await unused.aclose()
         inbox, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        unanswered = _Unanswered()
 
         async def read_stdin() -> None:
             async with inbox:
@@ -108,14 +216,16 @@ async def _serve_stdio(server: WontoposMCPServer) -> None:
                     refused = _refused(decoded)
                     if refused is None:
                         assert isinstance(decoded, SessionMessage)
+                        unanswered.read(decoded.message)
                         await inbox.send(decoded)
                         continue
                     for answer in _answers(refused, stream=True):
                         await write_stream.send(SessionMessage(answer))
+                await unanswered.wait(EOF_GRACE)  # stdin ended: answer what was read, then close
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(read_stdin)
-            await server.run_streams(read_stream, write_stream)
+            await server.run_streams(read_stream, _WatchedWrites(write_stream, unanswered))
             tg.cancel_scope.cancel()
 
 
@@ -197,7 +307,7 @@ def answering_routes(routes: Iterable[BaseRoute]) -> list[BaseRoute]:
 _REFUSED = "notifications/wontopos/refused"
 
 
-class _AnsweringReadStream:
+class _AnsweringReadStream(_Wrapped):
     """An SSE connection's read stream: a refusal notification from :func:`_answer_on_stream`
     is written back as its answers and never reaches the server."""
 
@@ -238,15 +348,6 @@ class _AnsweringReadStream:
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _AnsweringReadStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _answer_on_stream(app: ASGIApp, key: str) -> Answerer:
