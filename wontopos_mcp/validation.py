@@ -20,8 +20,8 @@ MAX_SKIP_IDS = 1_000
 # pair was joined into one character when it was decoded. UTF-8 cannot hold one, so the
 # tokenizer and the database would fail on it; it is refused first, naming the field.
 SURROGATE = re.compile("[\ud800-\udfff]")
-
-
+# What a text holds nothing of when it holds only these (and white space): controls,
+# format marks (zero-width, bidi) and separators.
 _INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
 
 
@@ -63,7 +63,7 @@ def text(value: Any, *, field: str, max_chars: int) -> str:
     restate it."""
     if not isinstance(value, str):
         raise InvalidRequestError(f"{field} must be a string", field=field)
-    if not any(_visible(ch) for ch in value):
+    if not value.strip() or not any(_visible(ch) for ch in value[: max_chars + 1]):
         raise InvalidRequestError(f"{field} must not be empty", field=field)
     return unicode_text(bounded(value, field=field, max_chars=max_chars), field=field)
 
