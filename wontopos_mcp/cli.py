@@ -139,12 +139,22 @@ def serve(settings: Settings) -> int:
         )
     _check_database(settings)
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
-    service = MemoryService.open(settings)
+
+    def stop(exc: Exception) -> None:
+        # The background open failed (a corrupt table, a file LanceDB cannot write): the
+        # start-up check's verdict, come late. One line, exit 2, on every transport.
+        print(f"wontopos-mcp: {service.store.open_failure(exc)}", file=sys.stderr)
+        service.store.release()
+        _exit_now(EXIT_BAD_SETTING)
+
+    service = MemoryService.open(settings, on_open_failure=stop)
     try:
         service.store.claim()
-        service.store.check_model(settings.embed_model)
+        service.store.check_model(settings.embed_model)  # object storage: opens the database now
     except (ModelMismatch, ConfigError) as exc:
         _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
+        _fail(str(service.store.open_failure(exc)))
 
     # SIGTERM (a host closing us, uvicorn raising it again once it has shut down): give up
     # the leases this process holds on object storage, then leave at once, as the default

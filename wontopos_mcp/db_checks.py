@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -107,6 +108,21 @@ def remote_failure(uri: str, exc: BaseException) -> ConfigError:
         )
     first = " ".join(text.split())[:300]
     return ConfigError(f"{where}: {type(exc).__name__}: {first}; fix: check --db and WONTOPOS_STORAGE_OPTIONS")
+
+
+def open_failure(uri: str, exc: BaseException, *, remote: bool) -> ConfigError:
+    """One line for a database whose opening failed after the start-up check passed: a
+    table LanceDB cannot read (a corrupt or foreign ``registry.lance``), a file inside
+    the directory it cannot write. LanceDB's message names the cause; its Rust source
+    location (``, /root/.cargo/...rs:12:34``) is cut off."""
+    if remote:
+        return remote_failure(uri, exc)
+    text = " ".join(str(exc).split())
+    text = re.sub(r",\s*/\S+\.rs:\d+:\d+$", "", text)[:300]
+    return ConfigError(
+        f"the database at {uri} cannot be opened: {type(exc).__name__}: {text}; fix: restore the "
+        f"directory from a backup or move it aside, or {_FIX_PATH}"
+    )
 
 
 def remote_timeout(uri: str, seconds: float) -> ConfigError:
