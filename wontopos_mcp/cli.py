@@ -10,6 +10,15 @@ not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores`
 
 A bad setting stops here with one line on stderr and exit code 2, never a traceback;
 stdout stays reserved for the protocol (only the human commands print results to it).
+
+A database that cannot be opened stops the run with one line and exit code 2 (SPEC), in
+two steps so that ``tools/list`` never waits for LanceDB's import: the filesystem check
+(``_check_database``) before anything is served, then LanceDB's own open. The human
+commands open the database before they run (``commands.run``); the server opens it in
+the background (``MemoryService.start``) and, when that open fails (a corrupt table, a
+file inside the directory it cannot write), stops there, on every transport: one line,
+exit code 2, requests in flight unanswered. A server that stayed up could only answer
+every call with the same error; /healthz's 503 is for a database that fails later.
 """
 
 from __future__ import annotations
