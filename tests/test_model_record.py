@@ -61,20 +61,22 @@ def _cli(db: Path, model_cache: Path, *args: str) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
-def _export_line(tmp_path: Path, memory_id: str, content: str) -> Path:
+def _export_line(tmp_path: Path, content: str) -> str:
+    """An export file of one memory (a new id each time), for ``import``."""
+    memory_id = str(uuid.uuid4())
     path = tmp_path / f"{memory_id}.jsonl"
     path.write_text(json.dumps({"id": memory_id, "content": content}) + "\n")
-    return path
+    return str(path)
 
 
 def test_the_flag_that_built_a_database_in_capitals_opens_it_again(
     tmp_path: Path, model_cache: Path, embedder: Any
 ) -> None:
     db, flag = tmp_path / "db", ["--embed-model", "MULTILINGUAL-E5-SMALL-Q4"]
-    first = _cli(db, model_cache, *flag, "import", str(_export_line(tmp_path, str(uuid.uuid4()), "The ferry leaves at seven.")))
+    first = _cli(db, model_cache, *flag, "import", _export_line(tmp_path, "The ferry leaves at seven."))
     assert first.returncode == 0, first.stderr
     assert json.loads((db / META_FILE).read_text())["model"] == DEFAULT_MODEL
-    again = _cli(db, model_cache, *flag, "import", str(_export_line(tmp_path, str(uuid.uuid4()), "Bob sails on Sunday.")))
+    again = _cli(db, model_cache, *flag, "import", _export_line(tmp_path, "Bob sails on Sunday."))
     assert again.returncode == 0, again.stderr
     assert again.stdout.startswith("imported 1 memory")
     found = _cli(db, model_cache, *flag, "search", "when does the ferry leave?")
@@ -101,7 +103,7 @@ def foreign_db(tmp_path: Path, model_cache: Path) -> Path:
 def test_a_command_that_embeds_refuses_a_database_built_with_another_model(
     foreign_db: Path, model_cache: Path, tmp_path: Path, args: list[str]
 ) -> None:
-    export = str(_export_line(tmp_path, str(uuid.uuid4()), "The ferry leaves at seven."))
+    export = _export_line(tmp_path, "The ferry leaves at seven.")
     done = _cli(foreign_db, model_cache, *[export if a == "EXPORT" else a for a in args])
     assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()

@@ -49,9 +49,7 @@ if TYPE_CHECKING:
 
 EXIT_REFUSED = 1
 EXIT_BAD_SETTING = 2  # as ``cli``'s: the database or a setting cannot work
-# The commands that embed texts (a query, imported memories): they refuse a database
-# built with another model, as the server does at start.
-EMBEDS = frozenset({"search", "import"})
+EMBEDS = frozenset({"search", "import"})  # refuse a database of another model, as the server does
 # The first run of a command that needs the model may convert it (seconds); wait longer
 # than a server call would.
 MODEL_WAIT = 180.0
