@@ -108,3 +108,34 @@ def test_storage_options_are_a_json_object_of_strings_for_lancedb():
 def test_a_file_uri_names_its_absolute_path(tmp_path):
     assert Settings.load({"db": f"file://{tmp_path}/my%20db"}, environ={}).db == f"{tmp_path}/my db"
     assert Settings.load({"db": "s3://bucket/db"}, environ={}).db == "s3://bucket/db"
+
+
+def test_a_variable_is_not_read_when_a_flag_gives_its_setting():
+    env = {"WONTOPOS_PORT": "abc", "WONTOPOS_SPEAKER_LIMIT": "many", "WONTOPOS_DB": "memory://"}
+    settings = Settings.load({"port": "18982", "speaker_limit": "3", "db": "/tmp/from-flag"}, environ=env)
+    assert (settings.port, settings.speaker_limit, settings.db) == (18982, 3, "/tmp/from-flag")
+    with pytest.raises(ConfigError, match="WONTOPOS_PORT must be an integer, not 'abc'"):
+        Settings.load({"port": None}, environ={"WONTOPOS_PORT": "abc"})  # no flag: the variable decides
+
+
+def test_a_bad_variable_a_flag_overrides_does_not_stop_the_cli(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", "--port", "18982", "--db", str(tmp_path / "db"), "stores", "list"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WONTOPOS_PORT": "abc"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\t")[0] == "default" and proc.stderr == ""
+
+
+@pytest.mark.parametrize("db", ["memory://", "MEMORY://x", "shared-memory://y"])
+def test_an_in_memory_database_is_a_bad_setting(db):
+    with pytest.raises(ConfigError, match="is an in-memory database: every memory would be lost"):
+        Settings.load({"db": db}, environ={})
+
+
+def test_a_database_path_that_is_not_utf8_is_a_bad_setting_naming_its_bytes():
+    with pytest.raises(ConfigError, match=r"--db /x/db\\xffx is not valid UTF-8"):
+        Settings.load({"db": "/x/db\udcffx"}, environ={})  # how Python keeps the byte 0xff of argv
+    with pytest.raises(ConfigError, match=r"WONTOPOS_DB /x/\\ud800 is not valid UTF-8"):
+        Settings.load({}, environ={"WONTOPOS_DB": "/x/\ud800"})

@@ -9,6 +9,7 @@ user would configure it: ``AWS_*`` variables and ``WONTOPOS_STORAGE_OPTIONS``.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
@@ -37,7 +38,7 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "PYTHONPATH": str(REPO), **extra}
 
 
-def _start(db: str, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _start(db: str | bytes, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     if "--transport" in args:
         args = [*args, "--port", str(free_port())]
     return subprocess.run(
@@ -120,6 +121,119 @@ def test_checking_a_local_directory_does_not_import_lancedb(tmp_path: Path) -> N
                           env=_env(tmp_path), timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# --- a directory LanceDB cannot use ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", ENTRY_POINTS)
+def test_a_table_that_is_a_file_stops_every_entry_point_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / "registry.lance").write_text("x")
+    line = _refused_in_one_line(_start(str(db), args, _env(tmp_path)))
+    assert f"the database at {db} is damaged: registry.lance is not a table directory" in line
+
+
+def _made(db: Path, home: Path) -> None:
+    """A real database with a store in it, made by the CLI."""
+    done = _start(str(db), ["stores", "create", "alice"], _env(home))
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_command_on_a_table_lancedb_cannot_read_stops_with_one_line_naming_the_cause(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    _made(db, tmp_path)
+    for manifest in (db / "registry.lance" / "_versions").iterdir():
+        manifest.write_bytes(b"garbage\n")
+    line = _refused_in_one_line(_start(str(db), ["stores", "list"], _env(tmp_path)))
+    assert line.startswith(f"wontopos-mcp: the database at {db} cannot be opened: ")
+    assert "does not have sufficient data" in line and ".rs:" not in line
+
+
+def _serve_until_it_stops(db: Path, args: list[str], home: Path) -> tuple[int, str, str]:
+    """A server whose stdin stays open (a host that keeps it): (exit code, stdout, stderr)."""
+    if "--transport" in args:
+        args = [*args, "--port", str(free_port())]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "wontopos_mcp", "--db", str(db), *args], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(home), cwd=REPO,
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}) + "\n")
+    server.stdin.flush()
+    try:
+        code = server.wait(timeout=90)
+    finally:
+        server.kill()
+    out, err = server.stdout.read(), server.stderr.read()
+    server.stdin.close()
+    server.stdout.close()
+    server.stderr.close()
+    return code, out, err
+
+
+@pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[1]])
+def test_a_server_whose_background_open_fails_stops_with_one_line_and_exit_2(tmp_path: Path, args: list[str]) -> None:
+    """The start-up check passes (an empty table directory is writable); LanceDB's open, in
+    the background so the first answer never waits for it, fails: the server stops."""
+    db = tmp_path / "db"
+    (db / "registry.lance").mkdir(parents=True)
+    code, out, err = _serve_until_it_stops(db, args, tmp_path)
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    if args:  # HTTP announces where it serves first
+        assert lines.pop(0).startswith("wontopos-mcp: serving MCP at http://127.0.0.1:"), err
+    else:  # stdio answered initialize before the open failed
+        assert json.loads(out.splitlines()[0])["id"] == 1
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"wontopos-mcp: the database at {db} cannot be opened: ") and "fix:" in lines[0]
+
+
+def test_a_table_this_user_cannot_write_stops_with_one_line_naming_it(tmp_path: Path) -> None:
+    """A database copied in read-only: the directory itself is writable, its table is
+    not. Root writes through modes, so as root the command runs without its capabilities."""
+    db = tmp_path / "db"
+    _made(db, tmp_path)
+    table = db / "registry.lance"
+    folders = [table, *(p for p in table.iterdir() if p.is_dir())]
+    for folder in folders:
+        folder.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    as_user = ["setpriv", "--bounding-set", "-all", "--inh-caps", "-all"] if os.geteuid() == 0 else []
+    try:
+        done = subprocess.run(
+            [*as_user, sys.executable, "-m", "wontopos_mcp", "--db", str(db), "stores", "list"],
+            capture_output=True, text=True, env=_env(tmp_path), cwd=REPO, timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    finally:
+        for folder in folders:
+            folder.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    line = _refused_in_one_line(done)
+    assert f"the database at {db} is not writable: {table}" in line
+
+
+@pytest.mark.parametrize("args", ENTRY_POINTS)
+def test_an_in_memory_database_is_refused_as_a_bad_setting(tmp_path: Path, args: list[str]) -> None:
+    line = _refused_in_one_line(_start("memory://", args, _env(tmp_path)))
+    assert "--db memory:// is an in-memory database" in line
+
+
+def test_an_in_memory_database_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "wontopos_mcp", "stores", "list"],
+        capture_output=True, text=True, env=_env(tmp_path, WONTOPOS_DB="memory://"), cwd=REPO, timeout=60,
+    )  # fmt: skip
+    assert "WONTOPOS_DB memory:// is an in-memory database" in _refused_in_one_line(done)
+
+
+@pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[1], ENTRY_POINTS[3]])
+def test_a_database_path_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path, args: list[str]) -> None:
+    db = os.fsencode(tmp_path) + b"/db\xffx"  # what a shell passes for $'.../db\xffx'
+    line = _refused_in_one_line(_start(db, args, _env(tmp_path)))
+    assert f"--db {tmp_path}/db\\xffx is not valid UTF-8" in line
+    assert not os.path.lexists(db)
 
 
 # --- object storage (S3, through moto's server) -----------------------------------------------------

@@ -10,6 +10,15 @@ not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores`
 
 A bad setting stops here with one line on stderr and exit code 2, never a traceback;
 stdout stays reserved for the protocol (only the human commands print results to it).
+
+A database that cannot be opened stops the run with one line and exit code 2 (SPEC), in
+two steps so that ``tools/list`` never waits for LanceDB's import: the filesystem check
+(``_check_database``) before anything is served, then LanceDB's own open. The human
+commands open the database before they run (``commands.run``); the server opens it in
+the background (``MemoryService.start``) and, when that open fails (a corrupt table, a
+file inside the directory it cannot write), stops there, on every transport: one line,
+exit code 2, requests in flight unanswered. A server that stayed up could only answer
+every call with the same error; /healthz's 503 is for a database that fails later.
 """
 
 from __future__ import annotations
@@ -139,12 +148,22 @@ def serve(settings: Settings) -> int:
         )
     _check_database(settings)
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
-    service = MemoryService.open(settings)
+
+    def stop(exc: Exception) -> None:
+        # The background open failed (a corrupt table, a file LanceDB cannot write): the
+        # start-up check's verdict, come late. One line, exit 2, on every transport.
+        print(f"wontopos-mcp: {service.store.open_failure(exc)}", file=sys.stderr)
+        service.store.release()
+        _exit_now(EXIT_BAD_SETTING)
+
+    service = MemoryService.open(settings, on_open_failure=stop)
     try:
         service.store.claim()
-        service.store.check_model(settings.embed_model)
+        service.store.check_model(settings.embed_model)  # object storage: opens the database now
     except (ModelMismatch, ConfigError) as exc:
         _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
+        _fail(str(service.store.open_failure(exc)))
 
     # SIGTERM (a host closing us, uvicorn raising it again once it has shut down): give up
     # the leases this process holds on object storage, then leave at once, as the default

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from .batch import MAX_BATCH_ITEMS
 from .contract import DEFAULT_STORE, Param, operation
-from .errors import Fix, InvalidRequestError, WontoposError
+from .errors import ConfigError, Fix, InvalidRequestError, WontoposError
 from .importing import IMPORT_BATCH, import_file
 from .verbs import render, speak
 
@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from .service import MemoryService
 
 EXIT_REFUSED = 1
+EXIT_BAD_SETTING = 2  # as ``cli``'s: the database or a setting cannot work
+EMBEDS = frozenset({"search", "import"})  # refuse a database of another model, as the server does
 # The first run of a command that needs the model may convert it (seconds); wait longer
 # than a server call would.
 MODEL_WAIT = 180.0
@@ -207,15 +209,26 @@ def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | No
     """Run one command; a refusal is one line on stderr and exit code 1.
 
     ``service`` (tests) replaces the one the settings would open; it is left open.
+    The one the settings open is opened here, before the command: a database LanceDB
+    cannot open, and for a command that embeds (``EMBEDS``) a database built with
+    another model, are one line and exit code 2, as for the server (SPEC).
     """
     from .service import MemoryService
+    from .store import ModelMismatch
 
     own = service is None
     if service is None:
         service = MemoryService.open(settings, model_wait=MODEL_WAIT)
+    name = args["command"] if args.get("action") is None else f"{args['command']} {args['action']}"
     try:
-        name = args["command"] if args.get("action") is None else f"{args['command']} {args['action']}"
+        if own:
+            service.store.open_or_refuse()
+            if name in EMBEDS:
+                service.store.check_model(settings.embed_model)
         return _HANDLERS[name](service, {**args, "settings": settings}, sys.stdout) or 0
+    except (ConfigError, ModelMismatch) as exc:
+        _say(str(exc))
+        return EXIT_BAD_SETTING
     except WontoposError as exc:
         print(f"wontopos-mcp: {speak(exc, 'cli').message} ({exc.status} {exc.type})", file=sys.stderr)
         return EXIT_REFUSED

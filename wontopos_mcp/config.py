@@ -76,10 +76,16 @@ class Settings:
 
     @classmethod
     def load(cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-        """Merge defaults, the environment and explicit overrides (``None`` = not given)."""
+        """Merge defaults, the environment and explicit overrides (``None`` = not given).
+
+        A variable is read only for a setting no override gives: a flag wins over it, so
+        a bad ``WONTOPOS_PORT`` beside ``--port`` is never looked at (SPEC)."""
         env = os.environ if environ is None else environ
+        given = {name for name, value in (overrides or {}).items() if value is not None}
         values: dict[str, Any] = {}
         for f in fields(cls):
+            if f.name in given:
+                continue
             raw = env.get(f"WONTOPOS_{f.name.upper()}")
             if raw is not None and raw.strip() != "":
                 values[f.name] = _parse(f.name, raw.strip(), source=f"WONTOPOS_{f.name.upper()}")
@@ -171,4 +177,34 @@ def _parse(name: str, value: Any, *, source: str) -> Any:
         return _storage_options(value, source=source)
     if name in ("transport", "log_level", "writers", "redact"):
         return str(value).strip().lower()
+    if name == "db":
+        return _database(str(value), source=source)
     return str(value)
+
+
+def _database(db: str, *, source: str) -> str:
+    """``--db`` as given, unless it names a database that cannot work: an in-memory one
+    (``memory://``: every memory would be lost when the process ends) or a path that is
+    not UTF-8 (LanceDB takes UTF-8 paths only; the shell passed bytes Python keeps as
+    lone surrogates)."""
+    if db.strip().lower().startswith(("memory://", "shared-memory://")):
+        raise ConfigError(
+            f"{source} {db} is an in-memory database: every memory would be lost when the process ends; "
+            "fix: pass a directory (or an object-storage URI such as s3://bucket/path)"
+        )
+    try:
+        db.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"{source} {_shown(db)} is not valid UTF-8, which LanceDB needs in a database path; "
+            "fix: choose a directory whose name is UTF-8"
+        ) from None
+    return db
+
+
+def _shown(text: str) -> str:
+    """``text`` printable: bytes a shell passed (lone surrogates) as ``\\xff``, other surrogates escaped."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")

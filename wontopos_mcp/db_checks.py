@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -34,20 +35,50 @@ def check_directory(path: str, lock_name: str) -> None:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the database directory {path}: {_reason(exc)}; fix: {_FIX_PATH}") from None
-    probe = os.path.join(path, f".wontopos-probe-{os.getpid()}")
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, b"probe")
-        finally:
-            os.close(fd)
-            os.remove(probe)
+        _probe(path)
         os.close(os.open(os.path.join(path, lock_name), os.O_RDWR | os.O_CREAT, 0o644))
     except OSError as exc:
         raise ConfigError(
             f"the database directory {path} is not writable: {_reason(exc)}; fix: give this user write "
             f"permission there (chmod/chown), or {_FIX_PATH}"
         ) from None
+    _check_tables(path)
+
+
+def _check_tables(path: str) -> None:
+    """Each table already there (``<name>.lance``) must be a directory whose folders this
+    process can write: a stray file by that name, or a table copied in read-only, would
+    otherwise pass and fail every call later. A few probes, still no LanceDB."""
+    with os.scandir(path) as entries:
+        tables = sorted(e.path for e in entries if e.name.endswith(".lance"))
+    for table in tables:
+        if not os.path.isdir(table):
+            raise ConfigError(
+                f"the database at {path} is damaged: {os.path.basename(table)} is not a table directory; "
+                f"fix: restore the database from a backup or move it aside, or {_FIX_PATH}"
+            )
+        with os.scandir(table) as entries:
+            folders = [table, *sorted(e.path for e in entries if e.is_dir())]
+        for folder in folders:
+            try:
+                _probe(folder)
+            except OSError as exc:
+                raise ConfigError(
+                    f"the database at {path} is not writable: {folder}: {_reason(exc)}; fix: give this user "
+                    f"write permission on the whole directory (chmod -R/chown -R), or {_FIX_PATH}"
+                ) from None
+
+
+def _probe(folder: str) -> None:
+    """Create, write and remove a file in ``folder``, as the first write will (OSError if not)."""
+    probe = os.path.join(folder, f".wontopos-probe-{os.getpid()}")
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, b"probe")
+    finally:
+        os.close(fd)
+        os.remove(probe)
 
 
 def _reason(exc: OSError) -> str:
@@ -107,6 +138,21 @@ def remote_failure(uri: str, exc: BaseException) -> ConfigError:
         )
     first = " ".join(text.split())[:300]
     return ConfigError(f"{where}: {type(exc).__name__}: {first}; fix: check --db and WONTOPOS_STORAGE_OPTIONS")
+
+
+def open_failure(uri: str, exc: BaseException, *, remote: bool) -> ConfigError:
+    """One line for a database whose opening failed after the start-up check passed: a
+    table LanceDB cannot read (a corrupt or foreign ``registry.lance``), a file inside
+    the directory it cannot write. LanceDB's message names the cause; its Rust source
+    location (``, /root/.cargo/...rs:12:34``) is cut off."""
+    if remote:
+        return remote_failure(uri, exc)
+    text = " ".join(str(exc).split())
+    text = re.sub(r",\s*/\S+\.rs:\d+:\d+$", "", text)[:300]
+    return ConfigError(
+        f"the database at {uri} cannot be opened: {type(exc).__name__}: {text}; fix: restore the "
+        f"directory from a backup or move it aside, or {_FIX_PATH}"
+    )
 
 
 def remote_timeout(uri: str, seconds: float) -> ConfigError:

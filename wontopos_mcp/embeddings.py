@@ -153,6 +153,12 @@ def _prefixes_for(model_name: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------- loading
 
 
+def model_key(model_name: str) -> str:
+    """A model name as loading resolves it: stripped, case folded. Two names with one key
+    load one model, so the database's model record compares names through this too."""
+    return model_name.strip().lower()
+
+
 def load_embedder(model_name: str, cache_dir: str | Path, threads: int | None = None) -> Embedder:
     """Load ``model_name`` and check it, or raise ``UnavailableError`` saying how to fix it.
 
@@ -161,7 +167,7 @@ def load_embedder(model_name: str, cache_dir: str | Path, threads: int | None = 
     fix in its message; a user never sees a traceback.
     """
     name = model_name.strip()
-    if name.lower() == DEFAULT_MODEL:
+    if model_key(name) == DEFAULT_MODEL:
         embedder = _load_default(Path(cache_dir), threads)
     else:
         embedder = _load_fastembed(name, Path(cache_dir), threads)
@@ -268,8 +274,8 @@ def _load_default_offline(cache_dir: Path, threads: int | None) -> FastEmbedEmbe
 def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
     """Load one of fastembed's own models: from the cache, else downloaded once."""
     fastembed = _import_fastembed(name)
-    known = {m["model"].lower(): m for m in fastembed.TextEmbedding.list_supported_models()}
-    description = known.get(name.lower())
+    known = {model_key(m["model"]): m for m in fastembed.TextEmbedding.list_supported_models()}
+    description = known.get(model_key(name))
     if description is None:
         raise UnavailableError(
             f"{name!r} is not an embedding model fastembed knows; fix: pass --embed-model with one of "

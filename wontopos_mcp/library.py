@@ -60,7 +60,9 @@ class Memory:
     in written texts are stored as ``[redacted:<kind>]`` (``WONTOPOS_REDACT``).
 
     The embedding model starts loading in the background at construction; calls that
-    need it wait for it (up to 20 s, then ``UnavailableError``), others never do.
+    need it wait for it (up to 20 s, then ``UnavailableError``), others never do. A
+    database built with another embedding model raises ``store.ModelMismatch`` (naming
+    both) at construction, before anything is embedded into it.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class Memory:
             given = {"db": db, "speaker_limit": speaker_limit, "embed_model": embed_model, "model_cache": model_cache}
             settings = Settings.load({**given, "redact": redact})
             service = MemoryService.open(settings)
+            service.store.check_model(settings.embed_model)  # ModelMismatch, as the CLI's one line
         self._service = service
         self._service.start()
 

@@ -66,7 +66,10 @@ class MemoryService:
         model_wait: float = 20.0,
         window_cap: int = 1024,
         redact: str = "none",
+        on_open_failure: Callable[[Exception], None] | None = None,
     ) -> None:
+        """``on_open_failure``: called (on the opening thread) with what the background
+        open of ``start`` raised; the server stops there (``cli.serve``)."""
         self.store = store
         self.models = models
         self.clock = clock
@@ -84,6 +87,7 @@ class MemoryService:
         self._pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self._now_us)
         self._db_state = "opening"  # the background open's outcome: "opening", "ok" or "error"
         self._started = False
+        self._on_open_failure = on_open_failure
         self._start_lock = threading.Lock()
         store.on_open(self.registry.ensure_default_store)
 
@@ -136,8 +140,10 @@ class MemoryService:
         try:
             self.store.connect()
             self._db_state = "ok"
-        except Exception:  # the first call that needs the database reports it properly
+        except Exception as exc:  # the first call that needs the database reports it properly
             self._db_state = "error"
+            if self._on_open_failure is not None:
+                self._on_open_failure(exc)
             log.warning("opening the database in the background failed", exc_info=True)
         finally:
             self.models.start()

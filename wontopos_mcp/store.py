@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from .coordination import LOCK_FILE, coordinator_for, is_remote
-from .errors import TableMissing
+from .errors import ConfigError, TableMissing
 from .forwarding import delegate
 from .lease import LeaseTiming
 from .maintenance import RETAIN, RETAIN_REMOTE
@@ -90,9 +90,13 @@ class ModelRecord:
         return (rows[0]["name"], int(rows[0]["value"])) if rows else None
 
     def check(self, model_id: str) -> None:
-        """Stop when the database was built with another model (vectors not comparable)."""
+        """Stop when the database was built with another model (vectors not comparable);
+        names are compared as loading resolves them (``embeddings.model_key``), so the
+        flag that built a database opens it again, whatever its case."""
+        from .embeddings import model_key
+
         recorded = self.recorded()
-        if recorded and recorded[0] != model_id:
+        if recorded and model_key(recorded[0]) != model_key(model_id):
             raise ModelMismatch(
                 f"the database at {self._uri} was built with embedding model {recorded[0]!r} "
                 f"({recorded[1]} dimensions), not {model_id!r}; start with --embed-model "
@@ -173,20 +177,44 @@ class Store:
         with self._coordinator.local():
             if self._db is not None:
                 return
-            lancedb = _lancedb()
-            self._coordinator.attach()
-            options = {"read_consistency_interval": timedelta(0), "storage_options": self.storage_options or None}
-            db = lancedb.connect(self.uri, **options)
-            self._adb = run(lancedb.connect_async(self.uri, **options))
-            self._db = db
-            if REGISTRY in self._table_names():  # readers never need the write lock
-                self._registry = db.open_table(REGISTRY)
-            else:
-                with self.write_lock():
-                    self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
-            for hook in self._on_open:
-                hook()
+            try:
+                self._open()
+            except BaseException:
+                self._db = self._adb = self._registry = None  # never half open: the next call tries again
+                raise
             self._ready = True
+
+    def _open(self) -> None:
+        lancedb = _lancedb()
+        self._coordinator.attach()
+        options = {"read_consistency_interval": timedelta(0), "storage_options": self.storage_options or None}
+        db = lancedb.connect(self.uri, **options)
+        self._adb = run(lancedb.connect_async(self.uri, **options))
+        self._db = db
+        if REGISTRY in self._table_names():  # readers never need the write lock
+            self._registry = db.open_table(REGISTRY)
+        else:
+            with self.write_lock():
+                self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
+        for hook in self._on_open:
+            hook()
+
+    def open_or_refuse(self) -> None:
+        """``connect()``, or ``ConfigError``: one line naming the database and why it cannot
+        be opened (a corrupt table, a directory LanceDB cannot read or write). What the
+        human commands call before they run, and the server after its background open."""
+        try:
+            self.connect()
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
+            raise self.open_failure(exc) from None
+
+    def open_failure(self, exc: Exception) -> ConfigError:
+        """What ``connect`` raised, as the one line ``open_or_refuse`` raises."""
+        from . import db_checks
+
+        return exc if isinstance(exc, ConfigError) else db_checks.open_failure(self.uri, exc, remote=self._remote)
 
     def check_usable(self, timeout: float = _CHECK_TIMEOUT_S) -> None:
         """Raise ``ConfigError`` (one line: the problem and the fix) unless the database
