@@ -47,9 +47,11 @@ def check_directory(path: str, lock_name: str) -> None:
 
 
 def _check_tables(path: str) -> None:
-    """Each table already there (``<name>.lance``) must be a directory whose folders this
-    process can write: a stray file by that name, or a table copied in read-only, would
-    otherwise pass and fail every call later. A few probes, still no LanceDB."""
+    """Each table already there (``<name>.lance``) must be a directory this process can
+    write: a stray file by that name, or a table copied in read-only, would otherwise pass
+    and fail every call later. One probe per table, still no LanceDB; none inside a
+    table's own folders (``data``, ``_versions``), which other processes' LanceDB lists
+    and cleans while this one starts."""
     with os.scandir(path) as entries:
         tables = sorted(e.path for e in entries if e.name.endswith(".lance"))
     for table in tables:
@@ -58,16 +60,13 @@ def _check_tables(path: str) -> None:
                 f"the database at {path} is damaged: {os.path.basename(table)} is not a table directory; "
                 f"fix: restore the database from a backup or move it aside, or {_FIX_PATH}"
             )
-        with os.scandir(table) as entries:
-            folders = [table, *sorted(e.path for e in entries if e.is_dir())]
-        for folder in folders:
-            try:
-                _probe(folder)
-            except OSError as exc:
-                raise ConfigError(
-                    f"the database at {path} is not writable: {folder}: {_reason(exc)}; fix: give this user "
-                    f"write permission on the whole directory (chmod -R/chown -R), or {_FIX_PATH}"
-                ) from None
+        try:
+            _probe(table)
+        except OSError as exc:
+            raise ConfigError(
+                f"the database at {path} is not writable: {table}: {_reason(exc)}; fix: give this user "
+                f"write permission on the whole directory (chmod -R/chown -R), or {_FIX_PATH}"
+            ) from None
 
 
 def _probe(folder: str) -> None:
