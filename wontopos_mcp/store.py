@@ -100,7 +100,8 @@ class ModelRecord:
             raise ModelMismatch(
                 f"the database at {self._uri} was built with embedding model {recorded[0]!r} "
                 f"({recorded[1]} dimensions), not {model_id!r}; start with --embed-model "
-                f"{recorded[0]} or reindex"
+                f"{recorded[0]}, or move to the new model through `export` of each store and `import` into a "
+                "new database (there is no in-place reindex yet)"
             )
 
     def record(self, model_id: str, dim: int) -> None:
