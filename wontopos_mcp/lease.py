@@ -152,7 +152,7 @@ class Leases:
                     seen = None
             if now >= deadline:
                 raise LeaseBusy(
-                    "another replica is writing to this store; retry after retry_after_ms",
+                    f"another replica is writing to this store; retry after {self.timing.retry_after_ms} ms",
                     retry_after_ms=self.timing.retry_after_ms,
                 )
             time.sleep(min(pause * random.uniform(0.5, 1.5), max(0.0, deadline - now)))
@@ -197,6 +197,6 @@ class Leases:
         if not lease.valid():
             raise LeaseLost(
                 "this replica lost its lease on the store before it could write; nothing was "
-                "written by this step: retry after retry_after_ms",
+                f"written by this step: retry after {self.timing.retry_after_ms} ms",
                 retry_after_ms=self.timing.retry_after_ms,
             )
