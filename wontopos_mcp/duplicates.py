@@ -161,7 +161,10 @@ def _prepared(text: str) -> str:
 
 
 def _nfkc(text: str) -> str:
-    """NFKC, leaving superscripts, subscripts and vulgar fractions as they are."""
+    """NFKC, leaving superscripts, subscripts and vulgar fractions as they are. Most texts
+    are NFKC already (one C call says so), and skip the walk character by character."""
+    if unicodedata.is_normalized("NFKC", text):
+        return text
     return "".join(
         "".join(run) if kept else unicodedata.normalize("NFKC", "".join(run))
         for kept, run in groupby(text, lambda ch: unicodedata.decomposition(ch).startswith(_KEPT_FORMS))
