@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from .batch import MAX_BATCH_ITEMS
+from .cli import EXIT_BAD_SETTING  # the database or a setting cannot work: the server's exit code too
 from .contract import DEFAULT_STORE, Param, operation
 from .errors import ConfigError, Fix, InvalidRequestError, WontoposError
 from .importing import IMPORT_BATCH, import_file
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from .service import MemoryService
 
 EXIT_REFUSED = 1
-EXIT_BAD_SETTING = 2  # as ``cli``'s: the database or a setting cannot work
 EMBEDS = frozenset({"search", "import"})  # refuse a database of another model, as the server does
 # The first run of a command that needs the model may convert it (seconds); wait longer
 # than a server call would.
