@@ -393,7 +393,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
 
     def step_both(r: int) -> None:
         seeds[r] = store.vector_and_text_search(
-            vec_for[r], q(r), alice, 40, search._KEYS, (*search._KEYS, "vector"), scope_rows=scope_rows[r],
+            lambda: vec_for[r], q(r), alice, 40, search._KEYS, (*search._KEYS, "vector"), scope_rows=scope_rows[r],
             context_where=current,
         ).context_matches  # fmt: skip
 

@@ -193,6 +193,19 @@ async def test_search_with_speaker_returns_only_that_speakers_words(mcp: Session
     assert "speaker" not in untagged_record and "superseded_by" not in untagged_record
 
 
+async def test_notes_stored_one_by_one_are_not_a_conversation(mcp: Session) -> None:
+    """The budget note before Bob's plants memory lends it nothing: Bob's own budget
+    answer comes first (with store order as a conversation, the plants memory won)."""
+    await _register(mcp, "Bob")
+    await mcp.ok("memory_add", content="The Q3 budget is due on Friday.")
+    await mcp.ok("memory_add", content="I never water the plants before 9am.", speaker="Bob")
+    await mcp.ok("memory_add", content="My sister lives in Porto.", speaker="Bob")
+    budget = await mcp.ok("memory_add", content="The Q3 budget review moved to the 14th.", speaker="Bob")
+    found = await mcp.ok("memory_search", query="when is the budget due?", speaker="Bob")
+    assert [m["id"] for m in found["memories"]][0] == budget["id"]
+    assert {m["speaker"] for m in found["memories"]} == {"Bob"} and len(found["memories"]) == 3
+
+
 async def test_restating_a_memory_answers_duplicate_and_stores_nothing(mcp: Session) -> None:
     await _register(mcp, "Bob")
     first = await mcp.ok("memory_add", content="Bob is allergic to peanuts.", speaker="Bob")

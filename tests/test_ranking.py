@@ -202,6 +202,31 @@ def test_a_superseded_memory_lends_its_words_to_nothing(flat: Callable[[str], Me
     assert _ranked(corrected, "Lisbon loved")[0] == AQUARIUM[1][1]
 
 
+def test_a_memory_stored_without_a_conversation_borrows_nothing_from_the_one_before(
+    flat: Callable[[str], MemoryService],
+) -> None:
+    noted, never = flat("noted"), flat("never")  # cosine ties everything: only full text could differ
+    noted.memory_add("Have you ever been to Lisbon?", speaker="Alice")  # a note on its own, no conversation
+    for service in (noted, never):
+        for _, text in (LISBON[1], *OTHERS[:2]):
+            service.memory_add(text, speaker="Bob")
+    for query in ("Lisbon", "Have you ever been to Lisbon?"):
+        assert _ranked(noted, query) == _ranked(never, query), query
+    # The note's own words still find it, and nothing it was stored next to.
+    assert [m["content"] for m in noted.memory_search("Lisbon", limit=5)["memories"]][0] == LISBON[0][1]
+
+
+def test_a_conversation_lends_nothing_to_a_memory_stored_between_its_turns(
+    flat: Callable[[str], MemoryService],
+) -> None:
+    service = flat("db")
+    question = _say(service, "c1", LISBON[:1])[0]
+    alone = service.memory_add("Yes, twice, and it was great.", speaker="Bob")["id"]  # no conversation
+    reply = _say(service, "c1", [("Bob", "Yes, once, and I loved it.")])[0]  # c1's next turn
+    said = ids(service.memory_search("Lisbon", speaker="Bob", limit=5)["memories"])
+    assert said == [reply, alone] and question not in said
+
+
 def test_the_best_match_lifts_the_rest_of_its_conversation(flat: Callable[[str], MemoryService]) -> None:
     service = flat("db")  # cosine ties everything; the two picnics tie on full text and neighbours
     c1 = [("Bob", "The lighthouse trip was in June."), ("Alice", "Nice weather."), ("Bob", "A picnic with apples.")]

@@ -92,6 +92,7 @@ SESSION_LIFT = 0.4
 # / 78.1, and both together 78.7 / 78.1, but cost 1.2-1.5x the search at 100k
 # (bench/scale.py); the memory said before a seed too, nothing.
 REPLY_SEEDS = 10
+SPREAD_PENALTY = 0.0
 REPLY_OFFSETS = (1,)
 _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
@@ -133,17 +134,19 @@ def search_memories(
     scope_rows = store.count(where)
     if scope_rows == 0:
         return []
-    vector = embedder.embed_query(query)
     k = max(limit * 4, _CANDIDATE_FLOOR)
     if mode == "vector":
+        vector = embedder.embed_query(query)
         candidates = _dense_candidates(store, vector, where, limit, scope_rows)
         scores = {mid: c.dense for mid, c in candidates.items()}
     else:
         keys = (*_KEYS, "speaker") if named else _KEYS
         wide = context if context is not None and context != where else None
         found = store.vector_and_text_search(
-            vector, query, where, k, keys, (*keys, "vector"), scope_rows=scope_rows, context_where=wide
-        )
+            lambda: embedder.embed_query(query), query, where, k, keys, (*keys, "vector"),
+            scope_rows=scope_rows, context_where=wide,
+        )  # fmt: skip
+        vector = found.vector
         context_bm25 = _best_bm25(found.context_matches if wide is not None else found.matches)
         candidates = _dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
         _add_bm25(vector, found.matches, candidates)
@@ -162,8 +165,31 @@ def search_memories(
     ranked = sorted(
         (c for c in candidates.values() if c.in_scope),
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
-    )[:limit]
-    return _with_memory_fields(store, ranked)
+    )
+    if SPREAD_PENALTY and mode == "hybrid":
+        ranked = _spread(ranked, scores, limit)
+    return _with_memory_fields(store, ranked[:limit])
+
+
+def _spread(ranked: list[Candidate], scores: dict[str, float], limit: int) -> list[Candidate]:
+    """The best ``limit`` in order, each memory's score lowered by ``SPREAD_PENALTY`` for
+    every memory of its conversation already chosen: one stretch cannot fill the answer
+    when other conversations hold near matches."""
+    chosen: list[Candidate] = []
+    taken: dict[str, int] = {}
+    pool = ranked[: limit * 4]
+    while pool and len(chosen) < limit:
+
+        def adjusted(c: Candidate) -> float:
+            conversation = c.row["conversation_id"]
+            return scores[c.row["memory_id"]] - SPREAD_PENALTY * (taken.get(conversation, 0) if conversation else 0)
+
+        best = max(pool, key=adjusted)  # the first of equals: ``ranked``'s order breaks ties
+        pool.remove(best)
+        chosen.append(best)
+        if best.row["conversation_id"]:
+            taken[best.row["conversation_id"]] = taken.get(best.row["conversation_id"], 0) + 1
+    return chosen
 
 
 def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[dict[str, Any], float]]:
@@ -306,13 +332,21 @@ def _propagate(
     for mid, around in neighbours.items():
         for offset, other in around:
             scores[mid] += NEIGHBOUR_WEIGHTS[offset] * candidates[other].fused
-    best: dict[Any, float] = {}
-    for c in candidates.values():
-        held = best.get(c.row["conversation_id"])
-        best[c.row["conversation_id"]] = c.fused if held is None else max(held, c.fused)
+    best: dict[str, float] = {}
     for mid, c in candidates.items():
-        scores[mid] += SESSION_LIFT * best[c.row["conversation_id"]]
+        group = _conversation_of(mid, c)
+        best[group] = max(best.get(group, c.fused), c.fused)
+    for mid, c in candidates.items():
+        scores[mid] += SESSION_LIFT * best[_conversation_of(mid, c)]
     return scores
+
+
+def _conversation_of(memory_id: str, candidate: Candidate) -> str:
+    """The group a memory's session lift comes from: its conversation, or the memory
+    alone when it has none (a note stored on its own is a conversation of one: it lifts
+    itself as a conversation's best turn does, and nothing else)."""
+    conversation = candidate.row["conversation_id"]
+    return "m:" + memory_id if conversation is None else "c:" + conversation
 
 
 def _neighbours(
@@ -361,7 +395,7 @@ class _Lines:
         columns = ("memory_id", "conversation_id", "seq", "chunk_idx")
         for row in store.rows(where, columns=columns, order=(("seq", True),), row_ids=True):
             self.row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])
-            if row["chunk_idx"] == 0:
+            if row["chunk_idx"] == 0 and row["conversation_id"] is not None:
                 self._line(row).append((row["seq"], row["memory_id"]))
 
     def _line(self, row: dict[str, Any]) -> list[tuple[int, str]]:
@@ -371,6 +405,8 @@ class _Lines:
     def around(self, row: dict[str, Any], offsets: Collection[int]) -> list[tuple[int, str]]:
         """(offset, memory id) of the memories at these offsets from ``row``'s memory in
         its conversation, at most ``NEIGHBOUR_SPAN`` apart in write order."""
+        if row["conversation_id"] is None:  # a note stored on its own has no neighbours
+            return []
         line = self._line(row)
         ids = [mid for _, mid in line]
         if row["memory_id"] not in ids:

@@ -65,6 +65,7 @@ class Found(NamedTuple):
     nearest: list[dict[str, Any]]
     matches: list[dict[str, Any]]
     context_matches: list[dict[str, Any]]
+    vector: Any = None  # the query's vector, when the search computed it
 
 
 class ChunkReads:
@@ -146,16 +147,18 @@ class ChunkReads:
         return [] if table is None else run(self.bm25(table, text, where, k, columns))
 
     def vector_and_text_search(
-        self, vector: Any, text: str, where: str, k: int, columns: Sequence[str], text_columns: Sequence[str],
-        *, scope_rows: int | None = None, context_where: str | None = None,
+        self, embed: Callable[[], Any], text: str, where: str, k: int, columns: Sequence[str],
+        text_columns: Sequence[str], *, scope_rows: int | None = None, context_where: str | None = None,
     ) -> Found:  # fmt: skip
         """``vector_search`` and ``text_search`` at once (LanceDB runs them side by side),
         and a second ``text_search`` inside ``context_where`` (``columns`` only) when it is
-        given (else no rows for it)."""
+        given (else no rows for it). ``embed`` makes the query's vector (returned in
+        ``Found.vector``) in a worker thread while the full-text searches already run: the
+        model and LanceDB each release the interpreter, so the two overlap."""
         table = self._table()
         if table is None:
-            return Found([], [], [])
-        return run(self.both(table, vector, text, where, k, columns, text_columns, scope_rows, context_where))
+            return Found([], [], [], embed())
+        return run(self.both(table, embed, text, where, k, columns, text_columns, scope_rows, context_where))
 
     async def nearest(
         self, table: Any, vector: Any, where: str, k: int, columns: Sequence[str], scope_rows: int | None
@@ -189,17 +192,18 @@ class ChunkReads:
             return []
 
     async def both(
-        self, table: Any, vector: Any, text: str, where: str, k: int, columns: Sequence[str],
+        self, table: Any, embed: Callable[[], Any], text: str, where: str, k: int, columns: Sequence[str],
         text_columns: Sequence[str], scope_rows: int | None, context_where: str | None = None,
     ) -> Found:  # fmt: skip
-        searches = [
-            self.nearest(table, vector, where, k, columns, scope_rows),
-            self.bm25(table, text, where, k, text_columns),
-        ]
+        texts = [asyncio.ensure_future(self.bm25(table, text, where, k, text_columns))]
         if context_where is not None:
-            searches.append(self.bm25(table, text, context_where, k, columns))
-        found = await asyncio.gather(*searches)
-        return Found(found[0], found[1], found[2] if context_where is not None else [])
+            texts.append(asyncio.ensure_future(self.bm25(table, text, context_where, k, columns)))
+        try:
+            vector = await asyncio.get_running_loop().run_in_executor(None, embed)
+            nearest = await self.nearest(table, vector, where, k, columns, scope_rows)
+        finally:
+            found = await asyncio.gather(*texts)  # never left running, even when embedding failed
+        return Found(nearest, found[0], found[1] if context_where is not None else [], vector)
 
     async def _has_vector_index(self, table: Any) -> bool:
         if not self.indexed:
