@@ -151,6 +151,47 @@ async def test_requests_written_just_before_stdin_closes_are_all_answered_then_i
     assert [s["user_id"] for s in stores] == ["default"]
 
 
+def _modes(root: Path) -> dict[str, set[str]]:
+    """The permission bits of every directory and file under ``root`` (itself included)."""
+    modes: dict[str, set[str]] = {"dirs": {oct(root.stat().st_mode & 0o777)}, "files": set()}
+    for path in root.rglob("*"):
+        modes["dirs" if path.is_dir() else "files"].add(oct(path.stat().st_mode & 0o777))
+    return modes
+
+
+async def test_a_stdio_server_at_debug_logs_no_text_or_query_and_keeps_its_files_private(tmp_path, model_cache) -> None:
+    text, query = "Wombatstdio buried the spare key", "Wombatquery spare key"
+    first = [
+        _raw("init", "initialize",
+             {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "quiet", "version": "0"}}),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        _raw("add", "tools/call", {"name": "memory_add", "arguments": {"content": text}}),
+    ]  # fmt: skip
+    then = _raw("search", "tools/call", {"name": "memory_search", "arguments": {"query": query}})
+    answers: dict[str, Any] = {}
+    with anyio.fail_after(180):
+        async with await anyio.open_process(
+            [*_command(tmp_path / "db"), "--log-level", "debug"], env=server_env(model_cache), cwd=str(REPO)
+        ) as process:
+            assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+            stdout = BufferedByteReceiveStream(process.stdout)
+            for requests, last in ((first, "add"), ([then], "search")):  # the search once the add is answered
+                await process.stdin.send(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+                while last not in answers:
+                    message = _message(await stdout.receive_until(b"\n", 16 * 1024 * 1024))
+                    answers[message["id"]] = message["result"]
+            await process.stdin.aclose()
+            assert await process.wait() == 0
+            log = b""
+            async for chunk in process.stderr:
+                log += chunk
+    assert [m["content"] for m in answers["search"]["structuredContent"]["memories"]] == [text]
+    assert b" DEBUG wontopos_mcp.logs: logging at debug" in log, log
+    assert b"wombat" not in log.lower(), log
+    # The database the server created is its user's alone: directories 0700, files 0600.
+    assert _modes(tmp_path / "db") == {"dirs": {"0o700"}, "files": {"0o600"}}
+
+
 # The wait at end of input, on its own: what it waits for and that it is bounded.
 
 
