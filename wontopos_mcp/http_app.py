@@ -26,7 +26,7 @@ One pure-ASGI middleware, :class:`Guard`, applies to every route, in this order:
    static files under ``/ui`` (a browser cannot send a header when it opens a page; the
    files hold no data, and the page sends the key on every REST call); else 401. With no
    key configured a sent key is ignored. Wrong keys are counted per client address
-   (:class:`KeyFailures`): past 10 in a minute, every request of that address that needs
+   (``wrong_keys.KeyFailures``): past 10 in a minute, every request of that address that needs
    the key is 429 ``rate_limit_error`` with ``retry_after_ms`` (and ``Retry-After``),
    without the key being looked at, until the oldest of those ten is a minute old.
 5. Content type: a POST to the REST API, ``/mcp`` or ``/messages/`` (and any request there
