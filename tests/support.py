@@ -39,6 +39,7 @@ from wontopos_mcp.config import Settings
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.errors import WontoposError
 from wontopos_mcp.http_app import build_app
+from wontopos_mcp.http_server import server_config
 from wontopos_mcp.mcp_server import build_server
 from wontopos_mcp.service import MemoryService
 
@@ -418,7 +419,7 @@ async def mcp_session(service: MemoryService, mode: str | None = None) -> AsyncI
 
 # -- HTTP --------------------------------------------------------------------------------------------
 
-KEY = "test-key-s3cret"
+KEY = "test-key-s3cret-0123456789"  # servers refuse keys under 16 characters
 
 
 class _Server(uvicorn.Server):
@@ -436,10 +437,12 @@ class _Server(uvicorn.Server):
 
 
 class LiveServer:
-    """``with LiveServer(app) as live: live.url``: real uvicorn on 127.0.0.1, a free port."""
+    """``with LiveServer(app) as live: live.url``: real uvicorn on 127.0.0.1, a free port,
+    configured as the CLI configures it (``http_server.server_config``) from ``settings``."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, settings: Settings | None = None) -> None:
         self.app = app
+        self.settings = settings if settings is not None else Settings()
         self.url = ""
         self.port = 0
 
@@ -447,9 +450,7 @@ class LiveServer:
         listener = socket.create_server(("127.0.0.1", 0))
         self.port = listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            self.app, log_config=None, log_level="warning", lifespan="on", timeout_graceful_shutdown=2
-        )
+        config = server_config(self.app, self.settings, log_level="warning", timeout_graceful_shutdown=2)
         self.server = _Server(config)
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [listener]}, name="test-uvicorn", daemon=True
@@ -465,8 +466,9 @@ class LiveServer:
         assert not self.thread.is_alive(), "uvicorn did not stop within 15 s"
 
 
-def serve(service: MemoryService, settings: Settings) -> LiveServer:
-    return LiveServer(build_app(service, settings))
+def serve(service: MemoryService, settings: Settings, **options: Any) -> LiveServer:
+    """A live server of ``build_app(service, settings, **options)``."""
+    return LiveServer(build_app(service, settings, **options), settings)
 
 
 @contextmanager

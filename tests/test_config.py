@@ -47,6 +47,8 @@ def test_the_api_key_comes_from_the_environment_only():
         ({}, {"WONTOPOS_STORAGE_OPTIONS": '["allow_http"]'}),
         ({}, {"WONTOPOS_STORAGE_OPTIONS": '{"endpoint": {"url": "http://x"}}'}),
         ({}, {"WONTOPOS_STORAGE_OPTIONS": '{"timeout": null}'}),
+        ({}, {"WONTOPOS_HEADER_TIMEOUT_MS": "50"}),
+        ({}, {"WONTOPOS_HEADER_TIMEOUT_MS": "ten"}),
     ],
 )
 def test_bad_settings_are_refused(overrides, env):

@@ -40,12 +40,15 @@ from support import (
     settings_for,
 )
 
+from wontopos_mcp.cli import EXIT_BAD_SETTING
 from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.errors import ALL_ERRORS, UnavailableError, WontoposError
 from wontopos_mcp.http_app import error_response
 from wontopos_mcp.service import MemoryService
+from wontopos_mcp.wrong_keys import KeyFailures
 
 LIMIT = 4096
+JSON = {"Content-Type": "application/json"}
 ALLOWED = ("mcp.example.com", "app.example.com:8443")
 
 
@@ -161,13 +164,211 @@ def test_the_sdks_own_transport_check_does_not_refuse_an_allowed_host(http: http
     assert response.headers.get("mcp-session-id")
 
 
-def test_a_foreign_origin_is_403_and_no_origin_is_fine(http: httpx.Client) -> None:
-    for origin in ("http://evil.example", "https://localhost.evil.example", "null", "http://app.example.com:9999"):
-        _refused(http.get("/api/v1/memory/collections", headers={"Origin": origin}), 403, "permission_error",
-                 origin=origin)  # fmt: skip
-    for origin in ("http://localhost:5173", "http://127.0.0.1", "https://app.example.com:8443"):
+def test_an_origin_must_be_this_servers_own_or_an_allowed_hosts(http: httpx.Client, keyed: LiveServer) -> None:
+    own = f"http://127.0.0.1:{keyed.port}"
+    for origin in ("http://evil.example", "https://localhost.evil.example", "null", "http://app.example.com:9999",
+                   "https://app.example.com", "http://localhost:5173", "http://127.0.0.1", "http://[::1]:5173",
+                   f"http://localhost:{keyed.port}", f"https://127.0.0.1:{keyed.port}", f"{own}/ui/",
+                   f"ftp://127.0.0.1:{keyed.port}"):  # fmt: skip
+        for method, path in (("GET", "/api/v1/memory/collections"), ("POST", "/mcp"), ("GET", "/ui/")):
+            _refused(http.request(method, path, headers={"Origin": origin}), 403, "permission_error", origin=origin)
+    for origin in (own, own.upper(), "https://app.example.com:8443", "http://mcp.example.com:1234"):
         assert http.get("/api/v1/memory/collections", headers={"Origin": origin}).status_code == 200, origin
-    assert http.get("/api/v1/memory/collections").status_code == 200
+    # What the memory browser at /ui/ sends: its own origin on every POST and DELETE.
+    assert http.post("/api/v1/memory/list", json={}, headers={"Origin": own}).status_code == 200
+    removed = http.request("DELETE", "/api/v1/memory/speakers", json={"speaker": "Nobody"}, headers={"Origin": own})
+    _refused(removed, 404, "not_found_error", field="speaker")  # reached the route
+    # The origin is the one the request was sent to: localhost's own page calls localhost.
+    as_localhost = {"Host": f"localhost:{keyed.port}", "Origin": f"http://localhost:{keyed.port}"}
+    assert http.get("/api/v1/memory/collections", headers=as_localhost).status_code == 200
+    assert http.get("/api/v1/memory/collections").status_code == 200  # no Origin: not a browser
+
+
+# --- the content type -------------------------------------------------------------------------------
+
+
+def test_a_body_that_is_not_declared_json_is_415_before_any_route_runs(http: httpx.Client) -> None:
+    body = json.dumps({"user_id": "default", "content": "The spare key is under the blue pot"})
+    for content_type in (None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+                         "application/jsonx", "text/json"):  # fmt: skip
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        # /messages/ with no session: the SDK would refuse it with its own 400, were it reached.
+        for method, path in (("POST", "/api/v1/memory/store"), ("POST", "/mcp"), ("POST", "/messages/?session_id=x"),
+                             ("DELETE", "/api/v1/memory/speakers")):  # fmt: skip
+            refused = http.request(method, path, content=body, headers=headers)
+            error = _refused(refused, 415, "invalid_request_error", field="content-type")
+            assert "application/json" in error["message"]
+    listed = http.post("/api/v1/memory/list", json={"user_id": "default", "limit": 100}).json()["memories"]
+    assert "The spare key is under the blue pot" not in {m["content"] for m in listed}  # nothing was stored
+    for content_type, where in (("application/json; charset=utf-8", "blue pot"), ("Application/JSON", "doormat")):
+        body = json.dumps({"user_id": "default", "content": f"The spare key is under the {where}"})
+        stored = http.post("/api/v1/memory/store", content=body, headers={"Content-Type": content_type})
+        assert stored.status_code == 200 and stored.json()["status"] == "stored", stored.text
+    assert http.get("/api/v1/memory/collections", headers={"Content-Type": "text/plain"}).status_code == 200
+
+
+# --- the headers of every answer ------------------------------------------------------------------
+
+
+def _carries_the_common_headers(response: httpx.Response) -> None:
+    assert response.headers["X-Content-Type-Options"] == "nosniff", response.request.url
+    assert response.headers["Referrer-Policy"] == "no-referrer", response.request.url
+
+
+def test_every_answer_carries_nosniff_and_no_referrer_and_data_answers_no_store(http: httpx.Client) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    data = [
+        http.get("/healthz"),
+        http.get("/api/v1/memory/collections"),
+        http.post("/api/v1/memory/search", json={"query": "x", "max_results": 99}),  # a refusal
+        http.get("/api/v1/nothing"),  # routing's 404
+        http.get("/api/v1/memory/collections", headers={"X-API-Key": "wrong"}),  # the guard's 401
+        http.post("/mcp", json=initialize, headers={"Accept": "application/json, text/event-stream"}),
+    ]
+    for response in data:
+        _carries_the_common_headers(response)
+        assert response.headers["Cache-Control"] == "no-store", response.request.url
+        assert "Content-Security-Policy" not in response.headers
+    for path in ("/ui/", "/ui/app.js"):
+        page = http.get(path)
+        assert page.status_code == 200
+        _carries_the_common_headers(page)
+        assert page.headers["X-Frame-Options"] == "DENY"
+        policy = [part.strip() for part in page.headers["Content-Security-Policy"].split(";")]
+        assert "frame-ancestors 'none'" in policy and "default-src 'none'" in policy and "script-src 'self'" in policy
+        assert "http-equiv" not in page.text  # one policy, in the header alone
+
+
+def test_the_sse_stream_carries_the_headers_and_still_streams(keyed: LiveServer) -> None:
+    with httpx.Client(base_url=keyed.url, headers={"X-API-Key": KEY}, timeout=30) as client:
+        with client.stream("GET", "/sse") as stream:
+            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+            _carries_the_common_headers(stream)
+            assert stream.headers["Cache-Control"] == "no-store"
+            lines = stream.iter_lines()
+            assert next(lines) == "event: endpoint"
+            assert next(lines).startswith("data: /messages/?session_id=")
+
+
+# --- wrong keys ---------------------------------------------------------------------------------------
+
+
+def _from(address: str, url: str, **headers: str) -> httpx.Client:
+    """A client whose connections leave from ``address`` (any of 127.0.0.0/8 on Linux)."""
+    transport = httpx.HTTPTransport(local_address=address)
+    return httpx.Client(base_url=url, headers=headers, transport=transport, timeout=30)
+
+
+def test_ten_wrong_keys_a_minute_from_one_address_are_then_429_while_other_clients_get_in(
+    tmp_path: Path, embedder: Any
+) -> None:
+    now = [1000.0]
+    failures = KeyFailures(clock=lambda: now[0])  # the default policy, on a clock the test moves
+    settings = settings_for(tmp_path, api_key=KEY)
+    service = open_service(settings, embedder)
+    collections = "/api/v1/memory/collections"
+    try:
+        with (
+            serve(service, settings, key_failures=failures) as live,
+            _from("127.0.0.2", live.url, **{"X-API-Key": "guess"}) as guesser,
+            _from("127.0.0.1", live.url) as neighbour,
+        ):
+            for _ in range(10):
+                _refused(guesser.get(collections), 401, "authentication_error")
+                now[0] += 1
+            for headers in ({}, {"X-API-Key": KEY}):  # the right key is not even looked at now
+                limited = guesser.get(collections, headers=headers)
+                error = _refused(limited, 429, "rate_limit_error", retry_after_ms=50_000)
+                assert limited.headers["Retry-After"] == "50"
+                assert "50000 ms" in error["message"]
+            _refused(guesser.post("/mcp", json={}), 429, "rate_limit_error")
+            assert guesser.get("/healthz").status_code == 200  # open routes stay open
+            assert neighbour.get(collections, headers={"X-API-Key": KEY}).status_code == 200
+            _refused(neighbour.get(collections, headers={"X-API-Key": "typo"}), 401, "authentication_error")
+            for _ in range(12):  # no key at all guesses nothing: never counted
+                _refused(neighbour.get(collections), 401, "authentication_error")
+            now[0] += 49.5
+            _refused(guesser.get(collections), 429, "rate_limit_error", retry_after_ms=500)
+            now[0] += 0.5  # the first wrong key is a minute old: one more try
+            assert guesser.get(collections, headers={"X-API-Key": KEY}).status_code == 200
+            _refused(guesser.get(collections), 401, "authentication_error")
+            _refused(guesser.get(collections), 429, "rate_limit_error", retry_after_ms=1000)
+    finally:
+        service.close()
+
+
+def test_the_wrong_key_count_forgets_the_address_idle_longest_past_its_bound() -> None:
+    now = [0.0]
+    failures = KeyFailures(limit=2, max_clients=2, clock=lambda: now[0])
+    failures.failed("a")
+    failures.failed("a")
+    assert failures.wait_ms("a") == 60_000
+    failures.failed("b")
+    failures.failed("c")  # a third address: "a" failed longest ago and is forgotten
+    assert failures.wait_ms("a") == 0
+    failures.failed("b")
+    assert failures.wait_ms("b") == 60_000  # "b" was remembered
+
+
+# --- a connection that never sends a whole request -----------------------------------------------------
+
+DEADLINE_MS = 500
+
+
+@pytest.fixture(scope="module")
+def hurried(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
+    """A server whose header deadline is lowered to half a second."""
+    with served(tmp_path_factory.mktemp("hurried"), embedder, header_timeout_ms=DEADLINE_MS) as live:
+        yield live
+
+
+def _closed_after(connection: socket.socket, *, trickle: bool = False) -> float:
+    """Seconds until the server closes ``connection``; with ``trickle`` a header line goes
+    out every 0.1 s meanwhile (slowloris), so the connection is never idle."""
+    started = time.monotonic()
+    connection.settimeout(0.1)
+    if trickle:
+        connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    for line in range(100):
+        try:
+            if connection.recv(1024) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            pass
+        except ConnectionResetError:
+            return time.monotonic() - started
+        if trickle:
+            try:
+                connection.sendall(f"X-Slow-{line}: y\r\n".encode())
+            except OSError:  # closed meanwhile
+                return time.monotonic() - started
+    raise AssertionError("the server kept the connection open for 10 s")
+
+
+def test_a_connection_that_sends_no_whole_request_in_time_is_closed(hurried: LiveServer) -> None:
+    bound = DEADLINE_MS / 1000
+    for trickle in (False, True):
+        with socket.create_connection(("127.0.0.1", hurried.port)) as connection:
+            waited = _closed_after(connection, trickle=trickle)
+            assert bound - 0.05 <= waited < bound + 2, (trickle, waited)
+
+
+def test_requests_that_arrive_in_time_are_answered_and_rearm_the_deadline(hurried: LiveServer) -> None:
+    with socket.create_connection(("127.0.0.1", hurried.port)) as connection:
+        reader = connection.makefile("rb")
+        for _ in range(3):  # three requests on one connection, 0.3 s apart: each within its bound
+            connection.sendall(b"GET /healthz HTTP/1.1\r\n")
+            time.sleep(0.2)  # headers in two pieces
+            connection.sendall(b"Host: 127.0.0.1\r\n\r\n")
+            assert reader.readline().startswith(b"HTTP/1.1 200"), "not answered"
+            length = 0
+            while (header := reader.readline()) != b"\r\n":
+                if header.lower().startswith(b"content-length:"):
+                    length = int(header.split(b":")[1])
+            assert json.loads(reader.read(length))["status"] == "ok"
+            time.sleep(0.1)
+        reader.close()
 
 
 # --- the body limit ---------------------------------------------------------------------------------
@@ -175,17 +376,17 @@ def test_a_foreign_origin_is_403_and_no_origin_is_fine(http: httpx.Client) -> No
 
 def test_a_body_over_the_limit_is_413_with_max_bytes_declared_or_streamed(http: httpx.Client) -> None:
     big = json.dumps({"content": "x" * LIMIT}).encode()
-    _refused(http.post("/api/v1/memory/store", content=big), 413, "invalid_request_error", max_bytes=LIMIT)
+    _refused(http.post("/api/v1/memory/store", content=big, headers=JSON), 413, "invalid_request_error",
+             max_bytes=LIMIT)  # fmt: skip
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: chunked transfer encoding
         for start in range(0, len(big), 1000):
             yield big[start : start + 1000]
 
-    streamed = http.post("/api/v1/memory/store", content=chunks())
+    streamed = http.post("/api/v1/memory/store", content=chunks(), headers=JSON)
     assert "content-length" not in streamed.request.headers
     _refused(streamed, 413, "invalid_request_error", max_bytes=LIMIT)
-    _refused(http.post("/mcp", content=big, headers={"Content-Type": "application/json"}), 413,
-             "invalid_request_error", max_bytes=LIMIT)  # fmt: skip
+    _refused(http.post("/mcp", content=big, headers=JSON), 413, "invalid_request_error", max_bytes=LIMIT)
     # Just under the limit reaches the route (which refuses the over-long id itself).
     fits = http.post("/api/v1/memory/get", json={"memory_id": "y" * (LIMIT - 100)})
     _refused(fits, 400, "invalid_request_error", field="memory_id")
@@ -195,8 +396,8 @@ def test_a_body_over_the_limit_is_413_with_max_bytes_declared_or_streamed(http: 
 
 
 def test_malformed_requests_answer_the_error_body(http: httpx.Client) -> None:
-    _refused(http.post("/api/v1/memory/search", content=b"{not json"), 400, "invalid_request_error")
-    _refused(http.post("/api/v1/memory/search", content=b"NaN"), 400, "invalid_request_error")
+    _refused(http.post("/api/v1/memory/search", content=b"{not json", headers=JSON), 400, "invalid_request_error")
+    _refused(http.post("/api/v1/memory/search", content=b"NaN", headers=JSON), 400, "invalid_request_error")
     _refused(http.post("/api/v1/memory/search", json=["a list"]), 400, "invalid_request_error")
     _refused(http.post("/api/v1/memory/search", json={"query": "x", "max_result": 5}), 400, "invalid_request_error",
              field="max_result")  # fmt: skip
@@ -241,7 +442,8 @@ def test_a_replay_carries_replayed_in_the_body_and_the_header(http: httpx.Client
     first = http.post("/api/v1/memory/store", json=body, headers=headers)
     assert first.status_code == 200 and "idempotent-replayed" not in first.headers
     # The same JSON with its keys in another order is the same request.
-    again = http.post("/api/v1/memory/store", content=json.dumps(dict(reversed(body.items()))), headers=headers)
+    again = http.post("/api/v1/memory/store", content=json.dumps(dict(reversed(body.items()))),
+                      headers={**headers, **JSON})  # fmt: skip
     assert again.headers["Idempotent-Replayed"] == "true"
     assert again.json() == {**first.json(), "replayed": True}
     elsewhere = http.post("/api/v1/memory/supersede", json={"old_memory_id": first.json()["id"], "new_content": "z"},
@@ -365,6 +567,8 @@ def test_an_unexpected_exception_is_the_500_body_without_internals_and_is_logged
         with serve(service, settings) as live, caplog.at_level(logging.ERROR):
             response = httpx.get(f"{live.url}/api/v1/memory/collections", timeout=30)
             error = _refused(response, 500, "api_error")
+            _carries_the_common_headers(response)  # set outside Starlette's error middleware
+            assert response.headers["Cache-Control"] == "no-store"
             assert "secret" not in response.text and "RuntimeError" not in response.text
             assert error["message"].startswith("internal error")
     finally:
@@ -431,32 +635,73 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-# The HTTP face's real process: the CLI's own listener, SIGINT ending it with exit code 0,
-# and a stdout that stays empty are the process's alone; the rest of this module runs in process.
+# Markers a log must never show: a memory's text and a query over each way in, the key,
+# and a store id sent in a query string (uvicorn's access line keeps the path alone).
+MARKERS = {"rest": "Quokkarest saw the harbour", "rest_query": "Quokkaquery harbour",
+           "mcp": "Quokkamcp kept a diary", "mcp_query": "Quokkamcpquery diary", "sse": "Quokkasse lost an umbrella",
+           "store": "quokkastore"}  # fmt: skip
+
+
+async def _speak_every_way_in(url: str) -> None:
+    """Store and search a marker over REST, MCP Streamable HTTP and SSE."""
+    async with httpx.AsyncClient(base_url=url, headers={"X-API-Key": KEY}, timeout=30) as rest:
+        (await rest.post("/api/v1/memory/collection", json={"user_id": MARKERS["store"]})).raise_for_status()
+        stored = await rest.post("/api/v1/memory/store", json={"user_id": MARKERS["store"], "content": MARKERS["rest"]})
+        assert stored.json()["status"] == "stored", stored.text
+        found = await rest.post(
+            "/api/v1/memory/search", json={"user_id": MARKERS["store"], "query": MARKERS["rest_query"]}
+        )
+        assert found.json()["memories"][0]["content"] == MARKERS["rest"]
+        listed = await rest.get("/api/v1/memory/speakers", params={"user_id": MARKERS["store"]})
+        assert listed.status_code == 200
+    async with httpx2.AsyncClient(headers={"X-API-Key": KEY}, timeout=30) as http:
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+            added = await client.call_tool("memory_add", {"content": MARKERS["mcp"]})
+            assert not added.is_error, added.content
+            found = await client.call_tool("memory_search", {"query": MARKERS["mcp_query"]})
+            assert MARKERS["mcp"] in {m["content"] for m in found.structured_content["memories"]}
+    async with Client(sse_client(f"{url}/sse", headers={"X-API-Key": KEY})) as client:
+        added = await client.call_tool("memory_add", {"content": MARKERS["sse"]})
+        assert not added.is_error, added.content
+        found = await client.call_tool("memory_search", {"query": MARKERS["sse"]})
+        assert MARKERS["sse"] in {m["content"] for m in found.structured_content["memories"]}
+
+
+async def _read_all(stream: Any) -> bytes:
+    read = b""
+    with anyio.fail_after(10):
+        try:
+            while True:
+                read += await stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            pass
+    return read
+
+
+# The HTTP face's real process: the CLI's own listener and logging, SIGINT ending it with exit
+# code 0, and a stdout that stays empty are the process's alone; the rest of this module runs in process.
 @pytest.mark.anyio
-async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, model_cache: Path, embedder: Any) -> None:
+async def test_the_cli_serves_http_and_its_debug_log_holds_no_text_query_or_key(
+    tmp_path: Path, model_cache: Path, embedder: Any
+) -> None:
     port = _free_port()
     command = [sys.executable, "-m", "wontopos_mcp", "--transport", "http", "--port", str(port),
-               "--db", str(tmp_path / "db")]  # fmt: skip
+               "--db", str(tmp_path / "db"), "--log-level", "debug"]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     async with await anyio.open_process(
         command, env=server_env(model_cache, WONTOPOS_API_KEY=KEY), cwd=REPO
     ) as process:
+        assert process.stderr is not None and process.stdout is not None
+        said = b""
         try:
-            with anyio.fail_after(60):
-                assert process.stderr is not None
-                said = b""
+            with anyio.fail_after(120):
                 while b"serving MCP" not in said:  # the port is listening once this is said
                     said += await process.stderr.receive()
                 async with httpx.AsyncClient(base_url=url, timeout=30) as bare:
                     health = await bare.get("/healthz")  # at once, whatever is still starting
                     assert health.status_code == 200 and health.json()["db"] in ("opening", "ok"), health.text
                     _refused(await bare.get("/api/v1/memory/collections"), 401, "authentication_error")
-                async with httpx2.AsyncClient(headers={"X-API-Key": KEY}, timeout=30) as http:
-                    async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
-                        assert "memory_search" in {t.name for t in (await client.list_tools()).tools}
-                        listed = await client.call_tool("stores_list", {})
-                        assert not listed.is_error and listed.structured_content["stores"][0]["user_id"] == "default"
+                await _speak_every_way_in(url)
                 async with httpx.AsyncClient(base_url=url, timeout=30) as bare:
                     health = await bare.get("/healthz")  # the database has answered a call by now
                     assert health.status_code == 200 and health.json()["db"] == "ok", health.text
@@ -465,15 +710,13 @@ async def test_the_cli_serves_healthz_rest_and_mcp_over_http(tmp_path: Path, mod
             with anyio.fail_after(20):
                 code = await process.wait()
         assert code == 0
-        assert process.stdout is not None
-        printed = b""
-        with anyio.fail_after(10):
-            try:
-                while True:
-                    printed += await process.stdout.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                pass
-        assert printed == b"", printed  # stdout stays silent; logs go to stderr
+        printed = await _read_all(process.stdout)
+        log = (said + await _read_all(process.stderr)).decode()
+    assert printed == b"", printed  # stdout stays silent; logs go to stderr
+    assert " DEBUG wontopos_mcp.logs: logging at debug" in log, log[:2000]  # debug was on
+    assert '"POST /api/v1/memory/search HTTP/1.1" 200' in log and '"GET /api/v1/memory/speakers HTTP/1.1" 200' in log
+    for marker in (*MARKERS.values(), KEY):
+        assert marker.lower() not in log.lower(), (marker, log[-3000:])
 
 
 def test_a_non_loopback_bind_without_a_key_refuses_to_start(tmp_path: Path, model_cache: Path) -> None:
@@ -486,4 +729,21 @@ def test_a_non_loopback_bind_without_a_key_refuses_to_start(tmp_path: Path, mode
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: refusing to serve on 0.0.0.0"), done.stderr
     assert "WONTOPOS_API_KEY" in lines[0]
+    assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize("transport", ["http", "sse"])
+def test_an_api_key_under_16_characters_stops_an_http_server_at_start(
+    tmp_path: Path, model_cache: Path, transport: str
+) -> None:
+    command = [sys.executable, "-m", "wontopos_mcp", "--transport", transport, "--port", str(_free_port()),
+               "--db", str(tmp_path / "db")]  # fmt: skip
+    short = "fifteen-chars!!"
+    done = subprocess.run(command, env=server_env(model_cache, WONTOPOS_API_KEY=short), cwd=REPO,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == EXIT_BAD_SETTING
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: WONTOPOS_API_KEY is 15 characters"), done.stderr
+    assert "at least 16" in lines[0] and short not in lines[0]
     assert not (tmp_path / "db").exists()

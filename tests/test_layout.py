@@ -33,7 +33,8 @@ CORE_ORDER = (
 )  # fmt: skip
 FACES = (
     "__init__", "__main__", "config", "models", "jsonrpc", "mcp_params", "mcp_tools", "mcp_speaker_tools",
-    "mcp_server", "transport", "rest", "http_app", "library", "cli", "commands", "cli_info", "importing",
+    "mcp_server", "transport", "rest", "wrong_keys", "http_app", "http_server", "logs", "library", "cli",
+    "commands", "cli_info", "importing",
 )  # fmt: skip
 FORBIDDEN = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")
 LONG_MODULES = {"e5_convert"}  # the model converter

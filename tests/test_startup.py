@@ -15,6 +15,7 @@ import socket
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from s3_emulator import free_port
 from support import REPO
 
 from wontopos_mcp.config import ConfigError
+from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store import LOCK_FILE, Store
 
 # Every way to run the program against a database: the three transports and two commands.
@@ -101,13 +103,31 @@ def test_an_unwritable_directory_stops_with_one_line(tmp_path: Path, args: list[
     assert f"the database directory {folder} is not writable" in line
 
 
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
 def test_a_usable_directory_passes_and_the_check_leaves_only_the_lock_file(tmp_path: Path) -> None:
     db = tmp_path / "new" / "db"
     Store(str(db)).check_usable()
     assert sorted(p.name for p in db.iterdir()) == [LOCK_FILE]
+    assert (_mode(db), _mode(db / LOCK_FILE)) == (0o700, 0o600)  # made here: this user's alone
     Store(str(db)).check_usable()  # an existing database passes again
     with pytest.raises(ConfigError, match="is a file"):
         Store(str(db / LOCK_FILE)).check_usable()
+
+
+def test_a_database_directory_the_library_makes_is_0700_and_one_the_user_made_keeps_its_mode(
+    tmp_path: Path, make_service: Callable[..., MemoryService]
+) -> None:
+    made = tmp_path / "made" / "db"
+    make_service(db=made).memory_add("The gate code is 4711")
+    assert _mode(made) == 0o700
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    theirs.chmod(0o750)
+    make_service(db=theirs).memory_add("The gate code is 4711")
+    assert _mode(theirs) == 0o750
 
 
 # A fresh interpreter: what an import loads shows only in a process that loaded nothing before.

@@ -18,6 +18,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from support import REPO, TOOLS, server_env
 
@@ -30,29 +31,43 @@ def _command(db: Path) -> list[str]:
     return [sys.executable, "-m", "wontopos_mcp", "--db", str(db)]
 
 
+def _modes(root: Path) -> dict[str, set[str]]:
+    """The permission bits of every directory and file under ``root`` (itself included)."""
+    modes: dict[str, set[str]] = {"dirs": {oct(root.stat().st_mode & 0o777)}, "files": set()}
+    for path in root.rglob("*"):
+        modes["dirs" if path.is_dir() else "files"].add(oct(path.stat().st_mode & 0o777))
+    return modes
+
+
 # Real processes (the stdio face): an MCP host spawns the server, so the SDK's stdio client
 # and the raw lines below each need the real program, its stdin, stdout and exit code.
-async def test_a_stdio_client_registers_a_speaker_adds_and_searches(tmp_path, model_cache) -> None:
-    command, *args = _command(tmp_path / "db")
+async def test_a_stdio_client_registers_adds_and_searches_and_the_server_keeps_to_itself(tmp_path, model_cache) -> None:
+    """... and, at ``--log-level debug``, its log holds neither the text nor the query, and
+    the database it created is its user's alone (directories 0700, files 0600)."""
+    text, query = "Wombat news: the launch moved to the second week of March.", "Wombatquery: when is the launch?"
+    command, *args = [*_command(tmp_path / "db"), "--log-level", "debug"]
     params = StdioServerParameters(command=command, args=args, env=server_env(model_cache), cwd=str(REPO))
-    with anyio.fail_after(180):
-        async with Client(params, mode="legacy") as client:
+    with anyio.fail_after(180), open(tmp_path / "stderr.log", "w+", encoding="utf-8") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS
             registered = await client.call_tool("speaker_register", {"speaker": "さくら"})
             assert not registered.is_error, registered.content
             assert registered.structured_content["status"] == "registered"
-            added = await client.call_tool(
-                "memory_add", {"content": "The launch moved to the second week of March.", "speaker": "さくら"}
-            )
+            added = await client.call_tool("memory_add", {"content": text, "speaker": "さくら"})
             assert not added.is_error, added.content
             assert added.structured_content["status"] == "stored"
-            found = await client.call_tool("memory_search", {"query": "when is the launch?", "speaker": "さくら"})
+            found = await client.call_tool("memory_search", {"query": query, "speaker": "さくら"})
             assert not found.is_error, found.content
             memories = found.structured_content["memories"]
             assert [m["id"] for m in memories] == [added.structured_content["id"]]
             assert memories[0]["speaker"] == "さくら"
             refused = await client.call_tool("memory_add", {"content": "x", "speaker": "Nobody"})
             assert refused.is_error and refused.structured_content["error"]["field"] == "speaker"
+        errlog.seek(0)
+        log = errlog.read()
+    assert " DEBUG wontopos_mcp.logs: logging at debug" in log, log
+    assert "wombat" not in log.lower(), log
+    assert _modes(tmp_path / "db") == {"dirs": {"0o700"}, "files": {"0o600"}}
 
 
 def _message(line: bytes) -> dict[str, Any]:

@@ -19,12 +19,22 @@ the background (``MemoryService.start``) and, when that open fails (a corrupt ta
 file inside the directory it cannot write), stops there, on every transport: one line,
 exit code 2, requests in flight unanswered. A server that stayed up could only answer
 every call with the same error; /healthz's 503 is for a database that fails later.
+
+Keeping to itself (SPEC "Transports and HTTP"):
+
+- Every file and directory this process creates is its user's alone: the umask is
+  ``0o077`` from the start of every run, so the database directory LanceDB fills is 0700
+  and its files 0600 (and so is the model cache it converts). A directory the user made
+  beforehand keeps the mode they gave it; its new files are still 0600.
+- Logs go to stderr through ``logs.PrivateRecords``: no memory text, query or key.
+- An HTTP server (``--transport http`` or ``sse``) refuses to start with a
+  ``WONTOPOS_API_KEY`` shorter than :data:`MIN_KEY_LENGTH` characters, which a wrong-key
+  limit of ten a minute would not protect for long. stdio never reads the key.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import socket
@@ -33,10 +43,12 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from . import __version__
+from . import __version__, logs
 from .config import TRANSPORTS, ConfigError, Settings, is_loopback
 
 EXIT_BAD_SETTING = 2
+MIN_KEY_LENGTH = 16
+PRIVATE_UMASK = 0o077
 
 
 class _Parser(argparse.ArgumentParser):
@@ -122,11 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.load({k: v for k, v in args.items() if k in names})
     except ConfigError as exc:
         _fail(str(exc))
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    os.umask(PRIVATE_UMASK)
+    logs.configure(settings.log_level)
     if args.get("command") is None:
         return serve(settings)
     from .commands import run
@@ -145,6 +154,11 @@ def serve(settings: Settings) -> int:
         _fail(
             f"refusing to serve on {settings.host} without an API key: set WONTOPOS_API_KEY, "
             "or bind a loopback address such as 127.0.0.1"
+        )
+    if settings.transport != "stdio" and settings.api_key and len(settings.api_key) < MIN_KEY_LENGTH:
+        _fail(
+            f"WONTOPOS_API_KEY is {len(settings.api_key)} characters; it must be at least {MIN_KEY_LENGTH} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     _check_database(settings)
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
@@ -221,15 +235,9 @@ def _serve_http(service: Any, settings: Settings, listener: socket.socket) -> No
     import uvicorn
 
     from .http_app import build_app
+    from .http_server import server_config
 
-    app = build_app(service, settings)
-    config = uvicorn.Config(
-        app,
-        log_level=settings.log_level,
-        log_config=None,  # uvicorn's loggers go to the root logger: stderr
-        timeout_graceful_shutdown=5,
-        lifespan="on",
-    )
+    config = server_config(build_app(service, settings), settings)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(
         f"wontopos-mcp: serving MCP at http://{host}:{settings.port}/mcp (SSE /sse, REST /api/v1, /healthz)",

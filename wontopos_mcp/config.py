@@ -69,6 +69,9 @@ class Settings:
     lease_ttl_ms: int = 10_000
     # Secrets in written texts replaced by [redacted:<kind>] (``secrets``) or kept (``none``).
     redact: str = "none"
+    # HTTP: a connection that has not sent a whole request's headers this long after it
+    # opened (or after its last answer) is closed (``http_server``).
+    header_timeout_ms: int = 10_000
 
     @property
     def storage_options_dict(self) -> dict[str, str]:
@@ -121,12 +124,14 @@ class Settings:
             raise ConfigError(f"redact must be one of {', '.join(REDACT_MODES)}, not {self.redact!r}")
         if self.lease_ttl_ms < 500:
             raise ConfigError(f"WONTOPOS_LEASE_TTL_MS must be at least 500, not {self.lease_ttl_ms}")
+        if self.header_timeout_ms < 100:
+            raise ConfigError(f"WONTOPOS_HEADER_TIMEOUT_MS must be at least 100, not {self.header_timeout_ms}")
         if not self.embed_model.strip():
             raise ConfigError("embed model must not be empty")
         return self
 
 
-_INTS = {"port", "speaker_limit", "max_body_bytes", "lease_ttl_ms"}
+_INTS = {"port", "speaker_limit", "max_body_bytes", "lease_ttl_ms", "header_timeout_ms"}
 
 
 def _local_path(db: str) -> str:

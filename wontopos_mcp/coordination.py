@@ -38,6 +38,7 @@ from .lease import Lease, LeaseBackend, LeaseBusy, Leases, LeaseTiming
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".wontopos.lock"  # a local database's file lock
+PRIVATE_DIR = 0o700  # a database directory made here (db_checks or attach): nobody else may list or read it
 WRITERS = ("single", "leased")
 DATABASE = "database"  # the database lease's name
 
@@ -118,7 +119,7 @@ class FileLockCoordinator(InProcessCoordinator):
     def attach(self) -> None:
         from filelock import FileLock
 
-        os.makedirs(self.directory, exist_ok=True)
+        os.makedirs(self.directory, mode=PRIVATE_DIR, exist_ok=True)
         self._file_lock = FileLock(os.path.join(self.directory, LOCK_FILE), thread_local=False)
 
     @contextmanager

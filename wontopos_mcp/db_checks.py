@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .coordination import PRIVATE_DIR
 from .errors import ConfigError
 
 _FIX_PATH = "pass --db (or WONTOPOS_DB) a directory this user can write"
@@ -28,16 +29,19 @@ def check_directory(path: str, lock_name: str) -> None:
     """Raise ``ConfigError`` unless ``path`` is, or can be made, a directory this process
     can write: a probe file is created and removed, and the lock file is opened, which is
     exactly what the first write will need. Tests as root see permissions bypassed, which
-    is why the probe writes instead of asking ``os.access``."""
+    is why the probe writes instead of asking ``os.access``.
+
+    A directory made here is 0700 (SPEC: the database is its user's alone); one that
+    exists keeps the mode its owner gave it."""
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ConfigError(f"the database path {path} is a file, not a directory; fix: {_FIX_PATH}")
     try:
-        os.makedirs(path, exist_ok=True)
+        os.makedirs(path, mode=PRIVATE_DIR, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create the database directory {path}: {_reason(exc)}; fix: {_FIX_PATH}") from None
     try:
         _probe(path)
-        os.close(os.open(os.path.join(path, lock_name), os.O_RDWR | os.O_CREAT, 0o644))
+        os.close(os.open(os.path.join(path, lock_name), os.O_RDWR | os.O_CREAT, 0o600))
     except OSError as exc:
         raise ConfigError(
             f"the database directory {path} is not writable: {_reason(exc)}; fix: give this user write "

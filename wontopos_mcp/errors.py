@@ -11,11 +11,12 @@ everywhere (SPEC "Errors")::
     ├── PermissionDeniedError     403 permission_error
     ├── NotFoundError             404 not_found_error
     ├── ConflictError             409 conflict_error
+    ├── RateLimitError            429 rate_limit_error        (HTTP: repeated wrong API keys)
     ├── APIError                  500 api_error
     ├── NotImplementedAPIError    501 not_implemented_error
     └── UnavailableError          503 unavailable_error
 
-``InvalidRequestError`` also carries 413/421/422 on the HTTP face: the type names the
+``InvalidRequestError`` also carries 413/415/421/422 on the HTTP face: the type names the
 kind of fault, the status the HTTP meaning. ``WosError`` and ``BadRequestError`` are the
 official SDK's names, kept as aliases so code written for the hosted client ports by
 changing one import.
@@ -184,9 +185,23 @@ class UnavailableError(ServerError):
     type = "unavailable_error"
 
 
+class RateLimitError(WontoposError):
+    """429: one client sent too many wrong API keys (the HTTP face only, ``http_app``);
+    ``retry_after_ms`` says when it may try again. ``retry_after`` is the SDK's attribute
+    (that wait in seconds)."""
+
+    status = 429
+    type = "rate_limit_error"
+
+    @property
+    def retry_after(self) -> float | None:
+        wait = self.details.get("retry_after_ms")
+        return wait / 1000 if isinstance(wait, (int, float)) else None
+
+
 # The SDK's other classes, for what only the hosted service answers (a card, a retired
-# model, a rate limit, the network): never raised here, so code that catches them
-# imports and runs unchanged ("ports by changing one import", SPEC "Python library").
+# model, the network): never raised here, so code that catches them imports and runs
+# unchanged ("ports by changing one import", SPEC "Python library").
 class APIConnectionError(WontoposError):
     status = 0
 
@@ -199,11 +214,6 @@ class GoneError(WontoposError):
     status = 410
 
 
-class RateLimitError(WontoposError):
-    status = 429
-    retry_after: float | None = None
-
-
 WosError = WontoposError
 BadRequestError = InvalidRequestError
 
@@ -213,6 +223,7 @@ ALL_ERRORS: tuple[type[WontoposError], ...] = (
     PermissionDeniedError,
     NotFoundError,
     ConflictError,
+    RateLimitError,
     APIError,
     NotImplementedAPIError,
     UnavailableError,

@@ -14,17 +14,36 @@ One pure-ASGI middleware, :class:`Guard`, applies to every route, in this order:
 1. Host (DNS rebinding): loopback names, the bind address and ``allowed_hosts`` pass;
    any other ``Host`` is 421. A request without ``Host`` (HTTP/1.0) cannot be a
    rebinding and passes.
-2. Origin: absent is fine (not a browser); one whose host is not allowed as above is 403.
+2. Origin: absent is fine (not a browser: SDKs, curl, agent hosts). A browser's must be
+   this server's own origin, the scheme, host and port the request was sent to (the memory
+   browser at ``/ui/`` is served from it), or name a host of ``allowed_hosts`` (with its
+   port, when the entry gives one); any other is 403, other ports of localhost included
+   (another local web app is another origin).
 3. ``/.well-known/*`` answers 404 without authentication (OAuth-probing clients get a
    clean "no" rather than a 401 they would try to log in through).
 4. API key, when ``WONTOPOS_API_KEY`` is set: ``X-API-Key`` or ``Authorization: Bearer``,
    compared in constant time, on every route but ``/healthz`` and the memory browser's
    static files under ``/ui`` (a browser cannot send a header when it opens a page; the
    files hold no data, and the page sends the key on every REST call); else 401. With no
-   key configured a sent key is ignored.
-5. Body limit (``max_body_bytes``): a declared ``Content-Length`` over it is refused at
+   key configured a sent key is ignored. Wrong keys are counted per client address
+   (``wrong_keys.KeyFailures``): past 10 in a minute, every request of that address that needs
+   the key is 429 ``rate_limit_error`` with ``retry_after_ms`` (and ``Retry-After``),
+   without the key being looked at, until the oldest of those ten is a minute old.
+5. Content type: a POST to the REST API, ``/mcp`` or ``/messages/`` (and any request there
+   that declares a body) must say ``Content-Type: application/json`` (parameters such as
+   ``charset`` allowed), else 415 with ``field: "content-type"``. A page elsewhere can
+   send a cross-site form or ``text/plain`` POST without asking first; it cannot send
+   ``application/json`` so.
+6. Body limit (``max_body_bytes``): a declared ``Content-Length`` over it is refused at
    once, and a streamed body is counted as it arrives (the body is read up to the limit
    before the route runs); either way 413 with ``max_bytes``.
+
+Every answer, refusals and the 500 of a crash included, then carries
+``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``; the memory
+browser's also ``X-Frame-Options: DENY`` and its Content-Security-Policy (``frame-ancestors
+'none'``: no page may frame it, which only a header can say), and every other answer
+``Cache-Control: no-store`` (they hold memories; an SSE stream included). These are set by
+:class:`SecurityHeaders`, outside Starlette's error middleware so that its 500 has them too.
 
 The MCP SDK's own transport security is turned off for the mounted transports, since
 every request reaching them has passed the same checks here; a second copy with its own
@@ -49,7 +68,7 @@ from urllib.parse import urlsplit
 import anyio.to_thread
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -66,18 +85,20 @@ from .errors import (
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
+    RateLimitError,
     WontoposError,
     internal_error,
 )
 from .mcp_server import build_server
 from .rest import rest_routes
 from .transport import answering_routes, sse_routes
+from .wrong_keys import KeyFailures
 
 if TYPE_CHECKING:
     from .config import Settings
     from .service import MemoryService
 
-__all__ = ["Guard", "build_app", "error_response"]
+__all__ = ["Guard", "SecurityHeaders", "build_app", "error_response"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +107,16 @@ OPEN_PATHS = ("/healthz",)
 UI_PATH = "/ui"  # the memory browser: static files in the package (``wontopos_mcp/ui``)
 UI_FILES = Path(__file__).resolve().parent / "ui"
 WELL_KNOWN = "/.well-known/"
+JSON_PATHS = ("/api/", "/mcp", "/messages")  # bodies must be application/json (415)
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# The memory browser's one policy: nothing but this server, and no page may frame it.
+UI_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+EVERY_ANSWER = (("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"))
+UI_ANSWERS = (("X-Frame-Options", "DENY"), ("Content-Security-Policy", UI_CSP))
+DATA_ANSWERS = (("Cache-Control", "no-store"),)
 
 
 # --- the one mapping from WontoposError to HTTP ----------------------------------------------
@@ -158,13 +189,39 @@ def _split_host(value: str) -> tuple[str, int | None] | None:
     return name.rstrip("."), port
 
 
+def _host_entry(entry: str) -> tuple[str, int | None] | None:
+    # A bare IPv6 address ("::1") is bracketed, as a Host header carries it.
+    return _split_host(f"[{entry}]" if entry.count(":") > 1 and "[" not in entry else entry)
+
+
+def _ui(path: str) -> bool:
+    return path == UI_PATH or path.startswith(UI_PATH + "/")
+
+
 def _open(path: str) -> bool:
     """Served without the API key: the health check and the browser's static files."""
-    return path in OPEN_PATHS or path == UI_PATH or path.startswith(UI_PATH + "/")
+    return path in OPEN_PATHS or _ui(path)
+
+
+def _is_json(content_type: str | None) -> bool:
+    """``application/json``, with or without parameters (``; charset=utf-8``)."""
+    return content_type is not None and content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def _declares_body(headers: Headers) -> bool:
+    length = headers.get("content-length", "").strip()
+    return "transfer-encoding" in headers or (length != "" and length != "0")
+
+
+def _peer(scope: Scope) -> str:
+    """The client's address (the TCP peer: ``http_server`` trusts no proxy header)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
 
 
 class Guard:
-    """Host, Origin, API key and body limit for every HTTP request (see the module doc)."""
+    """Host, Origin, API key, wrong-key limit, content type and body limit for every HTTP
+    request (see the module doc)."""
 
     def __init__(
         self,
@@ -172,17 +229,19 @@ class Guard:
         *,
         api_key: str | None,
         allowed_hosts: Iterable[str] = (),
+        bind_host: str | None = None,
         max_body_bytes: int,
+        key_failures: KeyFailures | None = None,
     ) -> None:
         self.app = app
         self.key = api_key.encode("utf-8") if api_key else None
         self.max_body_bytes = max_body_bytes
-        self.hosts: list[tuple[str, int | None]] = []
-        for entry in (*LOOPBACK_NAMES, *allowed_hosts):
-            # A bare IPv6 address ("::1") is bracketed, as a Host header carries it.
-            parsed = _split_host(f"[{entry}]" if entry.count(":") > 1 and "[" not in entry else entry)
-            if parsed is not None:
-                self.hosts.append(parsed)
+        self.failures = key_failures if key_failures is not None else KeyFailures()
+        # Names an Origin may carry besides this server's own: the allow-list only.
+        self.origins = [parsed for entry in allowed_hosts if (parsed := _host_entry(entry)) is not None]
+        # Names a Host may carry: loopback, the allow-list, the address bound.
+        served = (*LOOPBACK_NAMES, *(() if bind_host is None else (bind_host,)))
+        self.hosts = [parsed for entry in served if (parsed := _host_entry(entry)) is not None] + self.origins
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":  # no route speaks it: refuse the handshake
@@ -200,46 +259,66 @@ class Guard:
             return
         await self.app(scope, receive, send)
 
-    def _allowed(self, name: str, port: int | None) -> bool:
-        return any(name == h and (p is None or p == port) for h, p in self.hosts)
-
     def _check(self, scope: Scope) -> None:
         headers = Headers(scope=scope)
         host = headers.get("host")
-        if host is not None:
-            parsed = _split_host(host)
-            if parsed is None or not self._allowed(*parsed):
-                raise InvalidRequestError(
-                    f"Host {host!r} is not served here (DNS rebinding protection); "
-                    "add the name to --allowed-hosts / WONTOPOS_ALLOWED_HOSTS to serve it",
-                    status=421,
-                    host=host[:200],
-                )
+        target = None if host is None else _split_host(host)
+        if host is not None and (target is None or not _listed(self.hosts, *target)):
+            raise InvalidRequestError(
+                f"Host {host!r} is not served here (DNS rebinding protection); "
+                "add the name to --allowed-hosts / WONTOPOS_ALLOWED_HOSTS to serve it",
+                status=421,
+                host=host[:200],
+            )
         origin = headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin):
+        if origin is not None and not self._origin_allowed(origin, scope, target):
             raise PermissionDeniedError(
-                f"Origin {origin!r} may not call this server; add its host name to "
-                "--allowed-hosts / WONTOPOS_ALLOWED_HOSTS to allow it",
+                f"Origin {origin!r} may not call this server: only its own origin and the hosts "
+                "of --allowed-hosts / WONTOPOS_ALLOWED_HOSTS may",
                 origin=origin[:200],
             )
         path: str = scope["path"]
         if path.startswith(WELL_KNOWN):
             raise no_route(scope["method"], path)
-        if self.key is not None and not _open(path) and not self._authenticated(headers):
-            given = "x-api-key" in headers or "authorization" in headers
-            raise AuthenticationError(
-                "wrong API key" if given else "an API key is required: send it as X-API-Key or Authorization: Bearer"
-            )
+        if self.key is not None and not _open(path):
+            self._check_key(scope, headers)
+        if path.startswith(JSON_PATHS) and (scope["method"] == "POST" or _declares_body(headers)):
+            sent = headers.get("content-type")
+            if not _is_json(sent):
+                raise InvalidRequestError(
+                    "the request body must be JSON: send Content-Type: application/json"
+                    + (f" (not {sent[:100]!r})" if sent else ""),
+                    status=415,
+                    field="content-type",
+                )
 
-    def _origin_allowed(self, origin: str) -> bool:
+    def _check_key(self, scope: Scope, headers: Headers) -> None:
+        client = _peer(scope)
+        wait_ms = self.failures.wait_ms(client)
+        if wait_ms:
+            raise RateLimitError(
+                f"too many wrong API keys from {client}: retry after {wait_ms} ms", retry_after_ms=wait_ms
+            )
+        if self._authenticated(headers):
+            return
+        if "x-api-key" in headers or "authorization" in headers:
+            self.failures.failed(client)
+            raise AuthenticationError("wrong API key")
+        raise AuthenticationError("an API key is required: send it as X-API-Key or Authorization: Bearer")
+
+    def _origin_allowed(self, origin: str, scope: Scope, host: tuple[str, int | None] | None) -> bool:
+        """This server's own origin (scheme, host and port the request was sent to) or an
+        allowed host's; a default port counts as written (``http://x`` is ``http://x:80``)."""
         try:
             parts = urlsplit(origin.strip())
             name, port = parts.hostname, parts.port
         except ValueError:
             return False
-        if parts.scheme not in ("http", "https") or not name:
+        scheme = parts.scheme.lower()
+        if scheme not in DEFAULT_PORTS or not name or parts.path or parts.query or parts.fragment:
             return False
-        return self._allowed(name.rstrip("."), port)
+        name, port = name.rstrip("."), port or DEFAULT_PORTS[scheme]
+        return (scheme, name, port) == _own_origin(scope, host) or _listed(self.origins, name, port)
 
     def _authenticated(self, headers: Headers) -> bool:
         assert self.key is not None
@@ -280,6 +359,54 @@ class Guard:
         return replay
 
 
+def _listed(names: list[tuple[str, int | None]], name: str, port: int | None) -> bool:
+    """Whether ``name`` (at ``port``) is one of ``names``: an entry without a port takes any."""
+    return any(name == n and (p is None or p == port) for n, p in names)
+
+
+def _own_origin(scope: Scope, host: tuple[str, int | None] | None) -> tuple[str, str, int]:
+    """The origin the request was sent to: its scheme, and the ``Host`` it names (checked
+    already), or the address it reached when it names none."""
+    scheme = str(scope.get("scheme", "http")).lower()
+    if host is not None:
+        name, port = host
+    else:
+        server = scope.get("server") or ("", None)
+        name, port = str(server[0]).lower(), server[1]
+    return scheme, name, port or DEFAULT_PORTS.get(scheme, 80)
+
+
+class SecurityHeaders:
+    """The headers every answer carries (see the module doc), added to the start of each
+    response, streamed ones too (the body passes untouched)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        added = (*EVERY_ANSWER, *(UI_ANSWERS if _ui(scope["path"]) else DATA_ANSWERS))
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in added:
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class _App(Starlette):
+    """Starlette with :class:`SecurityHeaders` around its whole stack, error middleware
+    included (a user middleware runs inside it, so the 500 of a crash would go without)."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
+
+
 # --- the app -----------------------------------------------------------------------------------
 
 
@@ -311,9 +438,10 @@ async def _health(service: MemoryService, limiter: anyio.CapacityLimiter) -> tup
     return (503 if failed else 200), {"status": status, "version": __version__, "db": db, "model": model}
 
 
-def build_app(service: MemoryService, settings: Settings) -> Starlette:
+def build_app(service: MemoryService, settings: Settings, *, key_failures: KeyFailures | None = None) -> Starlette:
     """The whole HTTP face over ``service``. Build one per server run: the Streamable
-    HTTP session manager inside can run only once."""
+    HTTP session manager inside can run only once. ``key_failures``: the wrong-key limit
+    (a test's own clock and threshold; by default 10 a minute per address)."""
     server = build_server(service, log_level=settings.log_level)
     # Our Guard has checked every request first (see the module doc).
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -342,10 +470,9 @@ def build_app(service: MemoryService, settings: Settings) -> Starlette:
             service.start()
             yield
 
-    allowed = list(settings.allowed_hosts)
-    if not is_loopback(settings.host) and settings.host not in ("0.0.0.0", "::", ""):
-        allowed.append(settings.host)  # the address it was bound to names this server
-    return Starlette(
+    # The address it was bound to names this server too (a wildcard names no one host).
+    bound = settings.host if not is_loopback(settings.host) and settings.host not in ("0.0.0.0", "::", "") else None
+    return _App(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
             Route(UI_PATH, to_ui, methods=["GET", "HEAD"]),
@@ -355,7 +482,14 @@ def build_app(service: MemoryService, settings: Settings) -> Starlette:
             *sse,
         ],
         middleware=[
-            Middleware(Guard, api_key=settings.api_key, allowed_hosts=allowed, max_body_bytes=limit),
+            Middleware(
+                Guard,
+                api_key=settings.api_key,
+                allowed_hosts=settings.allowed_hosts,
+                bind_host=bound,
+                max_body_bytes=limit,
+                key_failures=key_failures,
+            ),
         ],
         exception_handlers={
             WontoposError: _on_wontopos_error,

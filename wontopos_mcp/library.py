@@ -12,6 +12,11 @@ and ``error.field`` names a parameter as the caller passed it (``old_memory_id``
 Errors are mapped in one place, :func:`_speaks_the_sdk`, which wraps every public
 method: a fix in a message names the SDK's methods (``add_speaker(speaker='Bob')``,
 ``create_store(user_id='alice')``), never an MCP tool.
+
+A database directory ``Memory`` creates is 0700, so nobody else can list or read what is
+inside; the files LanceDB writes there take the host process's umask. Unlike the CLI,
+which sets the umask to ``0o077`` (files 0600), a library does not change that
+process-wide setting under the application that imported it.
 """
 
 from __future__ import annotations
