@@ -256,6 +256,10 @@ class SpeakerRegisterAnswer(_Answer):
     created_at: str
     count: int = Field(ge=0, description="People registered in this store now.")
     limit: int = Field(ge=1, description="How many people this store may register.")
+    similar_to: list[str] = _absent(
+        "Present when registered names look like this one (equal after case-folding, or letters that look "
+        "alike, as Cyrillic 'В' and Latin 'B'): they stay different people; check this is not one of them."
+    )
 
 
 class SpeakerInfo(_Answer):
