@@ -88,7 +88,10 @@ class Redaction(_Answer):
     """One kind of secret replaced by ``[redacted:<kind>]`` in a write's text (the
     ``redact`` setting), and how often; never the secret itself."""
 
-    kind: str = Field(description='What was redacted: "password", "api_key", "github_token", "private_key", ...')
+    kind: str = Field(
+        description='What was redacted: "password", "api_key", "github_token", "private_key", "url_password", ... '
+        "(README lists the kinds)."
+    )
     count: int = Field(ge=1, description="How many of that kind.")
 
 
