@@ -234,11 +234,11 @@ def test_off_leaves_texts_alone_and_compiles_no_pattern() -> None:
     assert off.scrub({"content": text}) == {"content": text}
     code = (
         "import wontopos_mcp.cli, wontopos_mcp.library, wontopos_mcp.service\n"
-        "from wontopos_mcp import redaction\n"
+        "from wontopos_mcp import redaction, secret_words\n"
         "redaction.Redactor().redact('password=hunter2-x9')\n"
-        "print(redaction._rules.cache_info().currsize, 'compiled' in vars(redaction._PROSE))\n"
+        "print(redaction._rules.cache_info().currsize, 'compiled' in vars(secret_words._PROSE))\n"
         "redaction.Redactor('secrets').redact('password=hunter2-x9')\n"
-        "print(redaction._rules.cache_info().currsize, 'compiled' in vars(redaction._PROSE))\n"
+        "print(redaction._rules.cache_info().currsize, 'compiled' in vars(secret_words._PROSE))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.splitlines() == ["0 False", "1 True"]
