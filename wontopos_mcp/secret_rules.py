@@ -140,7 +140,7 @@ def placeholder(value: str) -> bool:
     return not value.strip() or bool(_PLACEHOLDER.match(value.strip()))
 
 
-_PATH = Lazy(r"(?:~|[A-Za-z]:)?[/\\][\w.-]+(?:[/\\][\w.-]*)*")
+_PATH = Lazy(r"(?:~|\.{1,2}|[A-Za-z]:)?[/\\][\w.-]+(?:[/\\][\w.-]*)*")
 
 
 def is_path(value: str) -> bool:
