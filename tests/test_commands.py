@@ -24,6 +24,11 @@ def wontopos(service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Any:
     return command_runner(service, capsys)
 
 
+def test_speakers_add_says_which_registered_names_look_alike(wontopos: Any) -> None:
+    assert wontopos("speakers", "add", "Bob")[1] == "Bob: registered (1 of 50)\n"
+    assert wontopos("speakers", "add", "bob")[1] == "bob: registered (2 of 50); looks like Bob (another person)\n"
+
+
 def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
     wontopos: Any, service: MemoryService, tmp_path: Path
 ) -> None:

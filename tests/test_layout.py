@@ -18,7 +18,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "wontopos_mcp"
 # Lowest first. A module may import only modules listed before it.
 CORE_ORDER = (
     # rules that know no storage
-    "errors", "forwarding", "validation", "dates", "names", "text", "redaction", "duplicates", "records",
+    "errors", "forwarding", "validation", "dates", "names", "text", "secret_rules", "secret_shapes",
+    "secret_words", "redaction", "duplicates", "records",
     "conversation", "idempotency", "batch", "scope", "contract", "budget", "verbs",
     # the embedding model
     "e5_convert", "embeddings",

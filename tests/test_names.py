@@ -16,15 +16,18 @@ from typing import Any
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from support import refused, refused_by_every_store_call
+from support import mcp_session, refused, refused_by_every_store_call
 
 from wontopos_mcp.dates import format_us, parse_moment, to_us
 from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.library import Memory
 from wontopos_mcp.names import check_person, check_speaker, check_store_id
 
 # -- strategies --------------------------------------------------------------------------------
 
-NAME_CHARACTERS = st.characters(categories=("L", "M", "N", "P", "S", "Zs"))
+# The Hangul fillers are letters (Lo) that display as nothing: invisible, refused.
+HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
+NAME_CHARACTERS = st.characters(categories=("L", "M", "N", "P", "S", "Zs"), exclude_characters=HANGUL_FILLERS)
 # SPEC's white space at the ends of a name: trimmed, whatever it is.
 EDGE_SPACE = st.sampled_from([" ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\u2003"])
 # Control characters that must never survive inside a name.
@@ -43,6 +46,21 @@ CONTROLS = [
     "\ud800",
     "\ue000",
 ]
+
+# Invisible characters (SPEC: category Cf and the Hangul fillers): refused anywhere in a name.
+INVISIBLES = {
+    "zero-width-space": "\u200b",
+    "zwnj": "\u200c",
+    "zwj": "\u200d",
+    "word-joiner": "\u2060",
+    "bom": "\ufeff",
+    "soft-hyphen": "\u00ad",
+    "mongolian-vowel-separator": "\u180e",
+    "invisible-times": "\u2062",
+    "tag-a": "\U000e0041",
+    "cancel-tag": "\U000e007f",
+    **{f"hangul-filler-{ord(ch):04X}": ch for ch in HANGUL_FILLERS},
+}
 
 
 def canonical(raw: str) -> str:
@@ -86,6 +104,19 @@ def test_a_control_character_inside_any_name_is_refused_naming_the_speaker_field
     at = data.draw(st.integers(min_value=1, max_value=len(name) - 1))
     with refused(400, field="speaker"):
         check_speaker(name[:at] + control + name[at:])
+
+
+@given(valid_names(), st.sampled_from(sorted(INVISIBLES.values())), st.data())
+def test_an_invisible_character_anywhere_in_any_name_is_refused_naming_the_speaker_field(
+    raw: str, invisible: str, data: Any
+) -> None:
+    """At either end too: an invisible character is not white space, so it is never trimmed."""
+    name = canonical(raw)
+    at = data.draw(st.integers(min_value=0, max_value=len(name)))
+    with refused(400, field="speaker"):
+        check_speaker(name[:at] + invisible + name[at:])
+    with refused(400, field="new_name"):
+        check_person(name[:at] + invisible + name[at:], field="new_name")
 
 
 @settings(max_examples=15)  # each example is a real register, write, read and search
@@ -166,6 +197,45 @@ def test_a_control_character_inside_a_name_is_refused_everywhere(service: Any, b
     assert service.speakers_list()["count"] == 0
 
 
+@pytest.mark.parametrize("invisible", list(INVISIBLES.values()), ids=list(INVISIBLES))
+def test_an_invisible_character_in_a_name_is_refused_on_every_path_a_name_enters(service: Any, invisible: str) -> None:
+    """register, rename's new_name, merge's into, a message's name, the speaker of a write,
+    a search, by_speaker, a listing, a removal: 400 naming the field, nothing changed."""
+    service.speaker_register("Bob")
+    service.speaker_register("Ann")
+    bad = f"Bo{invisible}b"
+    for field, call in (
+        ("speaker", lambda: service.speaker_register(bad)),
+        ("speaker", lambda: service.speaker_register(invisible + "Bob")),
+        ("new_name", lambda: service.speaker_rename("Bob", bad)),
+        ("into", lambda: service.speaker_merge("Ann", bad, confirm_records=0)),
+        ("speaker", lambda: service.speaker_merge(bad, "Bob", confirm_records=0)),
+        ("messages[0].name", lambda: service.memory_add_messages([{"role": "user", "name": bad, "content": "hi"}])),
+        ("speaker", lambda: service.memory_add("hello there", speaker=bad)),
+        ("speaker", lambda: service.memory_search("hello", speaker=bad)),
+        ("speaker", lambda: service.by_speaker(bad)),
+        ("speaker", lambda: service.memory_list(speaker=bad)),
+        ("speaker", lambda: service.speaker_remove(bad)),
+    ):
+        with refused(400, field=field) as info:
+            call()
+        assert f"invisible character (U+{ord(invisible):04X})" in info.value.message, field
+    assert [s["speaker"] for s in service.speakers_list()["speakers"]] == ["Bob", "Ann"]
+    assert service.memory_list()["count"] == 0
+
+
+def test_the_checks_run_in_specs_order_control_then_invisible_then_length_then_reserved() -> None:
+    for raw, says in (
+        ("Bo\u200bb\n!", "control character (U+000A)"),  # control before invisible
+        ("\u200b" + "x" * 90, "invisible character (U+200B)"),  # invisible before length
+        ("\u200bme", "invisible character (U+200B)"),  # invisible before reserved
+        (" \u200b ", "invisible character (U+200B)"),  # not white space: nothing is trimmed to empty
+    ):
+        with refused(400, field="speaker") as info:
+            check_speaker(raw)
+        assert says in info.value.message, raw
+
+
 @pytest.mark.parametrize("separator", ["\x1c", "\x1d", "\x1e", "\x1f"])
 def test_an_information_separator_at_the_end_is_a_control_character_not_white_space(separator: str) -> None:
     """U+001C..U+001F are Cc and not Unicode White_Space, so SPEC's order refuses them
@@ -242,6 +312,57 @@ def test_bob_and_bob_in_lower_case_are_two_people(service: Any) -> None:
     assert [m["id"] for m in service.by_speaker("Bob")["memories"]] == [upper]
     assert [m["id"] for m in service.by_speaker("bob")["memories"]] == [lower]
     assert service.speakers_list()["count"] == 2
+
+
+# Cyrillic В (U+0412) and о (U+043E) in "Воb"; Greek Β (U+0392) and ο (U+03BF) in "Βοb".
+CYRILLIC_BOB, GREEK_BOB = "\u0412\u043eb", "\u0392\u03bfb"
+
+
+def test_a_name_like_a_registered_one_is_another_person_and_the_answer_says_which(service: Any) -> None:
+    """Through the library: equal after case-folding or after mapping look-alike letters
+    to one skeleton is registered (two people) with ``similar_to``; a digit for a letter
+    (``B0b``) or another name is no look-alike; ``similar_to`` is absent when none."""
+    mem = Memory(service=service)
+    first = mem.add_speaker("Bob")
+    assert first["status"] == "registered" and "similar_to" not in first
+    for name, similar in (
+        ("bob", ["Bob"]),
+        (CYRILLIC_BOB, ["Bob", "bob"]),
+        ("BOB", ["Bob", "bob", CYRILLIC_BOB]),
+        (GREEK_BOB, ["Bob", "bob", CYRILLIC_BOB, "BOB"]),
+    ):
+        answer = mem.add_speaker(name)
+        assert (answer["speaker"], answer["status"], answer["similar_to"]) == (name, "registered", similar)
+    for unlike in ("B0b", "Rob", "Bobby", "Иван"):
+        answer = mem.add_speaker(unlike)
+        assert answer["status"] == "registered" and "similar_to" not in answer, unlike
+    assert mem.list_speakers()["count"] == 9
+    said = mem.add("I booked the room.", speaker=CYRILLIC_BOB)
+    assert said["speaker"] == CYRILLIC_BOB
+    assert mem.by_speaker("Bob")["memories"] == []  # look-alikes are never the same person
+
+
+@pytest.mark.anyio
+async def test_similar_to_reaches_mcp_clients_and_validates_against_the_declared_schema(service: Any) -> None:
+    async with mcp_session(service) as mcp:
+        schema = mcp.tools["speaker_register"].output_schema["$defs"]["SpeakerRegisterAnswer"]
+        assert "similar_to" in schema["properties"] and "similar_to" not in schema["required"]
+        plain = await mcp.ok("speaker_register", speaker="Ann")
+        assert "similar_to" not in plain
+        look_alike = await mcp.ok("speaker_register", speaker="\u0410nn")  # Cyrillic А
+        assert (look_alike["status"], look_alike["similar_to"]) == ("registered", ["Ann"])
+        again = await mcp.ok("speaker_register", speaker="Ann")
+        assert (again["status"], again["similar_to"]) == ("exists", ["\u0410nn"])
+        error = await mcp.refused(
+            "speaker_register", {"speaker": "An\u200bn"}, status=400, type="invalid_request_error", field="speaker"
+        )
+        assert "invisible" in error["message"]
+        await mcp.refused(
+            "speaker_rename", {"speaker": "Ann", "new_name": "\ufeffAnn"}, status=400,
+            type="invalid_request_error", field="new_name",
+        )  # fmt: skip
+        listed = await mcp.ok("speakers_list")
+        assert [s["speaker"] for s in listed["speakers"]] == ["Ann", "\u0410nn"]
 
 
 @pytest.mark.parametrize("name", ["さくら", "Иван", "하늘", "Bob", "Zoë"])

@@ -72,6 +72,16 @@ def test_the_sdks_speaker_example_works_unchanged(mem: wontopos.Client, store: s
     assert mem.list_speakers(user_id=store)["speakers"] == []
 
 
+def test_add_speaker_names_the_look_alikes_and_refuses_an_invisible_character(mem: wontopos.Client, store: str) -> None:
+    mem.add_speaker("Bob", user_id=store)
+    alike = mem.add_speaker("\u0412\u043eb", user_id=store)  # Cyrillic Во, Latin b
+    assert (alike["status"], alike["similar_to"]) == ("registered", ["Bob"])
+    with pytest.raises(wontopos.BadRequestError) as hidden:
+        mem.add_speaker("Bo\u200bb", user_id=store)
+    assert hidden.value.details == {"field": "speaker", "speaker": "Bo\u200bb"}
+    assert mem.list_speakers(user_id=store)["count"] == 2
+
+
 def test_search_answers_what_the_sdk_reads_and_never_another_speakers_words(mem: wontopos.Client, store: str) -> None:
     mem.add_speaker("Ana", user_id=store)
     mem.add_speaker("Ben", user_id=store)

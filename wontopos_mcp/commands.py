@@ -319,7 +319,8 @@ def _speakers_list(service: MemoryService, args: dict[str, Any], out: TextIO) ->
 
 def _speakers_add(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speaker_register(args["speaker"], user_id=args["user_id"])
-    _emit(out, args, answer, f"{answer['speaker']}: {answer['status']} ({answer['count']} of {answer['limit']})")
+    alike = f"; looks like {', '.join(answer['similar_to'])} (another person)" if "similar_to" in answer else ""
+    _emit(out, args, answer, f"{answer['speaker']}: {answer['status']} ({answer['count']} of {answer['limit']}){alike}")
 
 
 def _speakers_remove(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:

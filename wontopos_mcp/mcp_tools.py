@@ -389,7 +389,10 @@ def tools(service: "MemoryService") -> list[Tool]:
         "Me", is refused). Names are exact after trimming surrounding spaces: "Bob" and "bob"
         are two people. Registering an existing name answers status "exists" and changes
         nothing. A store holds up to {speaker_limit} people; past it the answer is 400 with
-        `speaker_limit`.
+        `speaker_limit`. Names with invisible characters (zero-width space, ...) are refused.
+        If the answer has `similar_to`, those registered names look like this one (another
+        case, look-alike letters): it is still a new person; if it was meant to be one of
+        them, speaker_remove it and use theirs.
 
         {errors}
         """

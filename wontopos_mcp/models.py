@@ -88,7 +88,10 @@ class Redaction(_Answer):
     """One kind of secret replaced by ``[redacted:<kind>]`` in a write's text (the
     ``redact`` setting), and how often; never the secret itself."""
 
-    kind: str = Field(description='What was redacted: "password", "api_key", "github_token", "private_key", ...')
+    kind: str = Field(
+        description='What was redacted: "password", "api_key", "github_token", "private_key", "url_password", ... '
+        "(README lists the kinds)."
+    )
     count: int = Field(ge=1, description="How many of that kind.")
 
 
@@ -256,6 +259,10 @@ class SpeakerRegisterAnswer(_Answer):
     created_at: str
     count: int = Field(ge=0, description="People registered in this store now.")
     limit: int = Field(ge=1, description="How many people this store may register.")
+    similar_to: list[str] = _absent(
+        "Present when registered names look like this one (equal after case-folding, or letters that look "
+        "alike, as Cyrillic 'В' and Latin 'B'): they stay different people; check this is not one of them."
+    )
 
 
 class SpeakerInfo(_Answer):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dates import format_us
 from .errors import InvalidRequestError
-from .names import check_person, check_store_id
+from .names import check_person, check_store_id, similar_names
 from .scope import in_store
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Stores:
         name = check_person(speaker)
         handle = self.registry.resolve(user_id)
         row, status, count = self.registry.register_speaker(handle, name)
-        return {
+        answer = {
             "user_id": handle.display,
             "speaker": name,
             "status": status,
@@ -70,6 +70,12 @@ class Stores:
             "count": count,
             "limit": self.registry.speaker_limit,
         }
+        # Another person all the same (SPEC: a typo never merges two people), but the
+        # caller hears whom this name could be mistaken for.
+        similar = similar_names(name, [r["name"] for r in self.registry.speakers(handle.key)])
+        if similar:
+            answer["similar_to"] = similar
+        return answer
 
     def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
         handle = self.registry.resolve(user_id)
