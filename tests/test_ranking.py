@@ -3,7 +3,7 @@ promise it must keep.
 
 - Full text ranks memories: a memory is one BM25 document (its first chunk carries the
   whole text), so words spread over its sentences count together.
-- The previous memory's full-text score counts in a memory's own (contextual BM25 at
+- A neighbour's fused score lends to the memory after it (propagation at
   query time): the answer right after a question that names the topic is found, even
   under a speaker filter that leaves the question out of scope; the question is never
   returned; a forgotten or superseded memory lends no words at all.
