@@ -136,6 +136,24 @@ def test_forgotten_memories_leave_every_file_and_version(svc: MemoryService, tmp
     assert len(svc.memory_search("filler note about the garden")["memories"]) == 10
 
 
+def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
+    make_purging: Callable[..., MemoryService], tmp_path: Path
+) -> None:
+    """The upkeep may compact and update the indexes between a forget and its purge: the
+    deleted rows then leave the full-text and B-tree indexes, not the bitmaps' keys."""
+    svc = make_purging(within=600)
+    for memory_id in remember(svc):
+        svc.memory_forget(memory_id=memory_id)
+    svc.memory_add_batch([{"content": f"Newer note {i} about the lake."} for i in range(3)])
+    dataset = svc.store.existing_chunks().to_lance()
+    dataset.optimize.optimize_indices()  # what an upkeep round does: the new rows indexed...
+    dataset.optimize.compact_files(materialize_deletions_threshold=0.0)  # ...and a fragment rewritten
+    left = traces(tmp_path / "db", TRACES)
+    assert any("bitmap" in t and CATEGORY in t for t in left)
+    assert svc.store.purge() is not None
+    assert traces(tmp_path / "db", TRACES) == []
+
+
 def test_a_speakers_forgotten_memories_leave_the_disk(svc: MemoryService, tmp_path: Path) -> None:
     svc.speaker_register("Bob")
     remember(svc, speaker="Bob")

@@ -265,8 +265,8 @@ class Store:
             self._purges.record()
             yield
 
-    def purge(self) -> bool:
-        """Run a due purge now, whatever the oldest marker's age (``store_purge``)."""
+    def purge(self) -> dict[str, float] | None:
+        """Run a due purge now, whatever the oldest marker's age (``store_purge.Purges.run``)."""
         return self._purges.run(now=True)
 
     def claim(self) -> None:

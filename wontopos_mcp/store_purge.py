@@ -13,11 +13,13 @@ rebuild never does. So a purge does, for each table:
 
 1. *rewrite*, inside the database's write lock: every fragment holding deleted rows is
    compacted with its deletions materialised (only those: the size tiers of
-   ``maintenance`` stay as they are), then, when any deleted row could be in an index,
-   the chunks table's scalar and full-text indexes are built again from the live rows
-   (``store_schema.create_indexes``), and a last commit of the purge's own follows (the
-   latest version is never removed, and its files describe its operation). The vector
-   index is only remapped: see the README.
+   ``maintenance`` stay as they are; the regular upkeep may have compacted some already,
+   with the same effect on the indexes). The chunks table's bitmap indexes are built
+   again from the live rows (``store_schema.create_indexes``: cheap, a few values each),
+   and its B-tree and full-text indexes too when one still covers a fragment that is
+   gone. A last commit of the purge's own follows (the latest version is never removed,
+   and its files describe its operation). The vector index is only remapped: see the
+   README.
 2. *cleanup*, once the rewrite is ``retain`` old (a query in another process that loaded
    an older version when it started has had that long to finish, as for every cleanup in
    ``maintenance``): every version older than the rewrite goes, with the files only those
@@ -92,8 +94,8 @@ def rewrite(table: Any, reindex: bool) -> int:
             target_rows_per_fragment=max(f.rows + f.deleted for f in holding) + 1,
             num_threads=1,
         )
-    if reindex and (holding or stale):
-        create_indexes(table)  # every scalar and full-text index, replaced (one commit each)
+    if reindex:  # each index replaced: one commit each
+        create_indexes(table, bitmaps_only=not stale)
     # The latest version stays whatever its age, and its manifest and transaction file
     # hold its operation: an erasing delete's where-clause names a store or a speaker. So
     # the purge's own commit comes last (a timestamp in the table's metadata).
@@ -140,45 +142,48 @@ class Purges:
         """Inside the database's write lock, before the commit that erases: a purge is due."""
         self._insert([marker(_now_us())])
 
-    def run(self, *, now: bool = False) -> bool:
+    def run(self, *, now: bool = False) -> dict[str, float] | None:
         """One purge when one is due (``now``: whatever the oldest marker's age, as at
-        start-up); whether it completed. Another replica holding the database's lease
-        leaves it to that replica."""
+        start-up). Returns what it took (seconds in the write lock for each step, old
+        versions removed) once it completed, else ``None``: none due, or another replica
+        holding the database's lease, which leaves it to that replica."""
         markers = self._rows(MARKERS)
         oldest = min((m["created_us"] for m in markers), default=None)
         if oldest is None or (not now and _now_us() - oldest < self.timing.tick * 1e6):
-            return False
+            return None
         with self._claim() as ours:
             if not ours:
-                return False
+                return None
             with self._lock():
                 keys = [m["key"] for m in self._rows(MARKERS)]  # again: another process may have purged
                 if not keys:
-                    return False
+                    return None
                 started = time.monotonic()
                 chunks = self._chunks()
                 versions = [(self._registry(), rewrite(self._registry(), reindex=False))]
                 if chunks is not None:
                     versions.append((chunks, rewrite(chunks, reindex=True)))
-        log.info("purge: rewritten in %.0f ms", 1000 * (time.monotonic() - started))
+                rewritten = time.monotonic() - started
         if self._stop.wait(self.retain.total_seconds()) and not now:
-            return False  # closing: the markers stay, and the next process to open finishes
+            return None  # closing: the markers stay, and the next process to open finishes
         with self._claim() as ours:
             if not ours:
-                return False
+                return None
             with self._lock():
+                started = time.monotonic()
                 removed = sum(cleanup(table, before) for table, before in versions)
                 self._delete(f"key IN {quote_all(keys)}")
-        log.info("purge: done in %.0f ms, %d old versions removed", 1000 * (time.monotonic() - started), removed)
-        return True
+                cleaned = time.monotonic() - started
+        log.info("purge: rewrite %.0f ms, cleanup %.0f ms (%d old versions)", 1000 * rewritten, 1000 * cleaned, removed)
+        return {"rewrite_s": rewritten, "cleanup_s": cleaned, "versions_removed": removed}
 
     # -- the thread ------------------------------------------------------------------------
 
     def start(self) -> None:
         """Run a due purge now (before the process answers), then poll in the background."""
+        self._stop.clear()
         self._guarded(lambda: self.run(now=True))
         if self._thread is None:
-            self._stop.clear()
             self._thread = threading.Thread(target=self._poll, name="wontopos-purge", daemon=True)
             self._thread.start()
 
@@ -194,7 +199,7 @@ class Purges:
         while not self._stop.wait(self.timing.tick):
             self._guarded(self.run)
 
-    def _guarded(self, purge: Callable[[], bool]) -> None:
+    def _guarded(self, purge: Callable[[], object]) -> None:
         try:
             purge()
         except Exception:  # housekeeping: the markers stay, and the next tick tries again
