@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,7 @@ import lance
 import pytest
 from lance.file import LanceFileReader
 
-from wontopos_mcp.embeddings import ModelLoader
 from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
 from wontopos_mcp.store_purge import MARKERS, PurgeTiming
 
 TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
@@ -41,19 +39,14 @@ GONE = "Zorblat"  # a speaker whose name a merge, rename or removal ends
 
 
 @pytest.fixture
-def make_purging(tmp_path: Path, embedder: Any) -> Iterator[Callable[..., MemoryService]]:
+def make_purging(make_service: Callable[..., MemoryService]) -> Callable[..., MemoryService]:
     """``make_purging(within=1.0)``: a service whose purges run within ``within`` seconds."""
-    opened: list[MemoryService] = []
 
     def make(within: float = 1.0) -> MemoryService:
         timing = PurgeTiming(timedelta(seconds=within))
-        store = Store(str(tmp_path / "db"), purge=timing, retain=timedelta(seconds=0.1))
-        opened.append(MemoryService(store, ModelLoader.of(embedder)))
-        return opened[-1]
+        return make_service(store={"purge": timing, "retain": timedelta(seconds=0.1)})
 
-    yield make
-    for svc in opened:
-        svc.close()
+    return make
 
 
 @pytest.fixture
