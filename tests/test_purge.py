@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ import lance
 import pytest
 from lance.file import LanceFileReader
 
+from wontopos_mcp.lease import LeaseTiming
 from wontopos_mcp.service import MemoryService
 from wontopos_mcp.store_purge import MARKERS, PurgeTiming
 
@@ -40,11 +42,12 @@ GONE = "Zorblat"  # a speaker whose name a merge, rename or removal ends
 
 @pytest.fixture
 def make_purging(make_service: Callable[..., MemoryService]) -> Callable[..., MemoryService]:
-    """``make_purging(within=1.0)``: a service whose purges run within ``within`` seconds."""
+    """``make_purging(within=1.0, db=None, **store)``: a service whose purges run within
+    ``within`` seconds (``db``: another database, a URI too; ``store``: more ``Store`` arguments)."""
 
-    def make(within: float = 1.0) -> MemoryService:
+    def make(within: float = 1.0, db: Any = None, **store: Any) -> MemoryService:
         timing = PurgeTiming(timedelta(seconds=within))
-        return make_service(store={"purge": timing, "retain": timedelta(seconds=0.1)})
+        return make_service(db=db, store={"purge": timing, "retain": timedelta(seconds=0.1), **store})
 
     return make
 
@@ -85,19 +88,26 @@ def purged(svc: MemoryService, timeout: float = 30.0) -> None:
 
 def traces(db: Path, needles: tuple[str, ...]) -> list[str]:
     """Where any of ``needles`` is still found: a file's raw bytes, a row of a readable
-    version of a table, or (counted) a full-text document left of a deleted row."""
+    version of a table, or a full-text document left of a deleted row."""
     found = []
     for path in sorted(p for p in db.rglob("*") if p.is_file()):
         data = path.read_bytes().lower()
         found += [f"{path.relative_to(db)}: {n}" for n in needles if n.lower().encode() in data]
     for table in sorted(db.glob("*.lance")):
-        latest = lance.dataset(str(table))
-        columns = [name for name in latest.schema.names if name != "vector"]
-        for version in latest.versions():
-            rows = lance.dataset(str(table), version=version["version"]).to_table(columns=columns).to_pylist()
-            text = json.dumps(rows, ensure_ascii=False, default=str).lower()
-            found += [f"{table.name} v{version['version']}: {n}" for n in needles if n.lower() in text]
-        found += orphan_documents(table, latest)
+        found += versions_holding(str(table), needles)
+        found += orphan_documents(table, lance.dataset(str(table)))
+    return found
+
+
+def versions_holding(table: str, needles: tuple[str, ...], options: dict[str, str] | None = None) -> list[str]:
+    """Each readable version of ``table`` (a path or URI) whose rows hold a needle."""
+    latest = lance.dataset(table, storage_options=options)
+    columns = [name for name in latest.schema.names if name != "vector"]
+    found = []
+    for version in latest.versions():
+        rows = lance.dataset(table, version=version["version"], storage_options=options)
+        text = json.dumps(rows.to_table(columns=columns).to_pylist(), ensure_ascii=False, default=str).lower()
+        found += [f"{table.rsplit('/', 1)[-1]} v{version['version']}: {n}" for n in needles if n.lower() in text]
     return found
 
 
@@ -231,3 +241,35 @@ def test_a_purge_left_due_by_a_stopped_process_runs_before_the_next_first_answer
     assert second.memory_list()["count"] == 16  # the first answer, after the purge
     assert traces(tmp_path / "db", TRACES) == []
     assert second.store.registry_rows(MARKERS) == []
+
+
+def test_on_object_storage_a_leased_replica_purges_every_object_and_version(
+    make_purging: Callable[..., MemoryService], s3_endpoint: str
+) -> None:
+    """The same on S3 (moto's emulator), replicas sharing it under leases: the database
+    lease's holder purges, old versions go by number, and no object under the database
+    (leases included) holds a trace. (The index paths are the local tests'.)"""
+    import boto3
+
+    prefix = f"purge-{uuid.uuid4().hex[:8]}"
+    options = {"endpoint": s3_endpoint, "allow_http": "true", "region": "us-east-1",
+               "aws_access_key_id": "test", "aws_secret_access_key": "test"}  # fmt: skip
+    uri = f"s3://exists/{prefix}"
+    svc = make_purging(db=uri, storage_options=options, writers="leased", lease=LeaseTiming.from_ttl_ms(1000))
+    fields = {"category": CATEGORY, "conversation_id": CONVERSATION, "idempotency": svc.idempotency(IDEM_KEY, "b")}
+    svc.memory_add("A note to keep.")
+    svc.memory_forget(memory_id=svc.memory_add(TEXTS[0], **fields)["id"])
+    purged(svc)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    found = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="exists", Prefix=prefix):
+        for item in page.get("Contents", []):
+            try:
+                data = s3.get_object(Bucket="exists", Key=item["Key"])["Body"].read().lower()
+            except s3.exceptions.NoSuchKey:  # a lease released meanwhile
+                continue
+            found += [f"{item['Key']}: {n}" for n in TRACES if n.encode() in data]
+    for table in ("chunks", "registry"):
+        found += versions_holding(f"{uri}/{table}.lance", TRACES, options)
+    assert found == []
