@@ -453,6 +453,7 @@ class Store:
     def close(self) -> None:
         self._purges.stop()  # first: its purge may be waiting for the lock taken below
         with self._coordinator.local():
+            self._purges.stop(wait=False)  # the one an open finishing meanwhile started
             self._coordinator.close()
             self._ready = False
             self._chunks = None

@@ -8,8 +8,9 @@ which drops the rows from the full-text and B-tree indexes but keeps a bitmap in
 key whose rows are all gone (a category, a speaker's name, a store id); and a fragment
 whose every row was deleted leaves the table at once, so no compaction visits it, and the
 full-text, B-tree and bitmap indexes all keep its rows (the full-text index only blocks
-them at search time). Index optimisation, merging segments or not, kept them too; a
-rebuild never does. So a purge does, for each table:
+them at search time) until an index update that has new rows to add prunes them (not a
+bitmap's key); an update with nothing new, merging segments or not, kept them. A rebuild
+never keeps anything. So a purge does, for each table:
 
 1. *rewrite*, inside the database's write lock: every fragment holding deleted rows is
    compacted with its deletions materialised (only those: the size tiers of
@@ -32,7 +33,7 @@ process that opens the database runs a due purge before it answers (a process st
 before its purge leaves it to the next one), then polls every ``PurgeTiming.tick`` and
 starts a purge once the oldest marker is one tick old: erasures close together share a
 purge. Bound (the default ``within`` of 60 s): about two ticks, then the rewrite, then
-``retain``: about 25 s measured at 100,000 memories (``bench/purge.py``). A marker is
+``retain``: 19-24 s measured at 10,000 and 100,000 memories (``bench/purge.py``). A marker is
 removed only by the cleanup of the purge that read it, so an erasure during a purge
 keeps its own marker for the next one.
 """
@@ -137,6 +138,7 @@ class Purges:
         self._lock, self._claim = lock, claim
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._threads = threading.Lock()  # start and stop, from different threads
 
     def record(self) -> None:
         """Inside the database's write lock, before the commit that erases: a purge is due."""
@@ -183,15 +185,18 @@ class Purges:
         """Run a due purge now (before the process answers), then poll in the background."""
         self._stop.clear()
         self._guarded(lambda: self.run(now=True))
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._poll, name="wontopos-purge", daemon=True)
-            self._thread.start()
+        with self._threads:
+            if self._thread is None:
+                thread = threading.Thread(target=self._poll, name="wontopos-purge", daemon=True)
+                thread.start()
+                self._thread = thread
 
     def stop(self, *, wait: bool = True) -> None:
         """End the thread (``wait``: until it has; a purge in its rewrite finishes first,
         one waiting for its cleanup leaves it to the next process)."""
-        thread, self._thread = self._thread, None
-        self._stop.set()
+        with self._threads:
+            thread, self._thread = self._thread, None
+            self._stop.set()
         if wait and thread is not None and thread is not threading.current_thread():
             thread.join()
 
