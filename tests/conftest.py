@@ -80,8 +80,9 @@ def clock() -> SteppableClock:
 
 @pytest.fixture
 def make_service(tmp_path: Path, embedder: Any) -> Iterator[Callable[..., MemoryService]]:
-    """``make_service(speaker_limit=50, clock=None, db=None, **options)``: a real service on
-    disk (``options`` go to ``MemoryService``, e.g. ``window_cap``), closed after the test.
+    """``make_service(speaker_limit=50, clock=None, db=None, store=None, **options)``: a real
+    service on disk (``store``: arguments of its ``Store``, e.g. ``purge``; ``options`` go
+    to ``MemoryService``, e.g. ``window_cap``), closed after the test.
 
     Services built on the same ``db`` share one database, as two processes would.
     """
@@ -92,12 +93,13 @@ def make_service(tmp_path: Path, embedder: Any) -> Iterator[Callable[..., Memory
         speaker_limit: int = 50,
         clock: Callable[[], datetime] | None = None,
         db: Path | None = None,
+        store: dict[str, Any] | None = None,
         **options: Any,
     ) -> MemoryService:
         kwargs: dict[str, Any] = {"speaker_limit": speaker_limit, **options}
         if clock is not None:
             kwargs["clock"] = clock
-        svc = MemoryService(Store(str(db or tmp_path / "db")), ModelLoader.of(embedder), **kwargs)
+        svc = MemoryService(Store(str(db or tmp_path / "db"), **(store or {})), ModelLoader.of(embedder), **kwargs)
         opened.append(svc)
         return svc
 

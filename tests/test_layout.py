@@ -25,7 +25,7 @@ CORE_ORDER = (
     "e5_convert", "embeddings",
     # storage: upkeep decisions, write coordination, the LanceDB adapter
     "maintenance", "lease", "object_leases", "coordination", "db_checks",
-    "store_schema", "store_search", "store_upkeep", "store",
+    "store_schema", "store_search", "store_upkeep", "store_purge", "store",
     # the parts, each the only owner of its data
     "registry", "memories", "history", "search", "commits", "stores", "identity", "writes", "batch_writes",
     "reads", "paging",

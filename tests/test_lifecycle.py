@@ -9,6 +9,7 @@ through a loader that blocks on an event (``support.Gate``).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -512,13 +513,42 @@ def test_a_refused_write_records_no_key(service: MemoryService) -> None:
     assert stored["status"] == "stored" and "replayed" not in stored
 
 
-def test_a_repeat_after_the_memory_was_forgotten_still_replays_and_stores_nothing(service: MemoryService) -> None:
-    """Keys are kept 24 h: a late retry of a write must not bring a forgotten memory back."""
+def test_a_forgotten_memory_takes_its_idempotency_record_with_it(service: MemoryService) -> None:
+    """SPEC: the record is removed with the memory it stored, so nothing of the forgotten
+    write is kept; the same key and body afterwards is a new write."""
     first = service.memory_add("My PIN is 4321.", idempotency=idem("k-1"))
     service.memory_forget(memory_id=first["id"])
     again = service.memory_add("My PIN is 4321.", idempotency=idem("k-1"))
-    assert again == {**first, "replayed": True}
-    assert service.memory_list()["count"] == 0
+    assert again["status"] == "stored" and "replayed" not in again and again["id"] != first["id"]
+    assert ids(all_memories(service)) == [again["id"]]
+
+
+def test_fingerprints_are_keyed_by_a_secret_the_database_keeps(make_service: Callable[..., MemoryService]) -> None:
+    one, two = make_service(), make_service()  # two processes on one database
+    keyed = one.idempotency("k-1", "POST /api/v1/memory/store\n{}")
+    plain = hashlib.sha256(b"POST /api/v1/memory/store\n{}").hexdigest()
+    assert keyed.fingerprint.startswith("hmac-sha256:") and plain not in keyed.fingerprint
+    assert two.idempotency("k-1", "POST /api/v1/memory/store\n{}") == keyed
+    assert one.idempotency("k-1", "another body").fingerprint != keyed.fingerprint
+    first = one.memory_add("The boiler was serviced.", idempotency=keyed)
+    assert two.memory_add("The boiler was serviced.", idempotency=keyed) == {**first, "replayed": True}
+    kept = one.store.rows("idem_key = 'k-1'", columns=("idem_fp",))
+    assert [row["idem_fp"] for row in kept] == [keyed.fingerprint]
+    assert len(one.store.registry_rows("kind = 'secret'")) == 1
+
+
+def test_a_record_an_older_version_kept_as_a_plain_digest_still_matches_its_body(service: MemoryService) -> None:
+    """Decision: a record of before keyed hashes (a plain SHA-256 of the same message) is
+    honoured until it ages out: the same body replays, another is 422."""
+    message = "POST /api/v1/memory/store\nthe body"
+    old = Idempotency.of("k-old", hashlib.sha256(message.encode()).hexdigest())
+    first = service.memory_add("The boiler was serviced.", idempotency=old)
+    assert service.memory_add("The boiler was serviced.", idempotency=service.idempotency("k-old", message)) == {
+        **first,
+        "replayed": True,
+    }
+    with changes_nothing(service), refused(422, field="Idempotency-Key"):
+        service.memory_add("The roof was repaired.", idempotency=service.idempotency("k-old", "another body"))
 
 
 def test_a_repeated_call_of_only_skipped_messages_replays_the_first_answer(service: MemoryService) -> None:

@@ -13,7 +13,6 @@ mistakes this file for a leak.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import re
@@ -27,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import lance
 import pytest
 import wontopos
 from support import KEY, REPO, all_memories, mcp_session, served
 
 from wontopos_mcp import redaction
 from wontopos_mcp.config import ConfigError, Settings
+from wontopos_mcp.idempotency import Idempotency
 from wontopos_mcp.library import Memory
 from wontopos_mcp.redaction import Redacted, Redactor, _rules
 from wontopos_mcp.service import MemoryService
@@ -616,11 +617,14 @@ def test_rest_idempotency_fingerprints_hash_the_redacted_body(live: Any, tmp_pat
     assert first.status_code == 200 and first.json()["redacted"] == [{"kind": "password", "count": 1}]
     assert retry.status_code == 200 and retry.json()["replayed"] is True and retry.json()["id"] == first.json()["id"]
 
+    db = tmp_path / "db"
+    kept = lance.dataset(str(db / "registry.lance")).to_table(filter="kind = 'secret'")["value"]
+    secret = bytes.fromhex(kept[0].as_py())  # the database's key: fingerprints are keyed hashes
+
     def fingerprint(sent: dict[str, Any]) -> str:
         canonical = json.dumps(sent, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(f"{path}\n{canonical}".encode()).hexdigest()
+        return Idempotency.keyed("alarm-1", lambda: secret, f"{path}\n{canonical}").fingerprint
 
-    db = tmp_path / "db"
     assert _files_hold(db, fingerprint(Redactor("secrets").scrub(body)))  # the control: fingerprints are findable
     assert not _files_hold(db, fingerprint(body))
     assert not _files_hold(db, "alarm-1234")

@@ -7,14 +7,13 @@ embedding pass (batched by the model) and one commit. An import batch also carri
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from . import validation as v
 from .dates import parse_moment
 from .errors import InvalidRequestError
-from .idempotency import Idempotency
+from .idempotency import Idempotency, answer_json
 from .names import check_speaker
 from .text import split_sentences
 
@@ -121,7 +120,7 @@ def known_result(found: tuple[str, str], origin: Origin) -> dict[str, Any]:
     """An import item whose key is in the store: there already, or refused when that
     key came with other fields (SPEC: the same key with another body is refused)."""
     memory_id, fingerprint = found
-    if fingerprint == origin.idem.fingerprint:
+    if origin.idem.matches(fingerprint):
         return {"status": "exists", "id": memory_id}
     reason = "a memory with this id was already imported into this store with other content"
     return {"status": "refused", "reason": reason}
@@ -151,6 +150,6 @@ def forget_marks(seen: dict[tuple[str, str | None], list[dict[str, Any]]], row: 
 
 def carry_key(rows: list[dict[str, Any]], origin: Origin, answer: dict[str, Any]) -> None:
     """An import item's own idempotency key on its rows, committed with them."""
-    answer_json = json.dumps(answer, ensure_ascii=False)
+    kept = answer_json(answer)
     for row in rows:
-        row.update(idem_key=origin.idem.key, idem_fp=origin.idem.fingerprint, idem_answer=answer_json)
+        row.update(idem_key=origin.idem.key, idem_fp=origin.idem.fingerprint, idem_answer=kept)

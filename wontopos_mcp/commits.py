@@ -1,20 +1,19 @@
 """How every memory write commits: embedded outside the write lock, decided again under
 it only if the database moved, at most once per idempotency key, in one LanceDB commit.
 
-``Commits`` also keeps the two promises a delete must keep first: the store's sequence
-high-water mark (a number is never given twice) and the first answers of idempotency
-keys within their 24 hours (a repeat still replays, never stores again).
+``Commits`` also keeps the promise a delete must keep first: the store's sequence
+high-water mark (a number is never given twice). A memory's idempotency record lives on
+its rows and goes with them (SPEC), so a repeat of a forgotten write is a new write.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import ConflictError, Fix
-from .idempotency import WINDOW_US, Idempotency, Running, replayed
+from .idempotency import WINDOW_US, Idempotency, Running, answer_json, replayed
 from .redaction import Redactor
 from .registry import store_in_fix
 from .text import chunk_text
@@ -136,11 +135,11 @@ class Commits:
         """
         rows, answer = written.rows, written.answer
         if idem is not None:
-            answer_json = json.dumps(answer, ensure_ascii=False)
+            kept = answer_json(answer)
             for row in rows:
-                row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=answer_json)
+                row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=kept)
             if not rows:
-                record = (idem.key, idem.fingerprint, answer_json, self.now_us())
+                record = (idem.key, idem.fingerprint, kept, self.now_us())
                 self.registry.keep_idempotency_records(key, [record])
         self.memories.add(rows, written.updated)
         return answer
@@ -163,13 +162,14 @@ class Commits:
         self.registry.record_seq(key, self.last_seq(key))
 
     def delete_memories(self, key: str, where: str, *, updated: list[dict[str, Any]] | None = None) -> None:
-        """Delete the memories ``where`` selects (inside the write lock), keeping the
-        store's sequence high-water mark and their idempotency records first; rows in
-        ``updated`` are rewritten in the same commit as the delete."""
-        self.remember_last_seq(key)
-        since = self.now_us() - WINDOW_US
-        self.registry.keep_idempotency_records(key, self.memories.idempotency_of(where, since))
-        self.memories.delete(where, updated=updated)
+        """Delete the memories ``where`` selects (inside the store's write lock), keeping
+        the store's sequence high-water mark first; rows in ``updated`` are rewritten in
+        the same commit as the delete. Their idempotency records go with their rows (SPEC:
+        removed with the memory), and the purge takes every trace off the disk
+        (``Store.erasing``)."""
+        with self.store.erasing():
+            self.remember_last_seq(key)
+            self.memories.delete(where, updated=updated)
 
 
 def require_confirmed(key: str, name: str, current: int, confirm: int) -> None:

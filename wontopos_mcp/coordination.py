@@ -234,9 +234,14 @@ class LeaseCoordinator(InProcessCoordinator):
 
     @contextmanager
     def upkeep(self) -> Iterator[bool]:
-        """``single``: always this process. ``leased``: whoever gets the database lease
-        without waiting; a replica that does not get it leaves the round to the holder."""
-        if self.mode == "single" or DATABASE in self._names():
+        """``single``: this process once it holds the database (its first write, or the
+        server's claim at start; a process that only reads never waits for it).
+        ``leased``: whoever gets the database lease without waiting; a replica that does
+        not get it leaves the round to the holder."""
+        if self.mode == "single":
+            yield self._lifetime is not None and self._lifetime.valid()
+            return
+        if DATABASE in self._names():
             yield True
             return
         lock = self._lock_for(DATABASE)

@@ -55,8 +55,9 @@ class Identity:
                     field="new_name",
                     speaker=new,
                 )
-            retagged = self.memories.retag(handle.key, name, new)
-            self.registry.end_rename(handle.key, name, new)
+            with self.store.erasing():  # the old name leaves the disk too
+                retagged = self.memories.retag(handle.key, name, new)
+                self.registry.end_rename(handle.key, name, new)
         return {**answer, "memories_retagged": retagged}
 
     def speaker_merge(
@@ -77,8 +78,9 @@ class Identity:
         with self.store.write_lock(handle.key):
             self._require_both(handle.key, name, target)
             require_confirmed(handle.key, name, self.memories.count(said_by(handle.key, name)), confirm)
-            retagged = self.memories.retag(handle.key, name, target)
-            self.registry.forget_speaker(handle.key, name)
+            with self.store.erasing():
+                retagged = self.memories.retag(handle.key, name, target)
+                self.registry.forget_speaker(handle.key, name)
         return {"user_id": handle.display, "speaker": target, "merged": name, "status": "merged",
                 "memories_retagged": retagged}  # fmt: skip
 

@@ -27,7 +27,6 @@ longer there, and a re-run imports it again.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -147,7 +146,7 @@ class _Import:
         if not text.strip():
             return None
         try:
-            line = _read_line(number, text, self.service.scrubbed)
+            line = _read_line(number, text, self.service.scrubbed, self.service.idempotency)
         except _Unreadable as exc:
             self.skip(number, str(exc))
             return None
@@ -214,10 +213,13 @@ class _Unreadable(Exception):
     """A line that is not an exported memory; its message is the reason, for a human."""
 
 
-def _read_line(number: int, text: str, scrubbed: Callable[[Any], Any]) -> _Line:
+def _read_line(
+    number: int, text: str, scrubbed: Callable[[Any], Any], keyed: Callable[[str, str], Idempotency]
+) -> _Line:
     """A line as an exported memory, checked as ``memory_add_batch`` will check it; its
-    fingerprint hashes the fields as they will be stored (``scrubbed``: secrets redacted
-    when the store redacts them, so no hash of a secret is kept)."""
+    fingerprint (``keyed``: the database's keyed hash) is of the fields as they will be
+    stored (``scrubbed``: secrets redacted when the store redacts them, so no hash of a
+    secret is kept)."""
     try:
         memory = json.loads(text.rstrip("\r\n"))
     except json.JSONDecodeError as exc:  # "Unterminated string starting at", "Expecting value"...
@@ -229,12 +231,13 @@ def _read_line(number: int, text: str, scrubbed: Callable[[Any], Any]) -> _Line:
         raise _Unreadable('not an exported memory: it needs an "id" and a "content"')
     item = {k: memory[k] for k in _IMPORTED if memory.get(k) is not None}
     try:
-        fields = json.dumps(scrubbed(item), sort_keys=True, ensure_ascii=False).encode("utf-8")
+        fields = json.dumps(scrubbed(item), sort_keys=True, ensure_ascii=False)
+        fields.encode("utf-8")
     except UnicodeEncodeError:
         raise _Unreadable("it holds a lone surrogate escape (such as \\ud800), which is not text") from None
     check_item(item)
     try:
-        idem = Idempotency.of(f"import:{memory['id']}", hashlib.sha256(fields).hexdigest())
+        idem = keyed(f"import:{memory['id']}", fields)
     except InvalidRequestError:
         raise _Unreadable(f"its id {memory['id'][:60]!r} is not an exported memory id") from None
     return _Line(number, memory, item, idem)

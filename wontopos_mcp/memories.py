@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .dates import month_bucket
 from .duplicates import is_restatement, restatement_key
 from .errors import NotFoundError
+from .idempotency import speaker_in_answer
 from .records import RECORD_FIELDS
 from .scope import FIRST_CHUNK, in_store, memories_in, memory_is, quote, quote_all, said_by, speaker_is
 from .text import cjk_text, duplicate_key, full_text, importance
@@ -173,16 +174,6 @@ class Memories:
         rows = self.store.rows(where, columns=("idem_fp", "idem_answer"), limit=1)
         return (rows[0]["idem_fp"], rows[0]["idem_answer"]) if rows else None
 
-    def idempotency_of(self, where: str, since_us: int) -> list[tuple[str, str, str, int]]:
-        """(key, fingerprint, answer JSON, created) of the memories ``where`` selects that
-        were written under an idempotency key since ``since_us``, one per key."""
-        rows = self.store.rows(
-            where + f" AND chunk_idx = 0 AND idem_key IS NOT NULL AND created_us >= {since_us}",
-            columns=("idem_key", "idem_fp", "idem_answer", "created_us"),
-        )
-        kept = {r["idem_key"]: (r["idem_key"], r["idem_fp"], r["idem_answer"], r["created_us"]) for r in rows}
-        return list(kept.values())
-
     def imported(self, key: str, idem_keys: Sequence[str]) -> dict[str, tuple[str, str]]:
         """(memory id, fingerprint) by idempotency key, of the store's memories written
         under these keys, at any age (one lookup per 500 keys)."""
@@ -246,7 +237,16 @@ class Memories:
 
     def retag(self, key: str, name: str, new_name: str | None) -> int:
         """Put ``new_name`` (``None``: no name) on every memory of ``name``, superseded
-        ones included, in one commit; how many memories it was on."""
+        ones included, in one commit; how many memories it was on.
+
+        First, in a commit of its own, the first answers kept for idempotency that name
+        ``name`` (its memories', and a conversation's other memories stored in the same
+        call) name ``new_name`` instead, as a replay should, so no row keeps the old name.
+        A crash in between leaves ``name`` registered, and calling again finishes."""
+        old, new = speaker_in_answer(name), speaker_in_answer(new_name)
+        answering = in_store(key) + f" AND strpos(idem_answer, {quote(old)}) > 0"
+        if self.store.count(answering):
+            self.store.update_chunks(answering, {"idem_answer": f"replace(idem_answer, {quote(old)}, {quote(new)})"})
         tagged = said_by(key, name)
         retagged = self.store.count(tagged + FIRST_CHUNK)
         if retagged:

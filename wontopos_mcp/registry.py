@@ -11,6 +11,7 @@ speaker limit) are made again, so several processes never break them.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 STORES = "kind = 'store'"
+_SECRET = "secret:idempotency"  # the database's key for idempotency fingerprints
 Speakers = Sequence[tuple[str | None, str]]  # (name or None, the field that named it)
 
 
@@ -43,6 +45,7 @@ class Registry:
         self.store = store
         self.speaker_limit = speaker_limit
         self._now_us = now_us
+        self._secret: bytes | None = None
 
     # -- stores ----------------------------------------------------------------------------
 
@@ -191,6 +194,20 @@ class Registry:
         self.store.registry_update(f"key = {quote(_speaker_key(key, new_name))}", {"value": None})
 
     # -- kept idempotency records --------------------------------------------------------------
+
+    def idempotency_secret(self) -> bytes:
+        """The key of every idempotency fingerprint in this database: 32 bytes from
+        ``secrets``, created by the first write that carries an ``Idempotency-Key`` (one
+        insert-if-absent: of two processes creating it, one row wins and both read it)."""
+        if self._secret is None:
+            rows = self.store.registry_rows(f"key = {quote(_SECRET)}")
+            if not rows:
+                row = _registry_row("secret", _SECRET, "", "idempotency", self._now_us(), secrets.token_hex(32))
+                with self.store.write_lock():
+                    self.store.registry_insert([row])
+                rows = self.store.registry_rows(f"key = {quote(_SECRET)}")
+            self._secret = bytes.fromhex(rows[0]["value"])
+        return self._secret
 
     def idempotency_record(self, key: str, idem_key: str, since_us: int) -> tuple[str, str] | None:
         """(fingerprint, answer JSON) kept for this key at or after ``since_us``."""

@@ -29,7 +29,6 @@ one exception handler. Service calls run on a worker thread.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -261,8 +260,8 @@ async def _idempotency(
     if service.redact != "none":
         body = await anyio.to_thread.run_sync(service.scrubbed, body)
     canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    fingerprint = hashlib.sha256(f"{request.url.path}\n{canonical}".encode()).hexdigest()
-    return Idempotency.of(key, fingerprint)
+    # Off the event loop: the first keyed write reads (or creates) the database's secret.
+    return await anyio.to_thread.run_sync(service.idempotency, key, f"{request.url.path}\n{canonical}")
 
 
 async def _run(service: MemoryService, call: Call, idempotency: Idempotency | None) -> dict[str, Any]:

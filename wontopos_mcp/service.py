@@ -31,6 +31,7 @@ from .bootstrap import StartupSettings, parts
 from .commits import Commits
 from .dates import to_us
 from .forwarding import delegate
+from .idempotency import Idempotency
 from .identity import Identity
 from .memories import Memories
 from .names import DEFAULT_STORE
@@ -120,6 +121,12 @@ class MemoryService:
         """A write's request body as its idempotency fingerprint hashes it: with the
         secrets the write would redact redacted, so no hash of one is kept (``Redactor.scrub``)."""
         return self.commits.redactor.scrub(body)
+
+    def idempotency(self, key: Any, message: str) -> Idempotency:
+        """An ``Idempotency-Key`` (400 unless well formed) with the fingerprint of
+        ``message``, what identifies the request body: a keyed hash under the database's
+        secret (``idempotency``)."""
+        return Idempotency.keyed(key, self.registry.idempotency_secret, message)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

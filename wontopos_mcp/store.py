@@ -26,6 +26,7 @@ from .errors import ConfigError, TableMissing
 from .forwarding import delegate
 from .lease import LeaseTiming
 from .maintenance import RETAIN, RETAIN_REMOTE
+from .store_purge import Purges, PurgeTiming
 from .store_schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, registry_schema, upgrade
 from .store_search import ChunkReads, RegistryReads, run
 from .store_upkeep import Upkeep
@@ -131,6 +132,7 @@ class Store:
         storage_options: dict[str, str] | None = None,
         writers: str = "single",
         lease: LeaseTiming | None = None,
+        purge: PurgeTiming | None = None,
     ) -> None:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
@@ -139,7 +141,8 @@ class Store:
         ``RETAIN_REMOTE`` on object storage). ``storage_options``
         go to ``lancedb.connect`` (object storage: endpoint, region, allow_http...).
         ``writers`` and ``lease``: how writers on object storage share the database
-        (``coordination``)."""
+        (``coordination``). ``purge``: how soon what an erasure removed leaves the disk
+        (``store_purge``; tests shorten it)."""
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.vector_index_min_rows = vector_index_min_rows
@@ -156,6 +159,12 @@ class Store:
         self._achunks: Any = None
         self._registry_reads = RegistryReads(self._registry_reader)
         self._model = ModelRecord(uri, self._remote, self.registry_rows, self.registry_insert)
+        self._purges = Purges(
+            purge or PurgeTiming(), self.retain,
+            chunks=self.existing_chunks, registry=lambda: self._registry,
+            registry_rows=self.registry_rows, registry_insert=self.registry_insert,
+            registry_delete=self.registry_delete, lock=self.write_lock, claim=self._coordinator.upkeep,
+        )  # fmt: skip
         self._on_open: list[Callable[[], None]] = []
         self._ready = False  # set only once the registry is open and the hooks have run
 
@@ -199,6 +208,7 @@ class Store:
                 self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
         for hook in self._on_open:
             hook()
+        self._purges.start()  # a purge left due runs before anything is answered
 
     def open_or_refuse(self) -> None:
         """``connect()``, or ``ConfigError``: one line naming the database and why it cannot
@@ -244,6 +254,20 @@ class Store:
         database's, never the other way round."""
         with self._coordinator.hold(scope):
             yield
+
+    @contextmanager
+    def erasing(self) -> Iterator[None]:
+        """Around the commits that remove what SPEC says must leave the disk (a forget, a
+        store's or a speaker's end, a rename; the caller holds the store's lock): the
+        database's lock too, which the purge takes, and a marker saying a purge is due,
+        recorded first, so neither a crash nor another process can lose it."""
+        with self.write_lock():
+            self._purges.record()
+            yield
+
+    def purge(self) -> dict[str, float] | None:
+        """Run a due purge now, whatever the oldest marker's age (``store_purge.Purges.run``)."""
+        return self._purges.run(now=True)
 
     def claim(self) -> None:
         """At a server's start: take what writing needs for the process's lifetime
@@ -423,10 +447,13 @@ class Store:
     def release(self) -> None:
         """Give up what this process holds for writing (leases), without waiting for any
         lock: the way out on SIGTERM."""
+        self._purges.stop(wait=False)
         self._coordinator.close()
 
     def close(self) -> None:
+        self._purges.stop()  # first: its purge may be waiting for the lock taken below
         with self._coordinator.local():
+            self._purges.stop(wait=False)  # the one an open finishing meanwhile started
             self._coordinator.close()
             self._ready = False
             self._chunks = None

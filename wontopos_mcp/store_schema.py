@@ -93,16 +93,20 @@ def indexes_on(column: str, indexes: Any) -> list[Any]:
     return [index for index in indexes if index.columns == [column]]
 
 
-def create_indexes(table: Any) -> None:
-    """Scalar indexes for every filter, and BM25 full text (ICU splits CJK words)."""
+def create_indexes(table: Any, *, bitmaps_only: bool = False) -> None:
+    """Scalar indexes for every filter, and BM25 full text (ICU splits CJK words); each
+    replaces the column's index when there is one. ``bitmaps_only``: the bitmap indexes
+    alone (a purge: they keep a key whose rows are all gone)."""
     from lancedb.index import FTS, Bitmap, BTree
 
     # user_id is a bitmap, not a B-tree: at 1M rows a B-tree lookup of a large store
     # materialises every row id (~35 ms per filtered query); the bitmap takes ~2 ms.
-    for column in _BTREE_COLUMNS:
-        table.create_index(column, config=BTree())
     for column in _BITMAP_COLUMNS:
         table.create_index(column, config=Bitmap())
+    if bitmaps_only:
+        return
+    for column in _BTREE_COLUMNS:
+        table.create_index(column, config=BTree())
     table.create_index("text", config=FTS(base_tokenizer="icu", stem=True, remove_stop_words=True))
     table.create_index(CJK_TEXT, config=cjk_index())
 

@@ -37,7 +37,7 @@ class Stores:
             raise InvalidRequestError("user_id is required to delete a store", field="user_id")
         handle = self.registry.resolve(user_id)
         # The store's lock, then the database's (store deletion is a database-wide change).
-        with self.store.write_lock(handle.key), self.store.write_lock():
+        with self.store.write_lock(handle.key), self.store.erasing():
             # Memories first, then the registrations: a crash in between leaves a store
             # that a repeated call finishes deleting, never memories without their store.
             self.commits.remember_last_seq(handle.key)
@@ -96,6 +96,7 @@ class Stores:
             self.registry.require_speaker(handle.key, name, writing=False)
             # Untag first: a crash before the registry delete leaves a registered name
             # with no memories, which a repeated call finishes removing.
-            untagged = self.memories.retag(handle.key, name, None)
-            self.registry.forget_speaker(handle.key, name)
+            with self.store.erasing():
+                untagged = self.memories.retag(handle.key, name, None)
+                self.registry.forget_speaker(handle.key, name)
         return {"user_id": handle.display, "speaker": name, "status": "removed", "memories_untagged": untagged}

@@ -256,7 +256,7 @@ function memoryActions(memory) {
 async function forgetMemory(memory) {
   const sure = await confirmDialog({
     title: "Forget this memory?",
-    body: [memory.content, "It is deleted with everything derived from it; this cannot be undone."],
+    body: [memory.content, "It is deleted with everything derived from it, and within a minute no file of the database holds it; this cannot be undone."],
     confirmLabel: "Forget it",
   });
   if (!sure) return;

@@ -1,0 +1,275 @@
+"""Erasure reaches the disk (SPEC "Memories": forget "reaches the disk"): after every path
+that erases (forget by id or by speaker, store_delete, delete_all, a speaker's merge,
+rename or removal) and the purge bound, no file under the database holds what was
+erased, and no readable old version of any table either.
+
+Each test writes distinctive words where each kind of trace would stay: the text (and
+its stemmed token, what the full-text index keeps), the category and the conversation id
+(bitmap and B-tree keys), the idempotency key (on the memory's rows), a store id, a
+speaker's name. They are looked for lower-cased in the raw bytes of every file and in
+every row of every version ``lance.dataset(path, version=v)`` still opens. The full-text
+index keeps its tokens in a compressed set (an FST) no byte search sees, so its document
+lists are read instead: none may name a row that is not in the table.
+
+The bound is a constructor argument: one second here (the default is SPEC's 60 s), and
+readers get 0.1 s of grace, so each test waits about a second.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lance
+import pytest
+from lance.file import LanceFileReader
+
+from wontopos_mcp.lease import LeaseTiming
+from wontopos_mcp.service import MemoryService
+from wontopos_mcp.store_purge import MARKERS, PurgeTiming
+
+TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
+TEXTS = (f"The {TOKEN} vault code sits behind the blue door.", f"Another {TOKEN} note: the spare key is in the shed.")
+CATEGORY, CONVERSATION, IDEM_KEY = "zcatqq", "zconvqq", "zidemqq"
+TRACES = ("zqxjurpl", CATEGORY, CONVERSATION, IDEM_KEY)
+GONE = "Zorblat"  # a speaker whose name a merge, rename or removal ends
+
+
+@pytest.fixture
+def make_purging(make_service: Callable[..., MemoryService]) -> Callable[..., MemoryService]:
+    """``make_purging(within=1.0, db=None, **store)``: a service whose purges run within
+    ``within`` seconds (``db``: another database, a URI too; ``store``: more ``Store`` arguments)."""
+
+    def make(within: float = 1.0, db: Any = None, **store: Any) -> MemoryService:
+        timing = PurgeTiming(timedelta(seconds=within))
+        return make_service(db=db, store={"purge": timing, "retain": timedelta(seconds=0.1), **store})
+
+    return make
+
+
+@pytest.fixture
+def svc(make_purging: Callable[..., MemoryService]) -> MemoryService:
+    return make_purging()
+
+
+def remember(svc: MemoryService, user_id: str | None = None, speaker: str | None = None) -> list[str]:
+    """Two marked memories among others, indexed the two ways an index can hold a row:
+    the first compacted with the others into one fragment, the second alone in its own
+    fragment (which a delete drops from the table at once, leaving it to the indexes)."""
+    filler = [{"content": f"Filler note {i} about the garden and the weather."} for i in range(12)]
+    svc.memory_add_batch(filler, user_id)
+    ids = []
+    for number, text in enumerate(TEXTS):
+        idem = svc.idempotency(f"{IDEM_KEY}-{number}", text)
+        fields = {"category": CATEGORY, "conversation_id": CONVERSATION, "idempotency": idem}
+        ids.append(svc.memory_add(text, user_id=user_id, speaker=speaker, **fields)["id"])
+        chunks = svc.store.existing_chunks()
+        if number == 0:
+            svc.memory_add_batch([{"content": f"Later note {i} about the river."} for i in range(4)], user_id)
+            svc.store.maintain()  # one fragment, every index holding the first
+        else:
+            chunks.to_lance().optimize.optimize_indices()  # the second indexed in its own fragment
+            chunks.checkout_latest()
+    return ids
+
+
+def purged(svc: MemoryService, timeout: float = 30.0) -> None:
+    """Wait until no purge is due (the markers go with the purge's last commit)."""
+    deadline = time.monotonic() + timeout
+    while svc.store.registry_rows(MARKERS):
+        assert time.monotonic() < deadline, "the purge did not run"
+        time.sleep(0.05)
+
+
+def traces(db: Path, needles: tuple[str, ...]) -> list[str]:
+    """Where any of ``needles`` is still found: a file's raw bytes, a row of a readable
+    version of a table, or a full-text document left of a deleted row."""
+    found = []
+    for path in sorted(p for p in db.rglob("*") if p.is_file()):
+        data = path.read_bytes().lower()
+        found += [f"{path.relative_to(db)}: {n}" for n in needles if n.lower().encode() in data]
+    for table in sorted(db.glob("*.lance")):
+        found += versions_holding(str(table), needles)
+        found += orphan_documents(table, lance.dataset(str(table)))
+    return found
+
+
+def versions_holding(table: str, needles: tuple[str, ...], options: dict[str, str] | None = None) -> list[str]:
+    """Each readable version of ``table`` (a path or URI) whose rows hold a needle."""
+    latest = lance.dataset(table, storage_options=options)
+    columns = [name for name in latest.schema.names if name != "vector"]
+    found = []
+    for version in latest.versions():
+        rows = lance.dataset(table, version=version["version"], storage_options=options)
+        text = json.dumps(rows.to_table(columns=columns).to_pylist(), ensure_ascii=False, default=str).lower()
+        found += [f"{table.rsplit('/', 1)[-1]} v{version['version']}: {n}" for n in needles if n.lower() in text]
+    return found
+
+
+def orphan_documents(table: Path, latest: Any) -> list[str]:
+    """Full-text documents of the latest version whose row is not in it (a deleted row's)."""
+    live = set(latest.to_table(columns=[], with_row_address=True)["_rowaddr"].to_pylist())
+    found = []
+    for index in latest.describe_indices():
+        if index.index_type != "Inverted":
+            continue
+        docs = [table / "_indices" / str(s.uuid) for s in index.segments]
+        files = [f for folder in docs for f in sorted(folder.glob("part_*_docs.lance"))]
+        documents = sum(part.get("num_docs", 0) for part in latest.stats.index_stats(index.name)["indices"])
+        assert files or not documents, f"{index.name}: where are its {documents} documents?"
+        for file in files:
+            rows = set(LanceFileReader(str(file)).read_all().to_table()["_rowid"].to_pylist())
+            found += [f"{table.name} {index.name}: a document of deleted row {row}" for row in sorted(rows - live)]
+    return found
+
+
+def test_forgotten_memories_leave_every_file_and_version(svc: MemoryService, tmp_path: Path) -> None:
+    ids = remember(svc)
+    assert traces(tmp_path / "db", TRACES)  # there before: the search can find them
+    for memory_id in ids:
+        svc.memory_forget(memory_id=memory_id)
+    purged(svc)
+    assert traces(tmp_path / "db", TRACES) == []
+    assert svc.memory_list()["count"] == 16  # what was not forgotten is all there
+    assert len(svc.memory_search("filler note about the garden")["memories"]) == 10
+
+
+def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
+    make_purging: Callable[..., MemoryService], tmp_path: Path
+) -> None:
+    """The upkeep may compact and update the indexes between a forget and its purge: the
+    deleted rows then leave the full-text and B-tree indexes, not the bitmaps' keys."""
+    svc = make_purging(within=600)
+    for memory_id in remember(svc):
+        svc.memory_forget(memory_id=memory_id)
+    svc.memory_add_batch([{"content": f"Newer note {i} about the lake."} for i in range(3)])
+    dataset = svc.store.existing_chunks().to_lance()
+    dataset.optimize.optimize_indices()  # what an upkeep round does: the new rows indexed...
+    dataset.optimize.compact_files(materialize_deletions_threshold=0.0)  # ...and a fragment rewritten
+    left = traces(tmp_path / "db", TRACES)
+    assert any("bitmap" in t and CATEGORY in t for t in left)
+    assert svc.store.purge() is not None
+    assert traces(tmp_path / "db", TRACES) == []
+
+
+def test_a_speakers_forgotten_memories_leave_the_disk(svc: MemoryService, tmp_path: Path) -> None:
+    svc.speaker_register("Bob")
+    remember(svc, speaker="Bob")
+    count = svc.by_speaker("Bob")["records_to_delete"]
+    assert svc.memory_forget(speaker="Bob", confirm_records=count)["deleted"] == 2
+    purged(svc)
+    assert traces(tmp_path / "db", TRACES) == []
+
+
+def test_a_deleted_store_leaves_the_disk_with_its_id(svc: MemoryService, tmp_path: Path) -> None:
+    svc.store_create("zstoreqq")
+    svc.speaker_register(GONE, user_id="zstoreqq")
+    remember(svc, user_id="zstoreqq", speaker=GONE)
+    svc.store_delete("zstoreqq")
+    purged(svc)
+    assert traces(tmp_path / "db", (*TRACES, "zstoreqq", GONE)) == []
+
+
+def test_delete_all_leaves_nothing_of_the_stores_memories(svc: MemoryService, tmp_path: Path) -> None:
+    svc.store_create("alice")
+    remember(svc, user_id="alice")
+    svc.memory_add("A memory of another store stays.")
+    assert svc.delete_all("alice")["deleted"] == 18
+    purged(svc)
+    assert traces(tmp_path / "db", TRACES) == []
+    assert svc.memory_list()["count"] == 1
+
+
+def tagged_by_gone(svc: MemoryService) -> dict[str, Any]:
+    """``GONE``'s marked memories, and a conversation stored in one call with Bob, whose
+    kept first answer names both."""
+    for name in (GONE, "Bob"):
+        svc.speaker_register(name)
+    remember(svc, speaker=GONE)
+    messages = [
+        {"role": "user", "name": GONE, "content": "See you at eight."},
+        {"role": "user", "name": "Bob", "content": "Fine."},
+    ]
+    return svc.memory_add_messages(messages, idempotency=svc.idempotency("k-messages", "both"))
+
+
+def test_a_merged_away_name_leaves_the_disk(svc: MemoryService, tmp_path: Path) -> None:
+    tagged_by_gone(svc)
+    count = svc.by_speaker(GONE)["records_to_delete"]
+    assert svc.speaker_merge(GONE, "Bob", confirm_records=count)["memories_retagged"] == 3
+    purged(svc)
+    assert traces(tmp_path / "db", (GONE,)) == []
+    assert svc.speakers_list()["speakers"][0]["memories"] == 4
+
+
+def test_a_renamed_name_leaves_the_disk_and_replays_name_the_new_one(svc: MemoryService, tmp_path: Path) -> None:
+    first = tagged_by_gone(svc)
+    svc.speaker_rename(GONE, "Zed")
+    purged(svc)
+    assert traces(tmp_path / "db", (GONE,)) == []
+    messages = [
+        {"role": "user", "name": "Zed", "content": "See you at eight."},
+        {"role": "user", "name": "Bob", "content": "Fine."},
+    ]
+    again = svc.memory_add_messages(messages, idempotency=svc.idempotency("k-messages", "both"))
+    assert [r.get("speaker") for r in again["results"]] == ["Zed", "Bob"]
+    assert again == {**first, "results": again["results"], "replayed": True}
+
+
+def test_a_removed_name_leaves_the_disk(svc: MemoryService, tmp_path: Path) -> None:
+    tagged_by_gone(svc)
+    assert svc.speaker_remove(GONE)["memories_untagged"] == 3
+    purged(svc)
+    assert traces(tmp_path / "db", (GONE,)) == []
+    assert svc.memory_list()["count"] == 20  # the memories stay, untagged
+
+
+def test_a_purge_left_due_by_a_stopped_process_runs_before_the_next_first_answer(
+    make_purging: Callable[..., MemoryService], tmp_path: Path
+) -> None:
+    first = make_purging(within=600)  # its purge would come long after the test
+    for memory_id in remember(first):
+        first.memory_forget(memory_id=memory_id)
+    first.close()  # stopped before its bound, the marker still in the database
+    assert traces(tmp_path / "db", TRACES)
+    second = make_purging(within=600)
+    assert second.memory_list()["count"] == 16  # the first answer, after the purge
+    assert traces(tmp_path / "db", TRACES) == []
+    assert second.store.registry_rows(MARKERS) == []
+
+
+def test_on_object_storage_a_leased_replica_purges_every_object_and_version(
+    make_purging: Callable[..., MemoryService], s3_endpoint: str
+) -> None:
+    """The same on S3 (moto's emulator), replicas sharing it under leases: the database
+    lease's holder purges, old versions go by number, and no object under the database
+    (leases included) holds a trace. (The index paths are the local tests'.)"""
+    import boto3
+
+    prefix = f"purge-{uuid.uuid4().hex[:8]}"
+    options = {"endpoint": s3_endpoint, "allow_http": "true", "region": "us-east-1",
+               "aws_access_key_id": "test", "aws_secret_access_key": "test"}  # fmt: skip
+    uri = f"s3://exists/{prefix}"
+    svc = make_purging(db=uri, storage_options=options, writers="leased", lease=LeaseTiming.from_ttl_ms(1000))
+    fields = {"category": CATEGORY, "conversation_id": CONVERSATION, "idempotency": svc.idempotency(IDEM_KEY, "b")}
+    svc.memory_add("A note to keep.")
+    svc.memory_forget(memory_id=svc.memory_add(TEXTS[0], **fields)["id"])
+    purged(svc)
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1",
+                      aws_access_key_id="test", aws_secret_access_key="test")  # fmt: skip
+    found = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="exists", Prefix=prefix):
+        for item in page.get("Contents", []):
+            try:
+                data = s3.get_object(Bucket="exists", Key=item["Key"])["Body"].read().lower()
+            except s3.exceptions.NoSuchKey:  # a lease released meanwhile
+                continue
+            found += [f"{item['Key']}: {n}" for n in TRACES if n.encode() in data]
+    for table in ("chunks", "registry"):
+        found += versions_holding(f"{uri}/{table}.lance", TRACES, options)
+    assert found == []
