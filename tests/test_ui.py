@@ -545,3 +545,45 @@ def test_export_a_store_and_one_speaker_as_jsonl(page: Any, live: LiveServer, ap
     assert speaker_file.value.suggested_filename == "export-Hal.jsonl"
     hal = [json.loads(line) for line in Path(speaker_file.value.path()).read_text(encoding="utf-8").splitlines()]
     assert hal == [memory for memory in everything if memory.get("speaker") == "Hal"]
+
+
+# -- other local web pages cannot write (issue 22) ------------------------------------------------
+
+_FOREIGN_WRITE = """async ([url, type, mode]) => {
+    try {
+        const answer = await fetch(url, {method: "POST", mode, headers: {"Content-Type": type},
+                                         body: JSON.stringify({user_id: "default", content: "planted " + type})});
+        return mode === "no-cors" ? "opaque" : "status " + answer.status;
+    } catch (refused) { return "refused"; }
+}"""
+
+
+def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(
+    browser: Any, embedder: Any, tmp_path: Path
+) -> None:
+    """The attack of issue 22 on a server with no key (the loopback default): a page served
+    from another localhost port posts ``text/plain`` (no preflight) and JSON (preflight)
+    with ``fetch``; nothing is stored. The memory browser's own origin still writes."""
+    with served(tmp_path, embedder) as server:
+        other = f"http://localhost:{server.port + 1}/"  # another origin: another port of localhost
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.route(
+                other, lambda route: route.fulfill(status=200, content_type="text/html", body="<title>x</title>")
+            )
+            page.goto(other)
+            target = f"{server.url}/api/v1/memory/store"
+            for kind in ("text/plain", "application/json"):
+                assert page.evaluate(_FOREIGN_WRITE, [target, kind, "cors"]) == "refused", kind
+                # Chromium may send it and hide the answer, or block it itself: either way no write.
+                assert page.evaluate(_FOREIGN_WRITE, [target, kind, "no-cors"]) in ("opaque", "refused"), kind
+            with httpx.Client(base_url=f"{server.url}/api/v1/memory", timeout=60) as api:
+                listed = api.post("/list", json={"user_id": "default", "limit": 100}).json()
+                assert listed["memories"] == []  # no write reached a handler
+                page.goto(f"{server.url}/ui/")
+                assert page.evaluate(_FOREIGN_WRITE, [target, "application/json", "cors"]) == "status 200"
+                stored = api.post("/list", json={"user_id": "default", "limit": 100}).json()["memories"]
+                assert [m["content"] for m in stored] == ["planted application/json"]
+        finally:
+            context.close()
