@@ -287,8 +287,8 @@ def _propagate(
     store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
     keys: tuple[str, ...] = _KEYS, *, base: str | None = None, neighbours_in_scope: bool = False,
 ) -> dict[str, float]:  # fmt: skip
-    """Each candidate's fused score (its full-text score with its previous memory's
-    added) plus shares of its neighbours' fused scores and of its conversation's best.
+    """Each candidate's fused score plus shares of its neighbours' fused scores (same
+    conversation only) and of its conversation's best.
     ``neighbours_in_scope``: the neighbours that join are in scope too (and get the same
     from the candidates they neighbour), else they only lend score."""
     neighbours, newcomers = _neighbours(store, vector, candidates, context_bm25, keys, base)
