@@ -232,7 +232,7 @@ def _read_line(
     item = {k: memory[k] for k in _IMPORTED if memory.get(k) is not None}
     try:
         fields = json.dumps(scrubbed(item), sort_keys=True, ensure_ascii=False)
-        fields.encode("utf-8")
+        fields.encode("utf-8")  # the check itself: a lone surrogate cannot be encoded, so it is refused here
     except UnicodeEncodeError:
         raise _Unreadable("it holds a lone surrogate escape (such as \\ud800), which is not text") from None
     check_item(item)

@@ -166,8 +166,8 @@ def search_memories(
     ranked = sorted(
         (c for c in candidates.values() if c.in_scope),
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
-    )
-    return _with_memory_fields(store, ranked[:limit])
+    )[:limit]
+    return _with_memory_fields(store, ranked)
 
 
 def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[dict[str, Any], float]]:
@@ -304,12 +304,12 @@ def _propagate(
     for mid, around in neighbours.items():
         for offset, other in around:
             scores[mid] += NEIGHBOUR_WEIGHTS[offset] * candidates[other].fused
+    group = {mid: _conversation_of(mid, c) for mid, c in candidates.items()}
     best: dict[str, float] = {}
     for mid, c in candidates.items():
-        group = _conversation_of(mid, c)
-        best[group] = max(best.get(group, c.fused), c.fused)
-    for mid, c in candidates.items():
-        scores[mid] += SESSION_LIFT * best[_conversation_of(mid, c)]
+        best[group[mid]] = max(best.get(group[mid], c.fused), c.fused)
+    for mid in candidates:
+        scores[mid] += SESSION_LIFT * best[group[mid]]
     return scores
 
 
