@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
-from wontopos_mcp.embeddings import ModelLoader, load_embedder
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
+from wontopos_mcp.storage.adapter import Store
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "tests" / "data"
 SETS = {"dev": "duplicates.json", "heldout": "duplicates_heldout.json"}

@@ -52,7 +52,8 @@ def one_run(src: str, db: str, model_cache: str) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": src}
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin and proc.stdout
+    assert proc.stdin
+    assert proc.stdout
     proc.stdin.write("".join(json.dumps(r) + "\n" for r in REQUESTS).encode())
     proc.stdin.flush()
     listed = answered = 0.0

@@ -28,12 +28,12 @@ from pathlib import Path
 
 from ingest import texts, timed
 
-from wontopos_mcp import commands
-from wontopos_mcp.cli import _parser
+from wontopos_mcp.cli import commands
+from wontopos_mcp.cli.main import _parser
 from wontopos_mcp.config import DEFAULT_MODEL, Settings, default_model_cache
-from wontopos_mcp.embeddings import ModelLoader, load_embedder
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
+from wontopos_mcp.storage.adapter import Store
 
 
 def export_lines(n: int, seed: int) -> list[str]:
@@ -75,7 +75,8 @@ def main() -> None:
             )
         service.close()
         summary = json.loads(out.getvalue())
-        assert code == 0 and summary["stored"] == stored, (code, summary, stored)
+        assert code == 0, (code, summary, stored)
+        assert summary["stored"] == stored, (code, summary, stored)
         imported.append((summary["stored"] / wall, summary["stored"] / cpu))
         print(f"run {run}: add_many {many[-1][0]:.1f}/s, import {imported[-1][0]:.1f}/s (wall)", file=sys.stderr)
     for i, unit in enumerate(("wall-clock", "CPU")):

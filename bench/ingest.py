@@ -28,11 +28,11 @@ from typing import Any
 from long_turns import PERSON, turns
 
 from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
-from wontopos_mcp.embeddings import Embedder, ModelLoader, load_embedder
+from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.library import Memory
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
-from wontopos_mcp.text import chunk_text
+from wontopos_mcp.model.embeddings import Embedder, ModelLoader, load_embedder
+from wontopos_mcp.rules.text import chunk_text
+from wontopos_mcp.storage.adapter import Store
 
 SUBJECTS = ["Bob", "The team", "My sister", "Alice", "The landlord", "Our client", "The doctor", "Grandma"]
 VERBS = ["moved", "booked", "cancelled", "asked about", "paid for", "forgot", "planned", "liked"]

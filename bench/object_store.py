@@ -29,11 +29,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from s3_emulator import S3Emulator  # noqa: E402
+from s3_emulator import S3Emulator
 
-from wontopos_mcp.config import Settings, default_model_cache  # noqa: E402
-from wontopos_mcp.embeddings import DEFAULT_MODEL, ModelLoader, load_embedder  # noqa: E402
-from wontopos_mcp.service import MemoryService  # noqa: E402
+from wontopos_mcp.config import Settings, default_model_cache
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import DEFAULT_MODEL, ModelLoader, load_embedder
 
 STORE = "bench"
 SPEAKER = "Alice"

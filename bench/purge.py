@@ -29,11 +29,11 @@ from typing import Any
 
 from bench.scale import Topics, bulk_load
 from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
-from wontopos_mcp.embeddings import ModelLoader, load_embedder
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
-from wontopos_mcp.store_purge import MARKERS
-from wontopos_mcp.store_schema import create_indexes
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
+from wontopos_mcp.storage.adapter import Store
+from wontopos_mcp.storage.purge import MARKERS
+from wontopos_mcp.storage.schema import create_indexes
 
 TOKEN = "zqxjurple"
 

@@ -21,7 +21,7 @@ import time
 import timeit
 from collections.abc import Callable
 
-from wontopos_mcp.redaction import Redactor, _rules
+from wontopos_mcp.rules.redaction import Redactor, _rules
 
 SIZES = (10_000, 100_000, 500_000)
 PROSE = (

@@ -5,7 +5,7 @@ through the real service (every speaker registered, every turn added with ``spea
 and ``conversation_id=``, in conversation order), then asks each question with the asked
 speaker as the filter and prints R@1, R@5 and MRR (at 10) for three rankings:
 
-* ``vector`` / ``bm25``: ``wontopos_mcp.search.search_memories(mode=...)`` called directly
+* ``vector`` / ``bm25``: ``wontopos_mcp.engine.ranking.search_memories(mode=...)`` called directly
   with the where-clause the service builds (store, speaker, not superseded) and the query
   the service would send (the filtered speaker's name dropped);
 * ``hybrid``: ``service.memory_search(query, speaker=..., limit=10)``, the product.
@@ -13,7 +13,7 @@ speaker as the filter and prints R@1, R@5 and MRR (at 10) for three rankings:
 Per language (native questions), for the cross-language questions, overall, and split by
 whether the gold turn answers the other person's previous turn (what neighbour
 propagation targets). Then the same without a speaker filter, a few ranking ablations
-(module constants of ``wontopos_mcp.search`` changed for one pass, then restored), and
+(module constants of ``wontopos_mcp.engine.ranking`` changed for one pass, then restored), and
 the median query latency per mode over interleaved runs, twice: as loaded (the fragments
 of the last < 50 single adds not yet compacted) and after ``store.maintain()``.
 
@@ -33,13 +33,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from wontopos_mcp import search
 from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
-from wontopos_mcp.embeddings import ModelLoader, load_embedder
-from wontopos_mcp.names import store_key
-from wontopos_mcp.scope import in_store, query_without_name, quote
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine import ranking as search
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
+from wontopos_mcp.rules.names import store_key
+from wontopos_mcp.rules.query_names import query_without_name
+from wontopos_mcp.storage.adapter import Store
+from wontopos_mcp.storage.where import in_store, quote
 
 DATA = Path(__file__).resolve().parent / "data" / "retrieval.json"
 STORE = "retrieval"
@@ -151,7 +152,7 @@ def print_table(title: str, results: dict[str, list[int | None]], questions: lis
 
 @contextmanager
 def patched(**values: Any) -> Iterator[None]:
-    """Change ranking constants of ``wontopos_mcp.search`` for one pass (ablations)."""
+    """Change ranking constants of ``wontopos_mcp.engine.ranking`` for one pass (ablations)."""
     saved = {k: getattr(search, k) for k in values}
     for k, v in values.items():
         setattr(search, k, v)
@@ -242,7 +243,7 @@ def main() -> None:
         ("name dropped in any script", {}, strip_anywhere),
     ]  # fmt: skip
     print("\nhybrid ablations (speaker filter on; search_memories called directly; constants of "
-          "wontopos_mcp.search changed for one pass)")  # fmt: skip
+          "wontopos_mcp.engine.ranking changed for one pass)")  # fmt: skip
     print(f"{'variant':<44}{'R@1':>6}{'R@5':>6}{'MRR':>7}  {'topic<-prev R@1/R@5':>20}  "
           f"{'self-cont. R@1/R@5':>19}  {'ja+zh+ko R@1':>12}")  # fmt: skip
     prev = [i for i, q in enumerate(questions) if q["topic_in_previous_turn"]]

@@ -42,14 +42,15 @@ from typing import Any
 
 import numpy as np
 
-from wontopos_mcp import search
 from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
-from wontopos_mcp.duplicates import restatement_key
-from wontopos_mcp.embeddings import ModelLoader, load_embedder
-from wontopos_mcp.scope import in_store, query_without_name, quote
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
-from wontopos_mcp.text import cjk_text, duplicate_key, importance
+from wontopos_mcp.engine import ranking as search
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
+from wontopos_mcp.rules.query_names import query_without_name
+from wontopos_mcp.rules.restatement import restatement_key
+from wontopos_mcp.rules.text import cjk_text, duplicate_key, importance
+from wontopos_mcp.storage.adapter import Store
+from wontopos_mcp.storage.where import in_store, quote
 
 TARGETS = {  # SPEC/issue targets printed beside the numbers
     "search_p50_ms": {100_000: 30.0, 1_000_000: 80.0},

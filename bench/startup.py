@@ -38,7 +38,8 @@ REQUESTS = [
 def time_to_tools_list(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-    assert proc.stdin and proc.stdout
+    assert proc.stdin
+    assert proc.stdout
     proc.stdin.write("".join(json.dumps(r) + "\n" for r in REQUESTS).encode())
     proc.stdin.flush()
     tools = 0

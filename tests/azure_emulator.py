@@ -19,7 +19,7 @@ from typing import Any
 
 from s3_emulator import LoopbackServer
 
-from wontopos_mcp.object_leases import AZURITE_ACCOUNT, AZURITE_KEY
+from wontopos_mcp.storage.locks.object_leases import AZURITE_ACCOUNT, AZURITE_KEY
 
 AZURITE = "azurite@3.37.0"
 START_TIMEOUT = 120.0  # seconds: a cold npm cache downloads Azurite first

@@ -22,14 +22,14 @@ from hypothesis import HealthCheck, settings
 from s3_emulator import S3Emulator
 from support import Gate, LibraryFace, ServiceFace, SteppableClock
 
-from wontopos_mcp.embeddings import (
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import (
     DEFAULT_MODEL,
     FastEmbedEmbedder,
     ModelLoader,
     load_embedder,
 )
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.storage.adapter import Store
 
 # STYLE: few, reproducible examples, no deadline (2 cores, a real model and database).
 settings.register_profile(
@@ -50,7 +50,7 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in list(os.environ):
         if name.startswith("WONTOPOS_"):
             monkeypatch.delenv(name, raising=False)
-    yield
+    return
 
 
 @pytest.fixture(scope="session")

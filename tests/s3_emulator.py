@@ -12,6 +12,7 @@ LanceDB's commits and our lease rely on), so races against it are real races.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -83,7 +84,7 @@ class LoopbackServer:
             try:
                 self.answer()
                 return
-            except Exception:  # not listening yet: connection refused, reset, ...
+            except Exception:  # noqa: BLE001 - not listening yet: connection refused, reset, a bad status line ...
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{self.name} did not answer within {self.start_timeout:.0f} s") from None
                 time.sleep(0.1)
@@ -92,10 +93,8 @@ class LoopbackServer:
         """Kill the server (nothing of its state is worth a graceful stop) and reap it."""
         if self._process is not None and self._process.poll() is None:
             if self.own_group:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self._process.pid, signal.SIGKILL)  # the group this process started
-                except ProcessLookupError:
-                    pass
             else:
                 self._process.kill()
             self._process.wait(timeout=15)

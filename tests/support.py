@@ -33,15 +33,16 @@ from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.types import CallToolResult
 
-from wontopos_mcp import Memory, commands
-from wontopos_mcp.cli import _parser
+from wontopos_mcp import Memory
+from wontopos_mcp.cli import commands
+from wontopos_mcp.cli.main import _parser
 from wontopos_mcp.config import Settings
-from wontopos_mcp.embeddings import ModelLoader
+from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import WontoposError
-from wontopos_mcp.http_app import build_app
-from wontopos_mcp.http_server import server_config
-from wontopos_mcp.mcp_server import build_server
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.http.app import build_app
+from wontopos_mcp.http.server import server_config
+from wontopos_mcp.mcp.server import build_server
+from wontopos_mcp.model.embeddings import ModelLoader
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -85,11 +86,13 @@ def error_body(body: dict[str, Any], status: int, type: str | None = None, **fie
     """``body`` is SPEC's error body (``{"type": "error", "status", "error": {...}}``) with
     this status, error type (unless None), a message and these fields; return ``error``.
     Every face's refusals are checked by this one function."""
-    assert body["type"] == "error" and body["status"] == status, body
+    assert body["type"] == "error", body
+    assert body["status"] == status, body
     error = body["error"]
     if type is not None:
         assert error["type"] == type, body
-    assert isinstance(error["message"], str) and error["message"], body
+    assert isinstance(error["message"], str), body
+    assert error["message"], body
     for key, value in fields.items():
         assert error.get(key) == value, f"{key}: {error.get(key)!r} != {value!r} in {body!r}"
     return error
@@ -147,7 +150,8 @@ def walk_by_speaker(
         assert page["returned"] == len(page["memories"])
         seen += page["memories"]
         if not page["has_more"]:
-            assert page["next_before"] is None and page["next_skip_ids"] == []
+            assert page["next_before"] is None
+            assert page["next_skip_ids"] == []
             return seen
         assert page["returned"] == limit
         before, skip = page["next_before"], page["next_skip_ids"]
@@ -295,7 +299,7 @@ def settings_for(folder: Path, *, api_key: str | None = None, **overrides: Any) 
 
 
 def open_service(settings: Settings, embedder: Any = None, *, models: ModelLoader | None = None, **kwargs: Any):
-    """The service a server builds from ``settings``, with the session's model (or ``models``)."""
+    """The service a server builds from ``settings``, with the session's model (or ``answers``)."""
     loader = models if models is not None else ModelLoader.of(embedder)
     return MemoryService.open(settings, models=loader, **kwargs)
 
@@ -385,7 +389,8 @@ class Session:
         result = await self.client.call_tool(name, arguments or {})
         payload = result.structured_content
         assert isinstance(payload, dict), f"{name}: no structured content: {result.content}"
-        assert len(result.content) == 1 and result.content[0].type == "text"
+        assert len(result.content) == 1
+        assert result.content[0].type == "text"
         assert json.loads(result.content[0].text) == payload, f"{name}: text and structured content differ"
         if name in self.validators:
             errors = [e.message for e in self.validators[name].iter_errors(payload)]
@@ -438,7 +443,7 @@ class _Server(uvicorn.Server):
 
 class LiveServer:
     """``with LiveServer(app) as live: live.url``: real uvicorn on 127.0.0.1, a free port,
-    configured as the CLI configures it (``http_server.server_config``) from ``settings``."""
+    configured as the CLI configures it (``http.server.server_config``) from ``settings``."""
 
     def __init__(self, app: Any, settings: Settings | None = None) -> None:
         self.app = app

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from support import SteppableClock, error_body, mcp_session, refused
 
-from wontopos_mcp.dates import format_us, to_us
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.rules.dates import format_us, to_us
 
 
 def _at(clock: SteppableClock, **delta: float) -> str:
@@ -48,7 +48,8 @@ def test_each_moment_answers_the_version_current_then(budget: dict[str, Any]) ->
         answer = svc.memory_search("marketing budget", speaker="Bob", as_of=budget[day])
         budgets = [m for m in answer["memories"] if "budget" in m["content"]]
         assert [m["content"] for m in budgets] == [f"The marketing budget is {expected}"], day
-        assert budgets[0]["is_superseded"] is False and "superseded_by" not in budgets[0]  # as it stood then
+        assert budgets[0]["is_superseded"] is False
+        assert "superseded_by" not in budgets[0]
     first_day = svc.memory_search("office plants", as_of=budget["day1"])
     assert "The office plants need water on Mondays" not in _contents(first_day)  # stored later: not there
 
@@ -59,7 +60,8 @@ def test_include_superseded_at_a_moment_shows_the_versions_replaced_by_then(budg
     states = {m["content"]: m for m in answer["memories"] if "budget" in m["content"]}
     assert set(states) == {"The marketing budget is 10k", "The marketing budget is 12k"}
     old = states["The marketing budget is 10k"]
-    assert old["is_superseded"] is True and old["superseded_by"] == budget["second"]
+    assert old["is_superseded"] is True
+    assert old["superseded_by"] == budget["second"]
     assert old["superseded_at"] == svc.memory_get(budget["second"])["memory"]["created_at"]
     assert states["The marketing budget is 12k"]["is_superseded"] is False  # superseded only on day 3
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from support import error_body, mcp_session, refused
 
-from wontopos_mcp.budget import fit
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.rules.budget import fit
 
 FACTS = [
     "Bob's flight to Lisbon leaves on Friday at nine",
@@ -43,33 +43,41 @@ def test_fit_keeps_a_prefix_and_at_least_one() -> None:
 
 def test_a_budget_keeps_the_best_first_prefix_that_fits(trip: MemoryService) -> None:
     full = trip.memory_search("Bob's trip to Lisbon", limit=5)
-    assert len(full["memories"]) == 5 and "truncated" not in full
+    assert len(full["memories"]) == 5
+    assert "truncated" not in full
     sizes = _sizes(full["memories"])
     budget = sizes[0] + sizes[1] + 1
     cut = trip.memory_search("Bob's trip to Lisbon", limit=5, max_chars=budget)
     assert [m["id"] for m in cut["memories"]] == [m["id"] for m in full["memories"][:2]]
-    assert sum(_sizes(cut["memories"])) <= budget and cut["truncated"] is True
+    assert sum(_sizes(cut["memories"])) <= budget
+    assert cut["truncated"] is True
     roomy = trip.memory_search("Bob's trip to Lisbon", limit=5, max_chars=sum(sizes))
-    assert roomy["memories"] == full["memories"] and "truncated" not in roomy
+    assert roomy["memories"] == full["memories"]
+    assert "truncated" not in roomy
 
 
 def test_a_budget_smaller_than_one_memory_still_answers_the_best(trip: MemoryService) -> None:
     best = trip.memory_search("Bob's trip to Lisbon", limit=5)["memories"][0]
     cut = trip.memory_search("Bob's trip to Lisbon", limit=5, max_chars=1)
-    assert cut["memories"] == [best] and cut["truncated"] is True
+    assert cut["memories"] == [best]
+    assert cut["truncated"] is True
 
 
 def test_recall_spends_the_budget_on_memories_then_context_lines(trip: MemoryService) -> None:
     full = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10)
     memories, lines = full["long_term"]["memories"], full["context"]["around_top_memory"]
-    assert len(memories) == 5 and len(lines) == 5 and "truncated" not in full
+    assert len(memories) == 5
+    assert len(lines) == 5
+    assert "truncated" not in full
     budget = sum(_sizes(memories)) + len(lines[0]) + len(lines[1])
     cut = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10, max_chars=budget)
     assert cut["long_term"]["memories"] == memories
-    assert cut["context"]["around_top_memory"] == lines[:2] and cut["truncated"] is True
+    assert cut["context"]["around_top_memory"] == lines[:2]
+    assert cut["truncated"] is True
     assert cut["short_term"] == full["short_term"]  # the recent turns are not budgeted
     tiny = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10, max_chars=1)
-    assert tiny["long_term"]["memories"] == memories[:1] and tiny["context"]["around_top_memory"] == []
+    assert tiny["long_term"]["memories"] == memories[:1]
+    assert tiny["context"]["around_top_memory"] == []
 
 
 @pytest.mark.parametrize("bad", [0, -5, 200_001, "100", True, 1.5, [10]])
@@ -84,10 +92,12 @@ def test_a_bad_budget_is_refused_before_anything_else(trip: MemoryService, bad: 
 async def test_mcp_search_and_recall_take_the_budget(trip: MemoryService) -> None:
     async with mcp_session(trip) as session:
         cut = await session.call("memory_search", {"query": "Bob's trip to Lisbon", "max_chars": 1})
-        assert not cut.is_error and len(cut.structured_content["memories"]) == 1
+        assert not cut.is_error
+        assert len(cut.structured_content["memories"]) == 1
         assert cut.structured_content["truncated"] is True
         recalled = await session.call("memory_recall", {"query": "Lisbon", "max_chars": 1})
-        assert not recalled.is_error and recalled.structured_content["truncated"] is True
+        assert not recalled.is_error
+        assert recalled.structured_content["truncated"] is True
         refused_call = await session.call("memory_search", {"query": "trip", "max_chars": 0})
         assert refused_call.is_error
         error_body(refused_call.structured_content, 400, "invalid_request_error", field="max_chars")

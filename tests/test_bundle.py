@@ -34,7 +34,8 @@ except ImportError:  # Python 3.10
 SCRIPT = REPO / "scripts" / "build_mcpb.py"
 MANIFEST_PATH = REPO / "scripts" / "mcpb" / "manifest.json"
 _spec = importlib.util.spec_from_file_location("build_mcpb", SCRIPT)
-assert _spec is not None and _spec.loader is not None
+assert _spec is not None
+assert _spec.loader is not None
 build_mcpb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_mcpb)
 
@@ -239,7 +240,8 @@ def test_the_version_is_one_in_the_package_the_manifest_and_server_json() -> Non
 
 def test_the_manifest_names_and_describes_the_pinned_tools() -> None:
     names = [tool["name"] for tool in _manifest()["tools"]]
-    assert len(names) == len(set(names)) and set(names) == TOOLS
+    assert len(names) == len(set(names))
+    assert set(names) == TOOLS
     assert all(tool["description"].strip() for tool in _manifest()["tools"])
 
 
@@ -305,11 +307,12 @@ def test_the_bundle_holds_what_its_entry_point_needs_and_nothing_the_spec_forbid
         }
         entry = _manifest()["server"]["entry_point"]
         assert names == {"manifest.json", "pyproject.toml", "README.md", entry} | package
-        assert "wontopos_mcp/ui/index.html" in names and "wontopos_mcp/cli.py" in names
+        assert "wontopos_mcp/http/ui/index.html" in names
+        assert "wontopos_mcp/cli/main.py" in names
         assert not any(n.startswith(("server/lib/", "server/venv/", ".venv/")) or n.endswith(".pyc") for n in names)
         assert json.loads(bundle.read("manifest.json")) == _manifest()
         assert bundle.read(entry) == (build_mcpb.SOURCE / entry).read_bytes()
-        assert bundle.read("wontopos_mcp/cli.py") == (REPO / "wontopos_mcp/cli.py").read_bytes()
+        assert bundle.read("wontopos_mcp/cli/main.py") == (REPO / "wontopos_mcp/cli/main.py").read_bytes()
         bundled = tomllib.loads(bundle.read("pyproject.toml").decode())
     ours = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     assert set(bundled["project"]["optional-dependencies"]) == set(ours["project"]["optional-dependencies"]) - {"test"}
@@ -341,7 +344,8 @@ def test_a_pyproject_without_the_test_extra_to_drop_is_refused() -> None:
 def test_dropping_the_test_extra_keeps_every_other_line() -> None:
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     trimmed = build_mcpb.bundle_pyproject(text)
-    assert "playwright" in text and "playwright" not in trimmed
+    assert "playwright" in text
+    assert "playwright" not in trimmed
     assert set(trimmed.splitlines()) <= set(text.splitlines())
 
 

@@ -24,9 +24,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import SteppableClock, all_memories, walk_by_speaker
 
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.storage.adapter import Store
 
 CAPS = (8, 64, 1024)
 TOPICS = ("the garden", "a budget", "the trip", "dinner plans", "a book", "the car")
@@ -105,7 +105,8 @@ def assert_pages_match(svc: MemoryService, store: str, speaker: str, limit: int)
         start += len(want)
         assert page["has_more"] == (start < len(expected))
         if not page["has_more"]:
-            assert page["next_before"] is None and page["next_skip_ids"] == []
+            assert page["next_before"] is None
+            assert page["next_skip_ids"] == []
             return
         last = want[-1]["created_at"]
         assert page["next_before"] == last
@@ -222,10 +223,12 @@ def test_a_speaker_with_no_memories_has_an_empty_last_page(
         for name in ("Ben", "Cid"):  # never said anything; said something, since forgotten
             for before, skip in ((None, None), (stamp(clock.now), [gone])):
                 page = reader.by_speaker(name, limit=5, before=before, skip_ids=skip, user_id=store)
-                assert page["memories"] == [] and page["returned"] == 0
+                assert page["memories"] == []
+                assert page["returned"] == 0
                 assert page["chunks"] == page["records_to_delete"] == 0
                 assert page["has_more"] is False
-                assert page["next_before"] is None and page["next_skip_ids"] == []
+                assert page["next_before"] is None
+                assert page["next_skip_ids"] == []
 
 
 def test_what_a_service_remembers_of_a_speaker_never_changes_the_answer(

@@ -9,7 +9,7 @@ operation with a verb on every face, its library verb is a method of ``Memory`` 
 the official SDK's ``Client``, and its CLI spelling parses with the CLI's own parser.
 Then each face is driven as its callers drive it: the MCP server through the SDK's
 in-memory client, REST through the official ``wontopos`` SDK on a live loopback server,
-the library through ``Memory``, the CLI through its parser and ``commands.run``.
+the library through ``Memory``, the CLI through its parser and ``cli.commands.run``.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ import wontopos
 from support import KEY, command_runner, mcp_session, refused, served
 
 from wontopos_mcp import Memory
-from wontopos_mcp.cli import _parser
+from wontopos_mcp.cli.main import _parser
 from wontopos_mcp.contract import OPERATIONS, operation
+from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import Fix, InvalidRequestError
-from wontopos_mcp.service import MemoryService
 from wontopos_mcp.verbs import FACES, render, speak, verb
 
 PACKAGE = Path(__file__).resolve().parent.parent / "wontopos_mcp"
@@ -81,7 +81,8 @@ def test_every_fix_has_a_verb_on_every_face_that_the_face_really_has(op: str) ->
     assert words[0] == "wontopos-mcp"
     parsed = vars(_parser(words[1:]).parse_args(words[1:]))
     command = " ".join(w for w in (parsed["command"], parsed.get("action")) if w)
-    assert operation(op).cli is not None and operation(op).cli.startswith(command)
+    assert operation(op).cli is not None
+    assert operation(op).cli.startswith(command)
     assert {str(value) for _, value in fix.args} <= {str(v) for v in parsed.values()}, (words, parsed)
 
 
@@ -128,7 +129,8 @@ async def test_mcp_fixes_name_the_tools_and_every_404_carries_field(service: Mem
         assert "Register it first: speaker_register(speaker='Carol', user_id='alice')" in error["message"]
         error = await mcp.refused("speakers_list", {"user_id": "nobody"}, status=404, type="not_found_error",
                                   field="user_id")  # fmt: skip
-        assert error["user_id"] == "nobody" and "store_create(user_id='nobody')" in error["message"]
+        assert error["user_id"] == "nobody"
+        assert "store_create(user_id='nobody')" in error["message"]
         error = await mcp.refused("by_speaker", {"speaker": "Nobody", "user_id": "alice"}, status=404,
                                   type="not_found_error", field="speaker")  # fmt: skip
         assert error["speaker"] == "Nobody"
@@ -159,7 +161,8 @@ def sdk(live: Any) -> Iterator[wontopos.Client]:
 def test_rest_fixes_name_the_sdk_methods_never_a_tool(sdk: wontopos.Client) -> None:
     with pytest.raises(wontopos.NotFoundError) as missing:
         sdk.list_speakers(user_id="nobody")
-    assert missing.value.details["field"] == "user_id" and missing.value.details["user_id"] == "nobody"
+    assert missing.value.details["field"] == "user_id"
+    assert missing.value.details["user_id"] == "nobody"
     assert "create it first with create_store(user_id='nobody')" in missing.value.message
     sdk.create_store("rest_store")
     with pytest.raises(wontopos.BadRequestError) as unregistered:
@@ -238,8 +241,11 @@ def test_cli_fixes_name_its_commands_never_a_tool(make_service: Any, capsys: pyt
     assert wontopos("stores", "create", "alice")[0] == 0
     assert wontopos("speakers", "add", "Ana", "--user", "alice")[0] == 0
     code, _, err = wontopos("speakers", "add", "Ben Ng", "--user", "alice")
-    assert code == 1 and "remove one with wontopos-mcp speakers remove NAME --user alice before" in err
+    assert code == 1
+    assert "remove one with wontopos-mcp speakers remove NAME --user alice before" in err
     code, _, err = wontopos("memories", "list", "--user", "alice", "--cursor", "not-a-cursor")
-    assert code == 1 and "from an earlier wontopos-mcp memories list" in err
+    assert code == 1
+    assert "from an earlier wontopos-mcp memories list" in err
     code, _, err = wontopos("memories", "get", "nope", "--user", "alice")
-    assert code == 1 and "memory 'nope' does not exist" in err
+    assert code == 1
+    assert "memory 'nope' does not exist" in err

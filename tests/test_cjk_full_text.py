@@ -18,12 +18,12 @@ from typing import Any
 
 import pytest
 
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.scope import in_store, memories_in, quote
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
-from wontopos_mcp.store_search import full_text_query
-from wontopos_mcp.text import CJK_TEXT_SQL, chunk_text, cjk_text
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.rules.text import CJK_TEXT_SQL, chunk_text, cjk_text
+from wontopos_mcp.storage.adapter import Store
+from wontopos_mcp.storage.chunk_search import full_text_query
+from wontopos_mcp.storage.where import in_store, memories_in, quote
 
 STORE = "cjk"
 KO_BUSAN = "어제 부산에서 친구를 만났어요."
@@ -89,7 +89,8 @@ def test_the_speaker_filter_stays_exact_with_the_bigram_signal(said: tuple[Memor
     assert matched(svc.store, "부산", "Yuki") == []
     for speaker, expected in (("Min-jun", 2), ("Yuki", 3), ("Sora", 1)):
         got = svc.memory_search("부산에서 뭐 했어?", speaker=speaker, user_id=STORE, limit=10)["memories"]
-        assert len(got) == expected and all(m["speaker"] == speaker for m in got)
+        assert len(got) == expected
+        assert all(m["speaker"] == speaker for m in got)
     top = svc.memory_search("부산", speaker="Min-jun", user_id=STORE, limit=5)["memories"][:1]
     assert [m["id"] for m in top] == [ids[KO_BUSAN]]
 
@@ -114,14 +115,17 @@ def test_forgotten_and_superseded_memories_lend_their_cjk_words_nothing(tmp_path
     gone = svc.memory_add(KO_BUSAN, user_id=STORE)["id"]
     old = svc.memory_add(JA_OSAKA, user_id=STORE)["id"]
     svc.memory_add("The kitchen is painted pale green.", user_id=STORE)
-    assert matched(svc.store, "부산") == [gone] and matched(svc.store, "大阪") == [old]
+    assert matched(svc.store, "부산") == [gone]
+    assert matched(svc.store, "大阪") == [old]
     svc.memory_forget(gone, user_id=STORE)
     new = svc.memory_supersede(old, "先週、名古屋城を見に行きました。", user_id=STORE)["id"]
-    assert matched(svc.store, "부산") == [] and matched(svc.store, "大阪") == []
+    assert matched(svc.store, "부산") == []
+    assert matched(svc.store, "大阪") == []
     assert matched(svc.store, "名古屋") == [new]
     for query in ("부산", "大阪"):
         got = svc.memory_search(query, user_id=STORE, limit=10)["memories"]
-        assert gone not in {m["id"] for m in got} and old not in {m["id"] for m in got}
+        assert gone not in {m["id"] for m in got}
+        assert old not in {m["id"] for m in got}
     svc.close()
 
 
@@ -145,10 +149,13 @@ def test_a_table_from_before_the_bigram_column_is_upgraded_on_open(tmp_path: Pat
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
     table = svc.store.existing_chunks()
     kinds = {tuple(ix.columns): ix.index_type for ix in table.list_indices()}
-    assert kinds[("cjk_text",)] == "FTS" and kinds[("text",)] == "FTS"
+    assert kinds[("cjk_text",)] == "FTS"
+    assert kinds[("text",)] == "FTS"
     rows = svc.store.rows(in_store(STORE), columns=("memory_id", "text", "cjk_text"))
-    assert len(rows) >= 4 and all(r["cjk_text"] == cjk_text(r["text"]) for r in rows)
-    assert matched(svc.store, "부산") == [old] and matched(svc.store, "해운대", "Min-jun") == [old]
+    assert len(rows) >= 4
+    assert all(r["cjk_text"] == cjk_text(r["text"]) for r in rows)
+    assert matched(svc.store, "부산") == [old]
+    assert matched(svc.store, "해운대", "Min-jun") == [old]
     assert matched(svc.store, "kitchen") == [english]
     new = svc.memory_add("요즘 부산 날씨가 좋아요.", user_id=STORE)["id"]
     assert set(matched(svc.store, "부산")) == {old, new}
@@ -202,4 +209,5 @@ def test_an_odd_cjk_query_is_a_plain_query(
         matched(svc.store, query)
         got = svc.memory_search(query, speaker="Yuki", user_id=STORE, limit=5)["memories"]
     assert not [r for r in caplog.records if "full-text search failed" in r.getMessage()]
-    assert len(got) == 3 and all(m["speaker"] == "Yuki" for m in got)
+    assert len(got) == 3
+    assert all(m["speaker"] == "Yuki" for m in got)

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from support import REPO, command_runner
 
-from wontopos_mcp import commands
-from wontopos_mcp.cli import _parser
+from wontopos_mcp.cli import commands
+from wontopos_mcp.cli.main import _parser
 from wontopos_mcp.config import Settings
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 
 @pytest.fixture
@@ -53,9 +53,11 @@ def test_stores_create_takes_the_name_and_the_old_user_flag_still_works(wontopos
     assert wontopos("stores", "create", "alice") == (0, "alice: exists\n", "")
     assert wontopos("stores", "create", "--user", "bob")[:2] == (0, "bob: created\n")
     code, out, err = wontopos("stores", "create", "carol", "--user", "dave")
-    assert (code, out) == (1, "") and "two store names" in err
+    assert (code, out) == (1, "")
+    assert "two store names" in err
     code, _, err = wontopos("stores", "create")
-    assert code == 1 and "wontopos-mcp stores create NAME" in err
+    assert code == 1
+    assert "wontopos-mcp stores create NAME" in err
     listed = json.loads(wontopos("stores", "list", "--json")[1])
     assert [s["user_id"] for s in listed["stores"]] == ["default", "alice", "bob"]
 
@@ -89,9 +91,13 @@ def test_stores_delete_yes_does_not_ask_and_an_unknown_store_is_refused(
     service.store_create("temp")
     _answer(monkeypatch, "")  # nobody to answer: --yes must not ask
     code, out, err = wontopos("stores", "delete", "temp", "--yes", "--json")
-    assert code == 0 and err == "" and json.loads(out) == {"user_id": "temp", "status": "deleted"}
+    assert code == 0
+    assert err == ""
+    assert json.loads(out) == {"user_id": "temp", "status": "deleted"}
     code, _, err = wontopos("stores", "delete", "temp", "--yes")
-    assert code == 1 and "store 'temp' does not exist" in err and "stores create temp" in err
+    assert code == 1
+    assert "store 'temp' does not exist" in err
+    assert "stores create temp" in err
 
 
 def test_deleting_the_default_store_says_it_is_emptied(
@@ -100,7 +106,8 @@ def test_deleting_the_default_store_says_it_is_emptied(
     service.memory_add("A fact")
     _answer(monkeypatch, "yes\n")
     code, _, err = wontopos("stores", "delete", "default")
-    assert code == 0 and "empty the default store, forgetting its 1 memory and 0 speakers?" in err
+    assert code == 0
+    assert "empty the default store, forgetting its 1 memory and 0 speakers?" in err
     assert service.memory_list()["count"] == 0
 
 
@@ -116,18 +123,21 @@ def test_memories_list_get_and_forget(wontopos: Any, service: MemoryService) -> 
 
     code, out, _ = wontopos("memories", "list", "--user", "alice")
     lines = out.splitlines()
-    assert code == 0 and [line.split("  ")[0] for line in lines] == [first["id"], second["id"], newer["id"]]
-    assert lines[0].endswith("[Bob] Bob's train leaves at 8  (superseded)") and lines[1].endswith(
-        "[me] I will book the taxi"
-    )
+    assert code == 0
+    assert [line.split("  ")[0] for line in lines] == [first["id"], second["id"], newer["id"]]
+    assert lines[0].endswith("[Bob] Bob's train leaves at 8  (superseded)")
+    assert lines[1].endswith("[me] I will book the taxi")
 
     code, out, _ = wontopos("memories", "list", "--user", "alice", "--speaker", "Bob", "--json")
     said = json.loads(out)
-    assert code == 0 and [m["id"] for m in said["memories"]] == [newer["id"], first["id"]]  # newest first
+    assert code == 0
+    assert [m["id"] for m in said["memories"]] == [newer["id"], first["id"]]
     assert said["has_more"] is False
 
     code, out, _ = wontopos("memories", "get", second["id"], "--user", "alice")
-    assert code == 0 and f"id: {second['id']}" in out.splitlines() and "content: I will book the taxi" in out
+    assert code == 0
+    assert f"id: {second['id']}" in out.splitlines()
+    assert "content: I will book the taxi" in out
     assert (
         json.loads(wontopos("memories", "get", second["id"], "--user", "alice", "--json")[1])["memory"]["speaker"]
         == "me"
@@ -137,7 +147,8 @@ def test_memories_list_get_and_forget(wontopos: Any, service: MemoryService) -> 
         0, f"forgot memory {second['id']} in 'alice'\n",
     )  # fmt: skip
     code, _, err = wontopos("memories", "forget", second["id"], "--user", "alice")
-    assert code == 1 and "does not exist" in err
+    assert code == 1
+    assert "does not exist" in err
 
 
 def test_a_list_longer_than_its_limit_says_how_to_go_on_and_that_command_works(
@@ -147,17 +158,22 @@ def test_a_list_longer_than_its_limit_says_how_to_go_on_and_that_command_works(
     service.speaker_register("Bob", user_id="many")
     stored = [service.memory_add(f"Fact number {i}", speaker="Bob", user_id="many")["id"] for i in range(5)]
     code, out, err = wontopos("memories", "list", "--user", "many", "--limit", "3")
-    assert code == 0 and [line.split("  ")[0] for line in out.splitlines()] == stored[:3]
+    assert code == 0
+    assert [line.split("  ")[0] for line in out.splitlines()] == stored[:3]
     assert err.startswith("wontopos-mcp: more: wontopos-mcp memories list --user many --cursor ")
     more = shlex.split(err.removeprefix("wontopos-mcp: more: "))
     code, out, err = wontopos(*more[1:])
-    assert (code, err) == (0, "") and [line.split("  ")[0] for line in out.splitlines()] == stored[3:]
+    assert (code, err) == (0, "")
+    assert [line.split("  ")[0] for line in out.splitlines()] == stored[3:]
 
     code, out, err = wontopos("memories", "list", "--user", "many", "--speaker", "Bob", "--limit", "2")
-    assert code == 0 and [line.split("  ")[0] for line in out.splitlines()] == stored[::-1][:2]
+    assert code == 0
+    assert [line.split("  ")[0] for line in out.splitlines()] == stored[::-1][:2]
     assert "raise --limit" in err
     code, out, err = wontopos("memories", "list", "--user", "many", "--speaker", "Bob", "--limit", "30")
-    assert code == 0 and err == "" and len(out.splitlines()) == 5
+    assert code == 0
+    assert err == ""
+    assert len(out.splitlines()) == 5
 
 
 # -- info and help --------------------------------------------------------------------------------------
@@ -177,24 +193,33 @@ def test_info_names_the_database_its_size_stores_and_model_state(
 
     code, out = info(model_cache)  # the session's cache, converted by the first test that needed the model
     answer = json.loads(out)
-    assert code == 0 and answer["db"] == db and answer["stores"] == ["default", "alice"]
-    assert answer["size_bytes"] > 0 and answer["model"] == "multilingual-e5-small-q4"
-    assert answer["model_converted"] is True and answer["model_mismatch"] is None
+    assert code == 0
+    assert answer["db"] == db
+    assert answer["stores"] == ["default", "alice"]
+    assert answer["size_bytes"] > 0
+    assert answer["model"] == "multilingual-e5-small-q4"
+    assert answer["model_converted"] is True
+    assert answer["model_mismatch"] is None
 
     code, out = info(tmp_path / "empty-cache")
-    assert code == 0 and f"database      {db}\n" in out and "stores        2: default, alice\n" in out
-    assert "not converted yet" in out and "size on disk  " in out
+    assert code == 0
+    assert f"database      {db}\n" in out
+    assert "stores        2: default, alice\n" in out
+    assert "not converted yet" in out
+    assert "size on disk  " in out
     assert not (tmp_path / "empty-cache").exists()  # info converts nothing
 
 
 def test_help_shows_examples_and_the_database_a_run_would_use(tmp_path: Path) -> None:
     done = _process(tmp_path, "--help", WONTOPOS_DB=str(tmp_path / "from-env"))
     assert done.returncode == 0
-    assert "examples:\n  wontopos-mcp " in done.stdout and "wontopos-mcp stores create alice" in done.stdout
+    assert "examples:\n  wontopos-mcp " in done.stdout
+    assert "wontopos-mcp stores create alice" in done.stdout
     assert f"database: {tmp_path / 'from-env'} (from WONTOPOS_DB;" in done.stdout
     done = _process(tmp_path, "--db", str(tmp_path / "flag"), "stores", "delete", "--help")
     assert "example:\n  wontopos-mcp stores delete alice --yes" in done.stdout
-    assert f"database: {tmp_path / 'flag'} (from --db;" in done.stdout and "--yes" in done.stdout
+    assert f"database: {tmp_path / 'flag'} (from --db;" in done.stdout
+    assert "--yes" in done.stdout
 
 
 # -- argument errors come first -------------------------------------------------------------------------
@@ -218,4 +243,5 @@ def test_a_bad_argument_stops_at_once_before_any_database_or_model(
     done = _process(tmp_path, *argv, WONTOPOS_DB=str(db), WONTOPOS_MODEL_CACHE=str(cache))
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"wontopos-mcp: {message}\n"
-    assert not db.exists() and not cache.exists()  # nothing opened, nothing converted
+    assert not db.exists()
+    assert not cache.exists()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support import REPO, command_runner
 
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 
 @pytest.fixture
@@ -51,9 +51,15 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
 
     assert wontopos("stores", "create", "--user", "copy")[0] == 0
     code, out, _ = wontopos("import", str(export), "--user", "copy", "--json")
-    assert code == 0 and json.loads(out) == {
-        "user_id": "copy", "lines": 3, "stored": 3, "already_there": 0, "duplicates": 0, "skipped": [],
-    }  # fmt: skip
+    assert code == 0
+    assert json.loads(out) == {
+        "user_id": "copy",
+        "lines": 3,
+        "stored": 3,
+        "already_there": 0,
+        "duplicates": 0,
+        "skipped": [],
+    }
     # Run again: every line's idempotency key is found, nothing is stored twice.
     rerun = json.loads(wontopos("import", str(export), "--user", "copy", "--json")[1])
     assert (rerun["stored"], rerun["already_there"]) == (0, 3)
@@ -66,12 +72,15 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
     ]  # an import keeps when a memory was stored
     old = next(m for m in copied if m["content"].endswith("at 8"))
     new = next(m for m in copied if m["content"].endswith("at 9"))
-    assert old["superseded_by"] == new["id"] and new["category"] == "travel"
+    assert old["superseded_by"] == new["id"]
+    assert new["category"] == "travel"
 
     code, out, _ = wontopos("speakers", "list", "--user", "copy")
-    assert code == 0 and out.startswith("Bob\t2 memories\t")
+    assert code == 0
+    assert out.startswith("Bob\t2 memories\t")
     code, out, _ = wontopos("search", "when does the train leave?", "--user", "copy", "--speaker", "Bob")
-    assert code == 0 and out.splitlines()[0].endswith("[Bob] Bob's train leaves at 9")
+    assert code == 0
+    assert out.splitlines()[0].endswith("[Bob] Bob's train leaves at 9")
     stats = json.loads(wontopos("stats", "--user", "copy", "--json")[1])
     assert stats | {"user_id": "copy"} == {
         "user_id": "copy", "memories": 3, "current": 2, "superseded": 1, "speakers": 1, "speaker_limit": 50,
@@ -92,9 +101,12 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     source.write_text("\n".join(good[:60] + bad + good[60:]) + "\n", encoding="utf-8")
     code, out, err = wontopos("import", str(source), "--json", "--batch", "100")
     summary = json.loads(out)
-    assert code == 1 and summary["stored"] == 150 and summary["duplicates"] == 0
+    assert code == 1
+    assert summary["stored"] == 150
+    assert summary["duplicates"] == 0
     assert [s["line"] for s in summary["skipped"]] == [61, 62, 63]
-    assert "not valid JSON" in summary["skipped"][0]["reason"] and "reserved" in summary["skipped"][1]["reason"]
+    assert "not valid JSON" in summary["skipped"][0]["reason"]
+    assert "reserved" in summary["skipped"][1]["reason"]
     # The progress bar (tqdm, on stderr) after each batch: lines of the file's total, the rate, what was stored.
     assert re.search(r"import: +67%\|.*\| 103/153 \[[^]]* lines/s, stored=100, already_there=0, skipped=3", err)
     assert re.search(r"\| 153/153 \[[^]]* lines/s, stored=150, already_there=0, skipped=3\]", err)
@@ -111,5 +123,7 @@ def test_a_refusal_is_one_line_on_stderr_and_exit_code_1(tmp_path: Path, model_c
         [sys.executable, "-m", "wontopos_mcp", "speakers", "list", "--user", "nobody", "--db", str(tmp_path / "db")],
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
-    assert done.returncode == 1 and done.stdout == ""
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("wontopos-mcp: store 'nobody' does not exist")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("wontopos-mcp: store 'nobody' does not exist")

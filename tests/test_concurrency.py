@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from support import REPO, all_memories
 
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 LIMIT = 5
 SHARED_NAMES = ("Shared-1", "Shared-2", "Shared-3")
@@ -36,10 +36,10 @@ DRIVER = r"""
 import json
 import sys
 
-from wontopos_mcp.embeddings import ModelLoader, load_embedder
+from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
 from wontopos_mcp.errors import WontoposError
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.storage.adapter import Store
 
 
 def say(**event):
@@ -171,7 +171,8 @@ class Child:
             self.proc.wait(timeout=30)
         self.reader.join(timeout=30)  # it has read to the end of the dead child's stdout
         # Every pipe closed here, not by the garbage collector (a ResourceWarning, an error).
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
         with contextlib.suppress(BrokenPipeError):
             self.proc.stdin.close()
         self.proc.stdout.close()
@@ -222,12 +223,15 @@ def test_processes_racing_never_pass_the_speaker_limit_and_lose_no_acknowledged_
     assert len({e["speaker"] for e in registrations}) > LIMIT
     assert len(listed) == LIMIT
     registered = Counter(e["speaker"] for e in registrations if e["status"] == "registered")
-    assert set(registered) == set(listed) and max(registered.values()) == 1
+    assert set(registered) == set(listed)
+    assert max(registered.values()) == 1
     for e in registrations:
         if e["status"] == "exists":
             assert e["speaker"] in listed
         elif e["status"] != "registered":
-            assert e["status"] == 400 and e["details"]["speaker_limit"] == LIMIT and e["speaker"] not in listed
+            assert e["status"] == 400
+            assert e["details"]["speaker_limit"] == LIMIT
+            assert e["speaker"] not in listed
 
     # Two ids that differ only in '.': exactly one store exists.
     stores = [s["user_id"] for s in svc.stores_list()["stores"]]

@@ -17,7 +17,8 @@ def test_defaults_apply_when_nothing_is_set(tmp_path):
     assert settings.speaker_limit == 50
     assert settings.embed_model == DEFAULT_MODEL
     assert settings.max_body_bytes == 4 * 1024 * 1024
-    assert settings.db and "wontopos-mcp" in settings.db
+    assert settings.db
+    assert "wontopos-mcp" in settings.db
 
 
 def test_environment_overrides_defaults_and_flags_override_the_environment():
@@ -36,7 +37,7 @@ def test_the_api_key_comes_from_the_environment_only():
 
 
 @pytest.mark.parametrize(
-    "overrides, env",
+    ("overrides", "env"),
     [
         ({"speaker_limit": "lots"}, {}),
         ({}, {"WONTOPOS_SPEAKER_LIMIT": "0"}),
@@ -59,7 +60,7 @@ def test_bad_settings_are_refused(overrides, env):
 # Real processes: a refusal at start-up is judged by what the process shows, its exit code
 # and its whole stderr (one line, no traceback), before any logging or server exists.
 @pytest.mark.parametrize(
-    "args, env",
+    ("args", "env"),
     [
         (["--speaker-limit", "many"], {}),
         (["--transport", "smoke"], {}),
@@ -78,12 +79,13 @@ def test_a_bad_setting_stops_the_server_with_one_line_and_no_traceback(tmp_path,
     assert proc.returncode == 2
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: "), proc.stderr
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("wontopos-mcp: "), proc.stderr
     assert "Traceback" not in proc.stderr
 
 
 def test_opening_a_database_built_with_another_model_stops_naming_both(tmp_path):
-    from wontopos_mcp.store import META_FILE
+    from wontopos_mcp.storage.adapter import META_FILE
 
     db = tmp_path / "db"
     db.mkdir()
@@ -96,7 +98,8 @@ def test_opening_a_database_built_with_another_model_stops_naming_both(tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "some-other-model" in lines[0] and DEFAULT_MODEL in lines[0]
+    assert "some-other-model" in lines[0]
+    assert DEFAULT_MODEL in lines[0]
 
 
 def test_storage_options_are_a_json_object_of_strings_for_lancedb():
@@ -127,7 +130,8 @@ def test_a_bad_variable_a_flag_overrides_does_not_stop_the_cli(tmp_path):
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "WONTOPOS_PORT": "abc"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\t")[0] == "default" and proc.stderr == ""
+    assert proc.stdout.split("\t")[0] == "default"
+    assert proc.stderr == ""
 
 
 @pytest.mark.parametrize("db", ["memory://", "MEMORY://x", "shared-memory://y"])

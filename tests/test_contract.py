@@ -18,12 +18,13 @@ import anyio
 import pytest
 from support import TOOLS, open_service, settings_for
 
-from wontopos_mcp import Memory, contract, models
-from wontopos_mcp.commands import add_commands
+from wontopos_mcp import Memory, contract
+from wontopos_mcp.cli.commands import add_commands
+from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import InvalidRequestError
-from wontopos_mcp.mcp_server import build_server
-from wontopos_mcp.rest import ENDPOINTS
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.http.rest import ENDPOINTS
+from wontopos_mcp.mcp import answers as models
+from wontopos_mcp.mcp.server import build_server
 
 RANGED = [
     (op, param)
@@ -59,7 +60,8 @@ def test_the_table_holds_every_mcp_tool_and_the_rest_and_library_only_operations
     }  # fmt: skip
     for op in contract.OPERATIONS.values():
         assert hasattr(MemoryService, op.core), op.name
-        assert op.answers and all(isinstance(m, type) for m in models.answer_models(op)), op.name
+        assert op.answers, op.name
+        assert all(isinstance(m, type) for m in models.answer_models(op)), op.name
         names = [p.name for p in op.params]
         assert len(names) == len(set(names)), op.name
 
@@ -69,12 +71,15 @@ def test_the_table_imports_nothing_of_the_protocols_or_storage() -> None:
     imported = {node.module or "" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)} | {
         alias.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Import) for alias in node.names
     }
-    assert imported <= {"__future__", "collections.abc", "dataclasses", "typing", "batch", "conversation", "names",
-                        "validation", ""}, imported  # fmt: skip
+    ours = {name for name in imported if name.startswith("wontopos_mcp")}
+    assert imported - ours <= {"__future__", "collections.abc", "dataclasses", "typing"}, imported
+    assert ours, ours
+    assert all(name.startswith("wontopos_mcp.rules") for name in ours), ours  # the rules' own limits
 
 
 def test_the_size_limits_are_the_cores_own_constants() -> None:
-    from wontopos_mcp import batch, conversation, names, validation
+    from wontopos_mcp.rules import batch_items as batch
+    from wontopos_mcp.rules import conversation, names, validation
 
     assert contract.MAX_CONTENT_CHARS is validation.MAX_CONTENT_CHARS == 32_000
     assert contract.MAX_MESSAGES is conversation.MAX_MESSAGES == 100
@@ -130,12 +135,14 @@ def test_mcp_schemas_carry_the_tables_ranges_defaults_and_descriptions() -> None
 
 def test_the_speaker_register_description_gives_the_servers_limit() -> None:
     description = _mcp_tools()["speaker_register"].description
-    assert "up to 7 people" in description and "`limit`" not in description
+    assert "up to 7 people" in description
+    assert "`limit`" not in description
 
 
 def test_the_memory_search_description_says_similarity_is_not_the_order() -> None:
     description = _mcp_tools()["memory_search"].description
-    assert "not the ranking key" in description and "best first" in description
+    assert "not the ranking key" in description
+    assert "best first" in description
 
 
 def test_rest_endpoints_are_the_tables_routes_and_names() -> None:
@@ -145,9 +152,11 @@ def test_rest_endpoints_are_the_tables_routes_and_names() -> None:
             continue
         endpoint = by_route[(op.rest.method, op.rest.path)]
         if op.name == "delete_all":  # {user_id} alone on memory_forget's route
-            assert endpoint.call == "memory_forget" and set(op.rest.names) <= set(endpoint.names)
+            assert endpoint.call == "memory_forget"
+            assert set(op.rest.names) <= set(endpoint.names)
             continue
-        assert endpoint.call == op.core and dict(endpoint.names) == dict(op.rest.names), op.name
+        assert endpoint.call == op.core, op.name
+        assert dict(endpoint.names) == dict(op.rest.names), op.name
         assert dict(endpoint.defaults) == {name: op.default(name) for name in op.face_defaults}
     assert contract.operation("memory_search").rest.names["max_results"] == "limit"
     assert contract.operation("memory_supersede").caller_names() == {
@@ -178,7 +187,7 @@ def test_cli_search_limit_is_the_tables() -> None:
     add_commands(parser, argparse.ArgumentParser(add_help=False))
     search = parser.parse_args(["search", "anything"])
     assert search.limit == contract.operation("memory_search").default("limit")
-    help_text = parser._subparsers._group_actions[0].choices["search"].format_help()  # noqa: SLF001
+    help_text = parser._subparsers._group_actions[0].choices["search"].format_help()
     assert "5-20, default 10" in " ".join(help_text.split())
 
 
@@ -238,11 +247,13 @@ def test_the_core_refuses_text_past_the_tables_size_limits(
 ) -> None:
     with pytest.raises(InvalidRequestError) as refused:
         getattr(service, core)(**arguments)
-    assert refused.value.field == field and refused.value.details["max_chars"] == limit
+    assert refused.value.field == field
+    assert refused.value.details["max_chars"] == limit
 
 
 def test_the_core_refuses_more_messages_than_the_table_allows(service: MemoryService) -> None:
     messages = [{"role": "user", "content": "hi"}] * (contract.MAX_MESSAGES + 1)
     with pytest.raises(InvalidRequestError) as refused:
         service.memory_add_messages(messages)
-    assert refused.value.field == "messages" and refused.value.details["max_items"] == contract.MAX_MESSAGES
+    assert refused.value.field == "messages"
+    assert refused.value.details["max_items"] == contract.MAX_MESSAGES

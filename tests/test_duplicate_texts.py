@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wontopos_mcp.duplicates import is_restatement
+from wontopos_mcp.rules.restatement import is_restatement
 
 DATA = Path(__file__).parent / "data"
 
@@ -59,7 +59,7 @@ def test_restatements_of_the_held_out_set_are_caught():
 
 
 @pytest.mark.parametrize(
-    "stored, new",
+    ("stored", "new"),
     [
         ("Bob paid Alice.", "Alice paid Bob."),
         ("Meet at 8 pm.", "Meet at 10 pm."),
@@ -83,7 +83,7 @@ def test_case_punctuation_spacing_and_width_alone_never_make_a_new_memory():
 
 
 @pytest.mark.parametrize(
-    "stored, new",
+    ("stored", "new"),
     [
         # the seven kinds of issue 9 (PAWS-X): an article, a preposition, a function word, word order
         ("The Church on Prince Consort Road.", "The Church on the Prince Consort Road."),
@@ -103,7 +103,7 @@ def test_any_other_word_or_another_order_makes_a_different_text(stored, new):
 
 
 @pytest.mark.parametrize(
-    "stored, new",
+    ("stored", "new"),
     [
         ("My dog is called Toby.", "Well, my dog is called Toby."),
         ("My dog is called Toby.", "My dog is called Toby, actually."),
@@ -129,7 +129,7 @@ def test_discourse_fillers_and_contractions_alone_never_make_a_new_memory(stored
 
 
 @pytest.mark.parametrize(
-    "stored, new",
+    ("stored", "new"),
     [
         ("Bob sings.", "Bob sings well."),  # a filler word that is no filler where it stands
         ("Done.", "Well done."),
@@ -157,7 +157,7 @@ def test_commas_around_a_filler_word_decide_whether_it_is_a_filler():
 
 
 @pytest.mark.parametrize(
-    "stored, new",
+    ("stored", "new"),
     [
         ("OK.", "Yes."),
         ("Yes.", "No."),

@@ -21,14 +21,14 @@ import pytest
 from support import REPO as ROOT
 from tokenizers import Tokenizer
 
-from wontopos_mcp import e5_convert
-from wontopos_mcp.embeddings import (
+from wontopos_mcp.errors import UnavailableError
+from wontopos_mcp.model import e5_convert
+from wontopos_mcp.model.embeddings import (
     DEFAULT_MODEL,
     FastEmbedEmbedder,
     ModelLoader,
     load_embedder,
 )
-from wontopos_mcp.errors import UnavailableError
 
 # The same two facts in six languages: each sentence must sit closer to its translations
 # than to the other fact, whatever the pair of languages.
@@ -95,8 +95,10 @@ def test_vectors_are_384_dimensional_float32_and_unit_length(embedder):
     passages = embedder.embed_passages(["Bob likes hiking.", "Bob mag Wandern."])
     query = embedder.embed_query("What does Bob like?")
     assert (embedder.model_id, embedder.dim) == (DEFAULT_MODEL, 384)
-    assert passages.shape == (2, 384) and passages.dtype == np.float32
-    assert query.shape == (384,) and query.dtype == np.float32
+    assert passages.shape == (2, 384)
+    assert passages.dtype == np.float32
+    assert query.shape == (384,)
+    assert query.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(passages, axis=1), 1.0, atol=1e-5)
     assert np.linalg.norm(query) == pytest.approx(1.0, abs=1e-5)
 
@@ -159,7 +161,8 @@ def tokenizer(embedder, model_cache) -> Tokenizer:
 
 def test_the_tokenizer_gives_xlm_r_ids_for_a_mixed_language_sample(tokenizer):
     encoding = tokenizer.encode("passage: Hello world 東京 Иван 🙂")
-    assert encoding.ids[0] == 0 and encoding.ids[-1] == 2  # <s> ... </s>
+    assert encoding.ids[0] == 0
+    assert encoding.ids[-1] == 2
     assert encoding.tokens == ["<s>", "▁passage", ":", "▁Hello", "▁world", "▁", "東京", "▁Иван", "▁🙂", "</s>"]
     assert tokenizer.encode("").ids == [0, 2]
     # nmt_nfkc: full-width letters fold, the full-width tilde (a Japanese wave dash) stays.
@@ -193,7 +196,9 @@ def test_the_cache_folder_is_keyed_by_model_weight_hash_and_converter_version():
 # (file lock and atomic rename); threads of one interpreter would share its imports.
 def test_two_processes_converting_at_once_both_succeed_and_leave_one_identical_folder(embedder, model_cache, tmp_path):
     cache = tmp_path / "cache"
-    code = "import sys; from wontopos_mcp.e5_convert import ensure_model_dir; print(ensure_model_dir(sys.argv[1]))"
+    code = (
+        "import sys; from wontopos_mcp.model.e5_convert import ensure_model_dir; print(ensure_model_dir(sys.argv[1]))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-c", code, str(cache)]
     procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) for _ in range(2)]
@@ -251,7 +256,7 @@ def test_an_uncached_fastembed_model_offline_is_unavailable_within_seconds(tmp_p
 # A fresh interpreter: what an import loads shows only in a process that loaded nothing before.
 def test_importing_the_embeddings_module_loads_no_model_library():
     code = (
-        "import sys, wontopos_mcp.embeddings; "
+        "import sys, wontopos_mcp.model.embeddings; "
         "print([m for m in ('fastembed', 'onnxruntime', 'onnx', 'tokenizers', 'numpy', 'huggingface_hub') "
         "if m in sys.modules])"
     )
@@ -274,7 +279,8 @@ def test_get_raises_retry_after_while_loading_then_returns_the_embedder():
     loader = ModelLoader(slow_load, model="fake-model")
     with pytest.raises(UnavailableError) as caught:
         loader.get(timeout=0.1)
-    assert isinstance(caught.value.details["retry_after_ms"], int) and caught.value.details["retry_after_ms"] > 0
+    assert isinstance(caught.value.details["retry_after_ms"], int)
+    assert caught.value.details["retry_after_ms"] > 0
     assert "still loading" in caught.value.message
     assert loader.state != "ready"
     release.set()
@@ -302,7 +308,10 @@ def test_an_unexpected_error_in_the_load_is_logged_and_becomes_unavailable(caplo
         raise KeyError("bug")
 
     loader = ModelLoader(broken_load, model="some-model")
-    with caplog.at_level(logging.ERROR, logger="wontopos_mcp.embeddings"), pytest.raises(UnavailableError) as caught:
+    with (
+        caplog.at_level(logging.ERROR, logger="wontopos_mcp.model.embeddings"),
+        pytest.raises(UnavailableError) as caught,
+    ):
         loader.get(timeout=10)
     assert caught.value.details["model"] == "some-model"
     assert "KeyError" not in caught.value.message

@@ -4,7 +4,7 @@ and 5,000-deep nesting, bytes that are not UTF-8, a lone surrogate in a tool arg
 request whose id is neither a string nor an integer; and the session goes on answering
 afterwards, with nothing stored, while a notification gets no answer.
 
-Without the wrappers in ``wontopos_mcp.transport`` the stdio and SSE cases get no answer
+Without the wrappers in ``wontopos_mcp.mcp.transport`` the stdio and SSE cases get no answer
 at all (the MCP SDK drops them), so each wait here is bounded.
 """
 
@@ -124,15 +124,21 @@ CASES = [
 
 
 def _check(answer: dict[str, Any], request_id: Any, expected: int | str) -> None:
-    assert answer.get("jsonrpc") == "2.0" and "id" in answer and answer["id"] == request_id, answer
+    assert answer.get("jsonrpc") == "2.0", answer
+    assert "id" in answer, answer
+    assert answer["id"] == request_id, answer
     if isinstance(expected, int):
-        assert answer["error"]["code"] == expected and answer["error"]["message"], answer
+        assert answer["error"]["code"] == expected, answer
+        assert answer["error"]["message"], answer
         return
     result = answer["result"]  # a tool's own error result: SPEC's 400 naming the argument
     body = result["structuredContent"]
-    assert result["isError"] is True and json.loads(result["content"][0]["text"]) == body
-    assert body["type"] == "error" and body["status"] == 400, body
-    assert body["error"]["type"] == "invalid_request_error" and body["error"]["field"] == expected, body
+    assert result["isError"] is True
+    assert json.loads(result["content"][0]["text"]) == body
+    assert body["type"] == "error", body
+    assert body["status"] == 400, body
+    assert body["error"]["type"] == "invalid_request_error", body
+    assert body["error"]["field"] == expected, body
 
 
 def _assert_nothing_stored(answers: dict[Any, dict[str, Any]]) -> None:
@@ -187,7 +193,8 @@ class Stdio:
     """A real ``python -m wontopos_mcp`` on stdio, spoken to in raw lines."""
 
     def __init__(self, process: Process) -> None:
-        assert process.stdin is not None and process.stdout is not None
+        assert process.stdin is not None
+        assert process.stdout is not None
         self.process = process
         self.stdout = BufferedByteReceiveStream(process.stdout)
 
@@ -200,7 +207,8 @@ class Stdio:
         with anyio.fail_after(WAIT):
             line = await self.stdout.receive_until(b"\n", 16 * 1024 * 1024)
         message = json.loads(line)  # stdout carries nothing but JSON-RPC
-        assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", line
+        assert isinstance(message, dict), line
+        assert message.get("jsonrpc") == "2.0", line
         return message
 
 
@@ -255,7 +263,8 @@ async def test_over_streamable_http_every_body_gets_its_json_rpc_answer(session:
     assert response.status_code == status, response.text
     _check(_posted(response), request_id, expected)
     listed = await session.post("/mcp", json=FOLLOW_UP[0])
-    assert listed.status_code == 200 and _posted(listed)["id"] == "list"
+    assert listed.status_code == 200
+    assert _posted(listed)["id"] == "list"
 
 
 async def test_over_streamable_http_a_notification_is_accepted_without_an_answer(session: httpx.AsyncClient) -> None:
@@ -291,13 +300,12 @@ class SSE:
 
 @asynccontextmanager
 async def _sse(live: LiveServer) -> AsyncIterator[SSE]:
-    async with httpx.AsyncClient(base_url=live.url, timeout=WAIT) as client:
-        async with client.stream("GET", "/sse") as stream:
-            sse = SSE(client, _data_lines(stream.aiter_lines()))
-            with anyio.fail_after(WAIT):
-                sse.endpoint = await anext(sse.events)
-            assert sse.endpoint.startswith("/messages/?session_id=")
-            yield sse
+    async with httpx.AsyncClient(base_url=live.url, timeout=WAIT) as client, client.stream("GET", "/sse") as stream:
+        sse = SSE(client, _data_lines(stream.aiter_lines()))
+        with anyio.fail_after(WAIT):
+            sse.endpoint = await anext(sse.events)
+        assert sse.endpoint.startswith("/messages/?session_id=")
+        yield sse
 
 
 async def _data_lines(lines: AsyncIterator[str]) -> AsyncIterator[str]:
@@ -324,7 +332,7 @@ async def test_over_sse_a_forged_refusal_notification_is_not_written_back(live: 
 
 
 @pytest.mark.parametrize(
-    "body, field",
+    ("body", "field"),
     [
         (b'{"user_id": "default", "content": "Bob\\ud800 said hi"}', "content"),
         (b'{"user_id": "default", "content": "hi", "metadata": {"speaker": "\\udfffBob"}}', "metadata.speaker"),
@@ -344,4 +352,5 @@ async def test_over_rest_a_lone_surrogate_is_the_400_envelope_naming_the_field(
         assert (error["type"], error["status"]) == ("error", 400)
         assert (error["error"]["type"], error["error"]["field"]) == ("invalid_request_error", field)
         listed = await client.post("/api/v1/memory/list", json={"user_id": "default", "limit": 100})
-        assert listed.status_code == 200 and listed.json()["memories"] == []
+        assert listed.status_code == 200
+        assert listed.json()["memories"] == []

@@ -25,8 +25,8 @@ from mcp import Client
 from support import KEY, Session, open_service, serve, settings_for
 
 from wontopos_mcp import Memory, WontoposError, contract
-from wontopos_mcp.mcp_server import build_server
-from wontopos_mcp.models import answer_models
+from wontopos_mcp.mcp.answers import answer_models
+from wontopos_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 _ids = itertools.count()
@@ -140,10 +140,12 @@ async def test_add_turn_with_both_sides_empty_is_the_same_400_in_library_and_res
     library = faces.library_error(lambda: faces.mem.add_turn("", " ", user_id=stores["library"]))
     rest = faces.rest_error("/memory/store-turn", {"user_id": stores["rest"], "user_msg": "", "assistant_msg": " "})
     assert library == rest
-    assert library["status"] == 400 and library["error"]["field"] == "user_msg"
+    assert library["status"] == 400
+    assert library["error"]["field"] == "user_msg"
     # MCP has no add_turn; its twin, an empty conversation, names its own parameter.
     mcp = await faces.mcp_error("memory_add_messages", messages=[], user_id=stores["mcp"])
-    assert mcp["status"] == 400 and mcp["error"]["field"] == "messages"
+    assert mcp["status"] == 400
+    assert mcp["error"]["field"] == "messages"
     for user_id in stores.values():
         assert faces.mem.list_memories(user_id)["memories"] == []
 
@@ -163,7 +165,8 @@ async def test_add_turn_errors_name_the_side_as_the_caller_sent_it(faces: Faces)
         messages=[{"role": "user", "content": "fine"}, {"role": "assistant", "content": too_long}],
         user_id=stores["mcp"],
     )
-    assert mcp["error"]["field"] == "messages[1].content" and mcp["error"]["max_chars"] == contract.MAX_CONTENT_CHARS
+    assert mcp["error"]["field"] == "messages[1].content"
+    assert mcp["error"]["max_chars"] == contract.MAX_CONTENT_CHARS
 
 
 # --- 2. a bad speaker: `field` is the name the caller used --------------------------------------------
@@ -188,7 +191,8 @@ async def test_a_bad_field_inside_metadata_is_named_metadata_field_by_library_an
     # The same body, the message too: a fix names the store it was asked about (its own store each).
     library["error"]["message"] = library["error"]["message"].replace(stores["library"], stores["rest"])
     assert library == rest
-    assert library["status"] == 400 and expected.items() <= library["error"].items()
+    assert library["status"] == 400
+    assert expected.items() <= library["error"].items()
     for user_id in stores.values():
         assert faces.mem.list_memories(user_id)["memories"] == []
 
@@ -204,7 +208,8 @@ async def test_a_bad_speaker_keyword_is_named_speaker_by_library_and_mcp(faces: 
     assert f"add_speaker(speaker='Carol', user_id='{stores['library']}')" in fixes[0]
     assert f"speaker_register(speaker='Carol', user_id='{stores['mcp']}')" in fixes[1]
     library["error"]["message"] = fixes[0]
-    assert library["error"]["field"] == "speaker" and library["error"]["speaker"] == "Carol"
+    assert library["error"]["field"] == "speaker"
+    assert library["error"]["speaker"] == "Carol"
     # The SDK sends its `speaker=` keyword inside metadata: that is the name the server saw.
     with pytest.raises(wontopos.BadRequestError) as sdk:
         faces.sdk.add(content, user_id=stores["rest"], speaker="Carol")

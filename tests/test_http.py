@@ -40,12 +40,12 @@ from support import (
     settings_for,
 )
 
-from wontopos_mcp.cli import EXIT_BAD_SETTING
-from wontopos_mcp.embeddings import ModelLoader
+from wontopos_mcp.cli.exits import EXIT_BAD_SETTING
+from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import ALL_ERRORS, UnavailableError, WontoposError
-from wontopos_mcp.http_app import error_response
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.wrong_keys import KeyFailures
+from wontopos_mcp.http.app import error_response
+from wontopos_mcp.http.wrong_keys import KeyFailures
+from wontopos_mcp.model.embeddings import ModelLoader
 
 LIMIT = 4096
 JSON = {"Content-Type": "application/json"}
@@ -203,7 +203,8 @@ def test_a_body_that_is_not_declared_json_is_415_before_any_route_runs(http: htt
     for content_type, where in (("application/json; charset=utf-8", "blue pot"), ("Application/JSON", "doormat")):
         body = json.dumps({"user_id": "default", "content": f"The spare key is under the {where}"})
         stored = http.post("/api/v1/memory/store", content=body, headers={"Content-Type": content_type})
-        assert stored.status_code == 200 and stored.json()["status"] == "stored", stored.text
+        assert stored.status_code == 200, stored.text
+        assert stored.json()["status"] == "stored", stored.text
     assert http.get("/api/v1/memory/collections", headers={"Content-Type": "text/plain"}).status_code == 200
 
 
@@ -236,14 +237,17 @@ def test_every_answer_carries_nosniff_and_no_referrer_and_data_answers_no_store(
         _carries_the_common_headers(page)
         assert page.headers["X-Frame-Options"] == "DENY"
         policy = [part.strip() for part in page.headers["Content-Security-Policy"].split(";")]
-        assert "frame-ancestors 'none'" in policy and "default-src 'none'" in policy and "script-src 'self'" in policy
+        assert "frame-ancestors 'none'" in policy
+        assert "default-src 'none'" in policy
+        assert "script-src 'self'" in policy
         assert "http-equiv" not in page.text  # one policy, in the header alone
 
 
 def test_the_sse_stream_carries_the_headers_and_still_streams(keyed: LiveServer) -> None:
     with httpx.Client(base_url=keyed.url, headers={"X-API-Key": KEY}, timeout=30) as client:
         with client.stream("GET", "/sse") as stream:
-            assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
             _carries_the_common_headers(stream)
             assert stream.headers["Cache-Control"] == "no-store"
             lines = stream.iter_lines()
@@ -440,7 +444,8 @@ def test_a_replay_carries_replayed_in_the_body_and_the_header(http: httpx.Client
     body = {"user_id": "default", "content": "The boiler was serviced in June", "metadata": {"category": "home"}}
     headers = {"Idempotency-Key": "boiler:2026-06"}
     first = http.post("/api/v1/memory/store", json=body, headers=headers)
-    assert first.status_code == 200 and "idempotent-replayed" not in first.headers
+    assert first.status_code == 200
+    assert "idempotent-replayed" not in first.headers
     # The same JSON with its keys in another order is the same request.
     again = http.post("/api/v1/memory/store", content=json.dumps(dict(reversed(body.items()))),
                       headers={**headers, **JSON})  # fmt: skip
@@ -464,7 +469,8 @@ def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, gate: Gat
             assert client.post("/api/v1/memory/speakers", json={"speaker": "Eve"}).status_code == 200
             gate.event.set()
             found = client.post("/api/v1/memory/search", json={"query": "anything"})
-            assert found.status_code == 200 and found.json()["memories"] == []
+            assert found.status_code == 200
+            assert found.json()["memories"] == []
     finally:
         gate.event.set()
         service.close()
@@ -486,8 +492,10 @@ def test_healthz_answers_within_a_second_while_the_model_loads(tmp_path: Path, g
             first = client.get("/healthz")
             assert time.monotonic() - started < 1.0
             assert first.status_code == 200
-            assert first.json()["model"] == "loading" and first.json()["status"] == "starting"
-            assert gate.entered.wait(30) and not gate.event.is_set()  # the load is under way, still blocked
+            assert first.json()["model"] == "loading"
+            assert first.json()["status"] == "starting"
+            assert gate.entered.wait(30)
+            assert not gate.event.is_set()
             started = time.monotonic()
             loading = client.get("/healthz")
             assert time.monotonic() - started < 1.0
@@ -545,7 +553,8 @@ def test_healthz_is_503_when_the_database_cannot_be_opened(tmp_path: Path, gate:
             assert gate.entered.wait(60), "the model load never began"  # so the open has ended
             broken = client.get("/healthz")
             assert broken.status_code == 503
-            assert broken.json()["db"] == "error" and broken.json()["status"] == "error"
+            assert broken.json()["db"] == "error"
+            assert broken.json()["status"] == "error"
     finally:
         gate.event.set()
         service.close()
@@ -569,7 +578,8 @@ def test_an_unexpected_exception_is_the_500_body_without_internals_and_is_logged
             error = _refused(response, 500, "api_error")
             _carries_the_common_headers(response)  # set outside Starlette's error middleware
             assert response.headers["Cache-Control"] == "no-store"
-            assert "secret" not in response.text and "RuntimeError" not in response.text
+            assert "secret" not in response.text
+            assert "RuntimeError" not in response.text
             assert error["message"].startswith("internal error")
     finally:
         service.close()
@@ -590,7 +600,8 @@ async def test_mcp_over_streamable_http_with_the_key(keyed: LiveServer) -> None:
                 assert not result.is_error, result.content
                 assert result.structured_content["status"] in ("registered", "exists")
                 refused = await client.call_tool("memory_add", {"content": "x", "speaker": "Nobody"})
-                assert refused.is_error and refused.structured_content["error"]["field"] == "speaker"
+                assert refused.is_error
+                assert refused.structured_content["error"]["field"] == "speaker"
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -601,10 +612,13 @@ def _leaves(exc: BaseException) -> list[BaseException]:
 @pytest.mark.anyio
 async def test_mcp_over_streamable_http_without_the_key_is_refused(keyed: LiveServer, keyless: LiveServer) -> None:
     with anyio.fail_after(60):
-        with pytest.raises(Exception) as refused:  # the SDK wraps its MCPError in task-group exceptions
+        # The SDK wraps its MCPError in task-group exceptions (ExceptionGroup, or the
+        # backport's on Python 3.10): the leaves are checked below.
+        with pytest.raises(Exception) as refused:  # noqa: PT011
             async with Client(f"{keyed.url}/mcp", mode="legacy") as client:
                 await client.list_tools()
-        assert _leaves(refused.value) and all(isinstance(e, MCPError) for e in _leaves(refused.value))
+        assert _leaves(refused.value)
+        assert all(isinstance(e, MCPError) for e in _leaves(refused.value))
         async with Client(f"{keyless.url}/mcp") as client:  # no key configured: none needed
             assert "memory_add" in {t.name for t in (await client.list_tools()).tools}
 
@@ -691,7 +705,8 @@ async def test_the_cli_serves_http_and_its_debug_log_holds_no_text_query_or_key(
     async with await anyio.open_process(
         command, env=server_env(model_cache, WONTOPOS_API_KEY=KEY), cwd=REPO
     ) as process:
-        assert process.stderr is not None and process.stdout is not None
+        assert process.stderr is not None
+        assert process.stdout is not None
         said = b""
         try:
             with anyio.fail_after(120):
@@ -699,12 +714,14 @@ async def test_the_cli_serves_http_and_its_debug_log_holds_no_text_query_or_key(
                     said += await process.stderr.receive()
                 async with httpx.AsyncClient(base_url=url, timeout=30) as bare:
                     health = await bare.get("/healthz")  # at once, whatever is still starting
-                    assert health.status_code == 200 and health.json()["db"] in ("opening", "ok"), health.text
+                    assert health.status_code == 200, health.text
+                    assert health.json()["db"] in ("opening", "ok"), health.text
                     _refused(await bare.get("/api/v1/memory/collections"), 401, "authentication_error")
                 await _speak_every_way_in(url)
                 async with httpx.AsyncClient(base_url=url, timeout=30) as bare:
                     health = await bare.get("/healthz")  # the database has answered a call by now
-                    assert health.status_code == 200 and health.json()["db"] == "ok", health.text
+                    assert health.status_code == 200, health.text
+                    assert health.json()["db"] == "ok", health.text
         finally:
             process.send_signal(signal.SIGINT)
             with anyio.fail_after(20):
@@ -714,7 +731,8 @@ async def test_the_cli_serves_http_and_its_debug_log_holds_no_text_query_or_key(
         log = (said + await _read_all(process.stderr)).decode()
     assert printed == b"", printed  # stdout stays silent; logs go to stderr
     assert " DEBUG wontopos_mcp.logs: logging at debug" in log, log[:2000]  # debug was on
-    assert '"POST /api/v1/memory/search HTTP/1.1" 200' in log and '"GET /api/v1/memory/speakers HTTP/1.1" 200' in log
+    assert '"POST /api/v1/memory/search HTTP/1.1" 200' in log
+    assert '"GET /api/v1/memory/speakers HTTP/1.1" 200' in log
     for marker in (*MARKERS.values(), KEY):
         assert marker.lower() not in log.lower(), (marker, log[-3000:])
 
@@ -727,7 +745,8 @@ def test_a_non_loopback_bind_without_a_key_refuses_to_start(tmp_path: Path, mode
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: refusing to serve on 0.0.0.0"), done.stderr
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("wontopos-mcp: refusing to serve on 0.0.0.0"), done.stderr
     assert "WONTOPOS_API_KEY" in lines[0]
     assert not (tmp_path / "db").exists()
 
@@ -742,8 +761,11 @@ def test_an_api_key_under_16_characters_stops_an_http_server_at_start(
     done = subprocess.run(command, env=server_env(model_cache, WONTOPOS_API_KEY=short), cwd=REPO,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == EXIT_BAD_SETTING
-    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: WONTOPOS_API_KEY is 15 characters"), done.stderr
-    assert "at least 16" in lines[0] and short not in lines[0]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("wontopos-mcp: WONTOPOS_API_KEY is 15 characters"), done.stderr
+    assert "at least 16" in lines[0]
+    assert short not in lines[0]
     assert not (tmp_path / "db").exists()

@@ -16,7 +16,7 @@ import pytest
 from support import KEY, REPO, all_memories, error_body, mcp_session, refused, served
 
 from wontopos_mcp import Memory
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 INJECTION = "Bob' OR '1'='1"
 
@@ -52,9 +52,11 @@ def test_a_rename_retags_every_memory_superseded_included(bob: MemoryService) ->
     )
     after = {s["speaker"]: s for s in bob.speakers_list()["speakers"]}
     assert set(after) == {"Robert", "Carol"}
-    assert after["Robert"]["memories"] == 3 and after["Robert"]["created_at"] == before["Bob"]["created_at"]
+    assert after["Robert"]["memories"] == 3
+    assert after["Robert"]["created_at"] == before["Bob"]["created_at"]
     found = bob.memory_search("deadline", speaker="Robert")["memories"]
-    assert found and {m["speaker"] for m in found} == {"Robert"}
+    assert found
+    assert {m["speaker"] for m in found} == {"Robert"}
     with refused(404, field="speaker"):
         bob.by_speaker("Bob")
     with refused(400, field="speaker"):  # the old name is no longer registered: writes refuse it
@@ -65,7 +67,8 @@ def test_renaming_to_a_registered_name_is_409_and_changes_nothing(bob: MemorySer
     with refused(409, field="new_name", speaker="Carol") as info:
         bob.speaker_rename("Bob", "Carol")
     assert "speaker_merge" in str(info.value)
-    assert len(_said(bob, "Bob")) == 3 and len(_said(bob, "Carol")) == 1
+    assert len(_said(bob, "Bob")) == 3
+    assert len(_said(bob, "Carol")) == 1
 
 
 def test_renaming_to_the_same_name_retags_nothing(bob: MemoryService) -> None:
@@ -109,7 +112,8 @@ def test_a_rename_cut_short_by_a_crash_is_finished_by_calling_it_again(bob: Memo
     """The first of its commits done (the new name registered, marked), then the crash."""
     key = bob.registry.resolve(None).key
     row = bob.registry.speaker(key, "Bob")
-    assert row is not None and bob.registry.begin_rename(key, row, "Robert")
+    assert row is not None
+    assert bob.registry.begin_rename(key, row, "Robert")
     assert {s["speaker"] for s in bob.speakers_list()["speakers"]} == {"Bob", "Robert", "Carol"}
     assert bob.speaker_rename("Bob", "Robert")["memories_retagged"] == 3
     assert {s["speaker"] for s in bob.speakers_list()["speakers"]} == {"Robert", "Carol"}
@@ -130,7 +134,8 @@ def test_a_merge_needs_the_current_count_and_retags_into_the_target(bob: MemoryS
     assert answer == {
         "user_id": "default", "speaker": "Carol", "merged": "Bob", "status": "merged", "memories_retagged": 3,
     }  # fmt: skip
-    assert _said(bob, "Bob") == [] and len(_said(bob, "Carol")) == 4
+    assert _said(bob, "Bob") == []
+    assert len(_said(bob, "Carol")) == 4
     assert {s["speaker"] for s in bob.speakers_list()["speakers"]} == {"Carol"}
 
 
@@ -162,7 +167,8 @@ def test_a_bad_merge_is_refused_and_changes_nothing(
 ) -> None:
     with refused(status, field=field):
         bob.speaker_merge(**arguments)
-    assert len(_said(bob, "Bob")) == 3 and len(_said(bob, "Carol")) == 1
+    assert len(_said(bob, "Bob")) == 3
+    assert len(_said(bob, "Carol")) == 1
 
 
 # --- memory_list by speaker ----------------------------------------------------------------------
@@ -208,7 +214,8 @@ def test_the_library_renames_and_merges(make_service: Callable[..., MemoryServic
 async def test_mcp_tools_rename_and_merge(bob: MemoryService) -> None:
     async with mcp_session(bob) as session:
         renamed = await session.call("speaker_rename", {"speaker": "Bob", "new_name": "Robert"})
-        assert not renamed.is_error and renamed.structured_content["memories_retagged"] == 3
+        assert not renamed.is_error
+        assert renamed.structured_content["memories_retagged"] == 3
         clash = await session.call("speaker_rename", {"speaker": "Robert", "new_name": "Carol"})
         assert clash.is_error
         error_body(clash.structured_content, 409, "conflict_error", field="new_name", speaker="Carol")
@@ -218,7 +225,8 @@ async def test_mcp_tools_rename_and_merge(bob: MemoryService) -> None:
         merged = await session.call(
             "speaker_merge", {"speaker": "Robert", "into": "Carol", "confirm_records": records["records_to_delete"]}
         )
-        assert not merged.is_error and merged.structured_content["merged"] == "Robert"
+        assert not merged.is_error
+        assert merged.structured_content["merged"] == "Robert"
         listed = await session.call("memory_list", {"speaker": "Carol"})
         assert {m["speaker"] for m in listed.structured_content["memories"]} == {"Carol"}
 
@@ -229,14 +237,16 @@ def test_rest_extensions_rename_and_merge(tmp_path: Path, embedder: Any) -> None
             for name in ("Bob", "Carol"):
                 assert client.post("/memory/speakers", json={"speaker": name}).status_code == 200
             renamed = client.post("/memory/speakers/rename", json={"speaker": "Bob", "new_name": "Robert"})
-            assert renamed.status_code == 200 and renamed.json()["status"] == "renamed"
+            assert renamed.status_code == 200
+            assert renamed.json()["status"] == "renamed"
             clash = client.post("/memory/speakers/rename", json={"speaker": "Robert", "new_name": "Carol"})
             assert clash.status_code == 409
             error_body(clash.json(), 409, "conflict_error", field="new_name")
             merged = client.post(
                 "/memory/speakers/merge", json={"speaker": "Robert", "into": "Carol", "confirm_records": 0}
             )
-            assert merged.status_code == 200 and merged.json()["memories_retagged"] == 0
+            assert merged.status_code == 200
+            assert merged.json()["memories_retagged"] == 0
             missing = client.post("/memory/list", json={"speaker": "Robert"})
             assert missing.status_code == 404
             error_body(missing.json(), 404, "not_found_error", field="speaker")
@@ -274,7 +284,8 @@ def test_a_rename_racing_another_processes_writes_leaves_no_memory_under_the_old
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": "", "HOME": str(tmp_path)},
     )
-    assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "ready"
     while len(_said(svc, "Bob")) < 4:  # the other process is writing
         pass
     renamed = svc.speaker_rename("Bob", "Robert")
@@ -284,7 +295,8 @@ def test_a_rename_racing_another_processes_writes_leaves_no_memory_under_the_old
     assert not [m for m in memories if m.get("speaker") == "Bob"]
     robert = {m["id"] for m in memories if m.get("speaker") == "Robert"}
     assert acknowledged <= robert  # every write acknowledged before the rename was retagged
-    assert renamed["memories_retagged"] >= 4 and len(robert) == 1 + len(acknowledged)
+    assert renamed["memories_retagged"] >= 4
+    assert len(robert) == 1 + len(acknowledged)
 
 
 def test_the_cli_renames_merges_after_asking_and_exports_one_person(
@@ -297,16 +309,22 @@ def test_the_cli_renames_merges_after_asking_and_exports_one_person(
     wontopos = command_runner(bob, capsys)
     assert wontopos("speakers", "rename", "Bob", "Robert") == (0, "Bob is now Robert; 3 memories retagged\n", "")
     code, _, err = wontopos("speakers", "rename", "Robert", "Carol")
-    assert code == 1 and "wontopos-mcp speakers merge Robert Carol" in err and "speaker_merge" not in err
+    assert code == 1
+    assert "wontopos-mcp speakers merge Robert Carol" in err
+    assert "speaker_merge" not in err
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     code, out, err = wontopos("speakers", "merge", "Robert", "Carol")
-    assert (code, out) == (1, "") and "3 memories move" in err and "nothing merged" in err
+    assert (code, out) == (1, "")
+    assert "3 memories move" in err
+    assert "nothing merged" in err
     assert len(_said(bob, "Robert")) == 3
     code, out, _ = wontopos("export", "--speaker", "Robert")
-    assert code == 0 and {json.loads(line)["speaker"] for line in out.splitlines()} == {"Robert"}
+    assert code == 0
+    assert {json.loads(line)["speaker"] for line in out.splitlines()} == {"Robert"}
     assert len(out.splitlines()) == 3
     assert wontopos("speakers", "merge", "Robert", "Carol", "--yes")[:2] == (
         0,
         "Robert merged into Carol; 3 memories retagged\n",
     )
-    assert _said(bob, "Robert") == [] and len(_said(bob, "Carol")) == 4
+    assert _said(bob, "Robert") == []
+    assert len(_said(bob, "Carol")) == 4

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from support import SteppableClock, command_runner
 
-from wontopos_mcp import commands
-from wontopos_mcp.cli import _parser
+from wontopos_mcp.cli import commands
+from wontopos_mcp.cli.main import _parser
 from wontopos_mcp.config import Settings
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 
 @pytest.fixture
@@ -101,7 +101,8 @@ def test_an_import_with_bad_lines_round_trips_every_created_at_and_reports_the_s
     assert summary["skipped"][0]["reason"].startswith("not UTF-8 text (byte 0xE9 at column ")
     assert summary["skipped"][1]["reason"].startswith("not valid JSON (Unterminated string starting at column ")
     assert "wontopos-mcp: import: created store 'copy'" in err
-    assert "skipped line 4: not UTF-8" in err and "skipped line 7: not valid JSON" in err
+    assert "skipped line 4: not UTF-8" in err
+    assert "skipped line 7: not valid JSON" in err
     assert "Traceback" not in err
     _same_memories(original, _export(wontopos, "copy"))
 
@@ -131,7 +132,8 @@ def test_an_import_stopped_half_way_completes_on_a_rerun_without_duplicates(
     code, out, _ = wontopos("import", source, "--user", "copy", "--batch", "2", "--json")
 
     summary = json.loads(out)
-    assert code == 0 and (summary["stored"], summary["already_there"]) == (2, 3)
+    assert code == 0
+    assert (summary["stored"], summary["already_there"]) == (2, 3)
     _same_memories(_export(wontopos, "alice"), _export(wontopos, "copy"))
 
 
@@ -152,7 +154,9 @@ def test_stdin_is_read_as_bytes_and_progress_has_no_total(
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     code, out, err = wontopos("import", "-", "--json")
     summary = json.loads(out)
-    assert code == 1 and summary["user_id"] == "default" and summary["stored"] == 2
+    assert code == 1
+    assert summary["user_id"] == "default"
+    assert summary["stored"] == 2
     assert summary["skipped"] == [
         {"line": 2, "reason": "not UTF-8 text (byte 0xFF at column 1); save the file as UTF-8"}
     ]
@@ -177,7 +181,8 @@ def test_lines_the_core_refuses_are_skipped_with_reasons_for_a_human(
     code, out, _ = wontopos("import", source, "--json", "--batch", "4")
 
     summary = json.loads(out)
-    assert code == 1 and summary["stored"] == 6
+    assert code == 1
+    assert summary["stored"] == 6
     reasons = {s["line"]: s["reason"] for s in summary["skipped"]}
     assert sorted(reasons) == [4, 5, 6, 7, 8, 9, 10]
     assert reasons[4].startswith("'Me' is reserved")
@@ -201,7 +206,8 @@ def test_a_line_whose_id_was_imported_with_other_content_is_skipped(
     code, out, _ = wontopos("import", edited, "--user", "copy", "--json")
 
     summary = json.loads(out)
-    assert code == 1 and (summary["stored"], summary["already_there"]) == (0, 4)
+    assert code == 1
+    assert (summary["stored"], summary["already_there"]) == (0, 4)
     assert summary["skipped"] == [
         {"line": 1, "reason": "a memory with this id was already imported into this store with other content"}
     ]
@@ -218,12 +224,14 @@ def test_a_version_whose_predecessor_was_superseded_in_the_store_meanwhile_is_sk
     code, out, _ = wontopos("import", _write(tmp_path / "alice.jsonl", exported), "--user", "copy", "--json")
 
     summary = json.loads(out)
-    assert code == 1 and (summary["stored"], summary["already_there"]) == (2, 2)
+    assert code == 1
+    assert (summary["stored"], summary["already_there"]) == (2, 2)
     assert [s["line"] for s in summary["skipped"]] == [3]
     assert "already superseded in this store" in summary["skipped"][0]["reason"]
     copy = _export(wontopos, "copy")
     # C supersedes nothing (B was not imported), so it is stored as a current memory.
-    assert not copy["Bob's train leaves at 10"]["is_superseded"] and "Bob's train leaves at 9" not in copy
+    assert not copy["Bob's train leaves at 10"]["is_superseded"]
+    assert "Bob's train leaves at 9" not in copy
 
 
 class _SpeakerRemovedAfterRegistration(MemoryService):
@@ -248,15 +256,18 @@ def test_a_batch_refused_as_a_whole_is_written_line_by_line_skipping_only_the_li
     source = _write(tmp_path / "zed.jsonl", [line.encode() for line in lines])
     code = commands.run(vars(_parser().parse_args(["import", source, "--json"])), Settings(), service=service)
     summary = json.loads(capsys.readouterr().out)
-    assert code == 1 and summary["stored"] == 2
+    assert code == 1
+    assert summary["stored"] == 2
     assert [s["line"] for s in summary["skipped"]] == [2]
     assert summary["skipped"][0]["reason"].startswith("speaker 'Zed' is not registered in this store")
 
 
 def test_a_missing_file_is_one_line_and_creates_no_store(wontopos: Any, tmp_path: Path) -> None:
     code, out, err = wontopos("import", str(tmp_path / "nothing.jsonl"), "--user", "copy")
-    assert code == 1 and out == ""
-    assert err.count("\n") == 1 and err.startswith("wontopos-mcp: No such file or directory: ")
+    assert code == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("wontopos-mcp: No such file or directory: ")
     assert "copy" not in [s["user_id"] for s in json.loads(wontopos("stores", "list", "--json")[1])["stores"]]
 
 
@@ -265,6 +276,7 @@ def test_a_line_repeated_in_the_file_is_stored_once(wontopos: Any, exported: lis
     source = _write(tmp_path / "twice.jsonl", [exported[0], exported[0], changed])
     code, out, _ = wontopos("import", source, "--user", "copy", "--json")
     summary = json.loads(out)
-    assert code == 1 and (summary["stored"], summary["already_there"]) == (1, 1)
+    assert code == 1
+    assert (summary["stored"], summary["already_there"]) == (1, 1)
     assert [s["line"] for s in summary["skipped"]] == [3]
     assert len(_export(wontopos, "copy")) == 1

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from support import all_memories, changes_nothing, refused, refused_by_every_store_call
 
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.storage.adapter import Store
 
 ODD_NAMES = [
     "Bob' OR '1'='1",
@@ -68,7 +68,8 @@ def test_an_odd_name_reads_only_its_own_words(crowd: tuple[MemoryService, dict[A
     hits = svc.memory_search("who keeps bees?", speaker=name, limit=20)
     assert (hits["speaker"], [(m["id"], m["speaker"]) for m in hits["memories"]]) == (name, [(said[name], name)])
     page = svc.by_speaker(name)
-    assert [m["id"] for m in page["memories"]] == [said[name]] and page["records_to_delete"] == 1
+    assert [m["id"] for m in page["memories"]] == [said[name]]
+    assert page["records_to_delete"] == 1
     assert {s["speaker"]: s["memories"] for s in svc.speakers_list()["speakers"]}[name] == 1
     again = svc.memory_add(BEES, speaker=name)
     assert (again["status"], again["duplicate_of"]) == ("duplicate", said[name])
@@ -243,4 +244,5 @@ def test_a_lone_surrogate_in_any_text_is_400_naming_its_field_and_changes_nothin
     for field, call in _lone_surrogate_calls(service, stored):
         with changes_nothing(service), refused(400, field=field) as info:
             call()
-        assert "lone surrogate" in info.value.message and "user_id" not in info.value.message, field
+        assert "lone surrogate" in info.value.message, field
+        assert "user_id" not in info.value.message, field

@@ -21,14 +21,14 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
-from wontopos_mcp.jsonrpc import (
+from wontopos_mcp.mcp.jsonrpc import (
     MAX_NESTING,
     Refusal,
     ToolRefusal,
     decode,
     lone_surrogate_error,
 )
-from wontopos_mcp.mcp_server import build_server
+from wontopos_mcp.mcp.server import build_server
 
 
 def _call(tool: str, arguments: Any, request_id: int | str = 7) -> str:
@@ -55,7 +55,8 @@ def test_a_well_formed_request_decodes_as_the_sdk_decodes_it() -> None:
     decoded = decode(line.encode())
     assert isinstance(decoded, SessionMessage)
     assert decoded.message == jsonrpc_message_adapter.validate_json(line, by_name=False)
-    assert isinstance(decoded.message, JSONRPCRequest) and decoded.message.params == {"cursor": "a😀"}
+    assert isinstance(decoded.message, JSONRPCRequest)
+    assert decoded.message.params == {"cursor": "a😀"}
 
 
 @pytest.mark.parametrize(
@@ -70,13 +71,16 @@ def test_a_well_formed_request_decodes_as_the_sdk_decodes_it() -> None:
 )
 def test_text_that_is_not_json_is_a_parse_error_with_id_null(line: bytes) -> None:
     refusal = _refusal(line)
-    assert refusal.code == PARSE_ERROR and refusal.message.startswith("Parse error")
-    assert [a.id for a in refusal.answers()] == [None] and refusal.answer().id is None
+    assert refusal.code == PARSE_ERROR
+    assert refusal.message.startswith("Parse error")
+    assert [a.id for a in refusal.answers()] == [None]
+    assert refusal.answer().id is None
 
 
 def test_bytes_that_are_not_utf8_are_a_parse_error_that_keeps_the_request_id() -> None:
     refusal = _refusal(b'{"jsonrpc":"2.0","id":16,"method":"tools/call","params":{"name":"\xff"}}')
-    assert refusal.code == PARSE_ERROR and "not UTF-8" in refusal.message
+    assert refusal.code == PARSE_ERROR
+    assert "not UTF-8" in refusal.message
     assert refusal.answer().id == 16
 
 
@@ -87,7 +91,8 @@ def test_a_batch_is_refused_whole_with_one_answer_per_request_id_on_a_stream() -
         {"jsonrpc": "2.0", "id": "b", "method": "ping"},
     ]
     refusal = _refusal(json.dumps(batch).encode())
-    assert refusal.code == INVALID_REQUEST and "batch" in refusal.message
+    assert refusal.code == INVALID_REQUEST
+    assert "batch" in refusal.message
     assert [a.id for a in refusal.answers()] == [11, "b"]
     assert refusal.answer().id is None  # one HTTP answer for two requests
 
@@ -95,7 +100,8 @@ def test_a_batch_is_refused_whole_with_one_answer_per_request_id_on_a_stream() -
 @pytest.mark.parametrize("batch", ["[]", '[{"jsonrpc":"2.0","method":"notifications/initialized"}]', "[1,2]"])
 def test_a_batch_without_a_request_id_gets_one_answer_with_id_null(batch: str) -> None:
     refusal = _refusal(batch)
-    assert refusal.code == INVALID_REQUEST and [a.id for a in refusal.answers()] == [None]
+    assert refusal.code == INVALID_REQUEST
+    assert [a.id for a in refusal.answers()] == [None]
 
 
 def test_a_batch_of_one_request_answers_with_its_id_over_http_too() -> None:
@@ -119,8 +125,10 @@ def test_the_nesting_limit_is_the_sdk_parsers_own() -> None:
 @pytest.mark.parametrize("levels", [300, 5000], ids=["stdlib-parses-it", "too-deep-even-for-stdlib"])
 def test_too_deep_a_request_is_invalid_params_with_its_id(levels: int) -> None:
     refusal = _refusal(_call("memory_add", f'{{"content":{_nested(levels)}}}', request_id="deep-1"))
-    assert refusal.code == INVALID_PARAMS and str(MAX_NESTING) in refusal.message
-    assert refusal.answer().id == "deep-1" and [a.id for a in refusal.answers()] == ["deep-1"]
+    assert refusal.code == INVALID_PARAMS
+    assert str(MAX_NESTING) in refusal.message
+    assert refusal.answer().id == "deep-1"
+    assert [a.id for a in refusal.answers()] == ["deep-1"]
 
 
 def test_too_deep_a_notification_or_response_is_answered_with_id_null() -> None:
@@ -143,7 +151,8 @@ def test_too_deep_a_notification_or_response_is_answered_with_id_null() -> None:
 )
 def test_json_that_is_not_a_json_rpc_message_is_an_invalid_request(line: str, request_id: Any) -> None:
     refusal = _refusal(line)
-    assert refusal.code == INVALID_REQUEST and refusal.message.startswith("Invalid Request")
+    assert refusal.code == INVALID_REQUEST
+    assert refusal.message.startswith("Invalid Request")
     assert refusal.answer().id == request_id
 
 
@@ -157,8 +166,10 @@ def test_a_request_whose_id_is_not_a_string_or_integer_is_invalid_with_id_null(o
     line = f'{{"jsonrpc":"2.0","id":{odd_id},"method":"ping"}}'
     assert isinstance(jsonrpc_message_adapter.validate_json(line, by_name=False), JSONRPCNotification)
     refusal = _refusal(line)
-    assert refusal.code == INVALID_REQUEST and "id must be a string or an integer" in refusal.message
-    assert [a.id for a in refusal.answers()] == [None] and refusal.answer().id is None
+    assert refusal.code == INVALID_REQUEST
+    assert "id must be a string or an integer" in refusal.message
+    assert [a.id for a in refusal.answers()] == [None]
+    assert refusal.answer().id is None
 
 
 def test_an_odd_id_is_named_in_the_refusal() -> None:
@@ -199,16 +210,19 @@ def test_a_lone_surrogate_in_a_tools_arguments_is_the_tools_400_naming_the_field
     tool: str, arguments: str, field: str
 ) -> None:
     decoded = decode(_call(tool, arguments).encode())
-    assert isinstance(decoded, ToolRefusal) and decoded.id == 7
+    assert isinstance(decoded, ToolRefusal)
+    assert decoded.id == 7
     envelope = decoded.error.envelope()
-    assert envelope["status"] == 400 and envelope["error"]["type"] == "invalid_request_error"
+    assert envelope["status"] == 400
+    assert envelope["error"]["type"] == "invalid_request_error"
     assert envelope["error"]["field"] == field
     json.dumps(envelope).encode("utf-8")  # nothing of the bad text is echoed
 
 
 def test_a_lone_surrogate_in_the_tool_name_names_name() -> None:
     decoded = decode('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x\\ud800","arguments":{}}}')
-    assert isinstance(decoded, ToolRefusal) and decoded.error.field == "name"
+    assert isinstance(decoded, ToolRefusal)
+    assert decoded.error.field == "name"
 
 
 @pytest.mark.parametrize(
@@ -227,7 +241,8 @@ def test_a_lone_surrogate_in_the_tool_name_names_name() -> None:
 )  # fmt: skip
 def test_a_lone_surrogate_anywhere_else_is_a_json_rpc_error(line: str, code: int, request_id: Any) -> None:
     refusal = _refusal(line)
-    assert refusal.code == code and "lone surrogate" in refusal.message
+    assert refusal.code == code
+    assert "lone surrogate" in refusal.message
     assert refusal.answer().id == request_id
 
 
@@ -241,9 +256,11 @@ async def test_an_in_process_call_with_a_lone_surrogate_is_refused_before_the_se
     server = build_server(service)
     async with Client(server) as client:
         result = await client.call_tool("memory_add", {"content": "bad \ud800 text"})
-        assert result.is_error and result.structured_content["error"]["field"] == "content"
+        assert result.is_error
+        assert result.structured_content["error"]["field"] == "content"
     # The SDK's client cannot even send such a tool name; the method it calls can get one.
     unknown = await server.call_tool("no\udc00such", {})
-    assert unknown.is_error and unknown.structured_content["error"]["field"] == "name"
+    assert unknown.is_error
+    assert unknown.structured_content["error"]["field"] == "name"
     json.dumps(unknown.structured_content).encode("utf-8")  # the bad name is not echoed
     assert service.memory_list()["memories"] == []

@@ -55,7 +55,8 @@ def test_offline_without_the_first_install_is_refused_by_uv(tmp_path: Path) -> N
         text=True,
         timeout=120,
     )
-    assert done.returncode != 0 and done.stdout == ""
+    assert done.returncode != 0
+    assert done.stdout == ""
     # uv's words: "No solution found" (a dependency only the network has), with a hint
     # that the network was disabled when no local index knows the package either.
     said = done.stderr.lower()

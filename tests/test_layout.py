@@ -1,114 +1,222 @@
-"""The engine's layout, pinned: each core module imports only modules below it in
-``CORE_ORDER``, and the core imports nothing of the faces, their frameworks or ``config``.
+"""The package's layout, pinned by wings (the folders), not by module names.
 
-The imports are read from the source (``ast``, every ``import`` statement, those under
-``TYPE_CHECKING`` and inside functions included), so an upward arrow fails here even
-when it is only taken at run time.
+Each wing may import only the wings listed for it in ``WINGS`` (the arrows point down:
+rules, then the contract, the model and storage, then the engine, then the faces); no
+face imports storage or the model (they go through ``MemoryService``); the core imports
+nothing of the faces' frameworks; and no two modules import each other, directly or
+around a loop, anywhere in the package. Imports are read from the source (``ast``: every
+``import`` statement, those under ``TYPE_CHECKING`` and inside functions included), so an
+arrow that is only taken at run time counts too.
+
+Sizes are reported, never enforced: ``python tests/test_layout.py`` prints the figures
+(wings, modules at the top, cycles, face-to-storage imports, the largest modules and
+classes, mypy's strict scope).
 """
 
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "wontopos_mcp"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "wontopos_mcp"
 
-# Lowest first. A module may import only modules listed before it.
-CORE_ORDER = (
-    # rules that know no storage
-    "errors", "forwarding", "validation", "dates", "names", "text", "secret_rules", "secret_shapes",
-    "secret_words", "redaction", "duplicates", "records",
-    "conversation", "idempotency", "batch", "scope", "contract", "budget", "verbs",
-    # the embedding model
-    "e5_convert", "embeddings",
-    # storage: upkeep decisions, write coordination, the LanceDB adapter
-    "maintenance", "lease", "object_leases", "coordination", "db_checks",
-    "store_schema", "store_search", "store_upkeep", "store_purge", "store",
-    # the parts, each the only owner of its data
-    "registry", "memories", "history", "search", "commits", "stores", "identity", "writes", "batch_writes",
-    "reads", "paging",
-    # building a service, and the facade
-    "bootstrap", "service",
-)  # fmt: skip
-FACES = (
-    "__init__", "__main__", "config", "models", "jsonrpc", "mcp_params", "mcp_tools", "mcp_speaker_tools",
-    "mcp_server", "transport", "rest", "wrong_keys", "http_app", "http_server", "logs", "library", "cli",
-    "commands", "cli_info", "importing",
-)  # fmt: skip
-FORBIDDEN = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")
-LONG_MODULES = {"e5_convert"}  # the model converter
-MAX_MODULE_LINES = 500
-MAX_CLASS_LINES = 230
-# Not split yet (issue 10): the adapter's public methods are what tests and bench/ call.
-KNOWN_LONG_CLASSES = {"store.Store"}
+# What each wing may import besides itself. A wing is a sub-package (``rules``) or a
+# module at the top (``errors``); ``""`` is the package's own ``__init__``.
+WINGS: dict[str, set[str]] = {
+    "errors": set(),
+    "rules": {"errors"},
+    "contract": {"errors", "rules"},
+    "verbs": {"errors", "contract"},
+    "model": {"errors"},
+    "storage": {"errors", "rules", "model"},
+    "engine": {"errors", "rules", "contract", "model", "storage"},
+    "config": {"errors", "rules"},
+    "logs": set(),
+    "library": {"errors", "rules", "contract", "verbs", "config", "engine"},
+    "mcp": {"", "errors", "rules", "contract", "verbs", "engine"},
+    "http": {"", "errors", "rules", "contract", "verbs", "config", "engine", "mcp"},
+    "cli": {"", "errors", "rules", "contract", "verbs", "config", "logs", "engine", "mcp", "http"},
+    "": {"errors", "library"},
+    "__main__": {"cli"},
+}
+CORE = ("rules", "contract", "model", "storage", "engine")
+FACES = ("mcp", "http", "cli", "library")
+FORBIDDEN_IN_CORE = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")
 
 
-def _imports(module: str) -> tuple[set[str], set[str]]:
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def wing(module: str) -> str:
+    """``wontopos_mcp.storage.locks.lease`` -> ``storage``; ``wontopos_mcp`` -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def imports(module: str) -> tuple[set[str], set[str]]:
     """(our modules, third-party top-level packages) that ``module`` imports."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     ours: set[str] = set()
     others: set[str] = set()
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                ours.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
-            elif node.level == 0 and node.module and node.module.split(".")[0] == "wontopos_mcp":
-                parts = node.module.split(".")
-                ours.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names])
-            elif node.level == 0 and node.module:
-                others.add(node.module.split(".")[0])
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "wontopos_mcp":
+                others.add(target.split(".")[0])
+                continue
+            named = [f"{target}.{alias.name}" for alias in node.names if f"{target}.{alias.name}" in MODULES]
+            ours.update(named or [target])
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                parts = alias.name.split(".")
-                (ours.add(parts[1]) if parts[0] == "wontopos_mcp" and len(parts) > 1 else others.add(parts[0]))
+                top = alias.name.split(".")[0]
+                (ours if top == "wontopos_mcp" else others).add(alias.name if top == "wontopos_mcp" else top)
     return ours, others
 
 
-def test_every_module_of_the_package_is_placed() -> None:
-    modules = {path.stem for path in PACKAGE.glob("*.py")}
-    assert len(CORE_ORDER) == len(set(CORE_ORDER))
-    assert modules - set(CORE_ORDER) - set(FACES) == set(), "a new module: place it in CORE_ORDER or FACES"
-    assert set(CORE_ORDER) <= modules
+def import_cycles() -> list[list[str]]:
+    """Every strongly connected group of two or more modules (Tarjan), or a self-import."""
+    graph = {module: {t for t in imports(module)[0] if t in MODULES and t != module} for module in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
 
 
-@pytest.mark.parametrize("module", CORE_ORDER)
-def test_a_core_module_imports_only_modules_below_it(module: str) -> None:
-    ours, _ = _imports(module)
-    below = set(CORE_ORDER[: CORE_ORDER.index(module)])
-    assert ours - below == set(), f"{module} imports {sorted(ours - below)}, which are not below it"
+def face_reaches_into_the_core() -> Iterator[tuple[str, str]]:
+    """(face module, storage or model module) for every such import."""
+    for module in MODULES:
+        if wing(module) in FACES:
+            for target in imports(module)[0]:
+                if wing(target) in ("storage", "model"):
+                    yield module, target
 
 
-@pytest.mark.parametrize("module", CORE_ORDER)
-def test_the_core_imports_no_face_framework_or_config(module: str) -> None:
-    ours, others = _imports(module)
-    assert ours & set(FACES) == set()
-    assert others & set(FORBIDDEN) == set()
+# -- the rules --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", CORE_ORDER + FACES)
-def test_modules_and_their_classes_stay_small(module: str) -> None:
-    text = (PACKAGE / f"{module}.py").read_text(encoding="utf-8")
-    if module not in LONG_MODULES:
-        assert text.count("\n") <= MAX_MODULE_LINES
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.ClassDef) and f"{module}.{node.name}" not in KNOWN_LONG_CLASSES:
-            assert node.end_lineno - node.lineno + 1 <= MAX_CLASS_LINES, f"{module}.{node.name}"
+def test_every_module_belongs_to_a_wing_and_every_wing_says_what_it_owns() -> None:
+    assert {wing(module) for module in MODULES} <= set(WINGS), "a new wing: give it its place in WINGS"
+    for module, path in MODULES.items():
+        if path.name == "__init__.py" and module != "wontopos_mcp":
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            assert "import" in doc, f"{module}: say what it owns and what it may import"
+            assert len(doc) > 150, f"{module}: say what it owns and what it may import"
 
 
-def test_the_import_reader_sees_an_upward_arrow() -> None:
-    """The checks above could pass by reading nothing: service must import its parts."""
-    ours, others = _imports("service")
-    assert {"registry", "memories", "writes", "reads", "paging", "bootstrap"} <= ours
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_a_module_imports_only_its_own_wing_and_the_wings_below(module: str) -> None:
+    reached = {wing(target) for target in imports(module)[0]} - {wing(module)}
+    assert reached <= WINGS[wing(module)], f"{module} imports {sorted(reached - WINGS[wing(module)])}"
+
+
+def test_no_import_cycle_anywhere_in_the_package() -> None:
+    assert import_cycles() == []
+
+
+def test_no_face_imports_storage_or_the_model() -> None:
+    assert list(face_reaches_into_the_core()) == []
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if wing(m) in CORE))
+def test_the_core_imports_no_face_framework(module: str) -> None:
+    assert imports(module)[1] & set(FORBIDDEN_IN_CORE) == set()
+
+
+def test_the_readers_see_arrows_and_cycles() -> None:
+    """The checks above could pass by reading nothing: the service imports its parts, and
+    a loop between two modules is found."""
+    ours, others = imports("wontopos_mcp.engine.service")
+    assert {"wontopos_mcp.engine.registry", "wontopos_mcp.engine.writes", "wontopos_mcp.engine.bootstrap"} <= ours
     assert "threading" in others
+    assert wing("wontopos_mcp.storage.locks.lease") == "storage"
+    assert wing("wontopos_mcp") == ""
+    saved = dict(MODULES)
+    try:
+        probe = PACKAGE / "engine" / "service.py"
+        MODULES["wontopos_mcp.engine.registry"] = probe  # registry "imports" what service imports
+        assert any("wontopos_mcp.engine.registry" in group for group in import_cycles())
+    finally:
+        MODULES.clear()
+        MODULES.update(saved)
+
+
+def report() -> str:
+    """The layout's figures, for the closing note of a change that moves files."""
+    sizes = []
+    classes = []
+    for module, path in MODULES.items():
+        text = path.read_text(encoding="utf-8")
+        sizes.append((text.count("\n"), module))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                classes.append((node.end_lineno - node.lineno + 1, f"{module}.{node.name}"))
+    wings = sorted({wing(m) for m, p in MODULES.items() if p.name == "__init__.py" and wing(m)})
+    top = sorted(m for m, p in MODULES.items() if m.count(".") == 1 and p.name != "__init__.py")
+    lines = [
+        f"wings (sub-packages)      {len(wings)}: {', '.join(wings)}",
+        f"modules at the top        {len(top)}: {', '.join(m.split('.')[1] for m in top)}",
+        f"modules in all            {len(MODULES)}",
+        f"import cycles             {len(import_cycles())}",
+        f"face -> storage/model     {len(list(face_reaches_into_the_core()))}",
+        "largest modules          "
+        + ", ".join(f"{m.removeprefix('wontopos_mcp.')} {n}" for n, m in sorted(sizes)[-5:]),
+        "largest classes          "
+        + ", ".join(f"{c.removeprefix('wontopos_mcp.')} {n}" for n, c in sorted(classes)[-5:]),
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(print(report()))
 
 
 # -- the seams the layout promises ----------------------------------------------------------------
 
 
 def test_write_coordination_is_chosen_by_the_database_uri(tmp_path: Path) -> None:
-    from wontopos_mcp.coordination import (
+    from wontopos_mcp.storage.locks.coordination import (
         LOCK_FILE,
         FileLockCoordinator,
         InProcessCoordinator,
@@ -121,7 +229,8 @@ def test_write_coordination_is_chosen_by_the_database_uri(tmp_path: Path) -> Non
     for uri in ("s3://bucket/db", "s3+ddb://bucket/db?ddbTableName=t", "gs://bucket/db", "az://container/db"):
         for writers in ("single", "leased"):
             chosen = coordinator_for(uri, writers=writers)
-            assert isinstance(chosen, LeaseCoordinator) and chosen.mode == writers
+            assert isinstance(chosen, LeaseCoordinator)
+            assert chosen.mode == writers
     assert type(coordinator_for("db://cloud-db")) is InProcessCoordinator  # LanceDB Cloud: best effort
     local.attach()
     with local.hold(), local.hold():  # re-entrant for the thread that holds it
@@ -131,7 +240,7 @@ def test_write_coordination_is_chosen_by_the_database_uri(tmp_path: Path) -> Non
 def test_the_offline_switch_of_the_default_model_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from wontopos_mcp.embeddings import _offline
+    from wontopos_mcp.model.embeddings import _offline
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     with _offline():
@@ -144,9 +253,9 @@ def test_the_offline_switch_of_the_default_model_is_put_back(monkeypatch: pytest
 
 
 def test_a_store_left_out_of_store_create_is_the_default_store_in_the_core(tmp_path: Path) -> None:
-    from wontopos_mcp.embeddings import ModelLoader
-    from wontopos_mcp.service import MemoryService
-    from wontopos_mcp.store import Store
+    from wontopos_mcp.engine.service import MemoryService
+    from wontopos_mcp.model.embeddings import ModelLoader
+    from wontopos_mcp.storage.adapter import Store
 
     service = MemoryService(Store(str(tmp_path / "db")), ModelLoader(lambda: None, model="unused"))  # type: ignore[arg-type,return-value]
     try:

@@ -30,17 +30,17 @@ from azure_emulator import AzureEmulator
 from s3_emulator import CREDENTIALS, free_port
 from support import REPO
 
-from wontopos_mcp.coordination import LeaseCoordinator, coordinator_for, lease_name
 from wontopos_mcp.errors import ConfigError
-from wontopos_mcp.lease import LeaseBackend, LeaseBusy, LeaseLost, Leases, LeaseTiming
-from wontopos_mcp.object_leases import (
+from wontopos_mcp.storage.adapter import Store
+from wontopos_mcp.storage.locks.coordination import LeaseCoordinator, coordinator_for, lease_name
+from wontopos_mcp.storage.locks.lease import LeaseBackend, LeaseBusy, LeaseLost, Leases, LeaseTiming
+from wontopos_mcp.storage.locks.object_leases import (
     AzureLeaseBackend,
     DynamoLeaseBackend,
     GcsLeaseBackend,
     S3LeaseBackend,
     backend_for,
 )
-from wontopos_mcp.store import Store
 
 FAST = LeaseTiming.from_ttl_ms(1000)  # TTL 1 s, margin 0.2 s: takeovers within seconds
 DDB_TABLE = "lance-commits"
@@ -117,7 +117,8 @@ def no_cloud_settings(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def test_the_backends_are_chosen_by_the_uri(s3_endpoint: str, ddb_table: str, no_cloud_settings: Any) -> None:
     assert isinstance(backend_for("s3://exists/db", _options(s3_endpoint)), S3LeaseBackend)
     chosen = backend_for(f"s3+ddb://exists/db?ddbTableName={ddb_table}", _options(s3_endpoint))
-    assert isinstance(chosen, DynamoLeaseBackend) and chosen.table == ddb_table
+    assert isinstance(chosen, DynamoLeaseBackend)
+    assert chosen.table == ddb_table
     key = {"account_key": "a2V5"}
     for uri, account, container in [
         ("az://box/team/db", "acct", "box"),
@@ -127,12 +128,16 @@ def test_the_backends_are_chosen_by_the_uri(s3_endpoint: str, ddb_table: str, no
     ]:
         options = key if "@" in uri else {**key, "azure_storage_account_name": account}
         azure = backend_for(uri, options)
-        assert isinstance(azure, AzureLeaseBackend) and azure.prefix == "team/db", uri
-        assert azure.container.container_name == container and azure.container.account_name == account, uri
+        assert isinstance(azure, AzureLeaseBackend), uri
+        assert azure.prefix == "team/db", uri
+        assert azure.container.container_name == container, uri
+        assert azure.container.account_name == account, uri
         assert azure.container.url.startswith(f"https://{account}.blob.core.windows.net/{container}"), uri
     no_cloud_settings.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # anonymous: no credentials looked up
     gcs = backend_for("gs://pail/team/db/", {})
-    assert isinstance(gcs, GcsLeaseBackend) and gcs.bucket.name == "pail" and gcs.prefix == "team/db"
+    assert isinstance(gcs, GcsLeaseBackend)
+    assert gcs.bucket.name == "pail"
+    assert gcs.prefix == "team/db"
 
 
 @pytest.mark.parametrize(
@@ -189,7 +194,8 @@ def test_the_azure_emulator_settings_lancedb_reads_reach_azurite(
     no_cloud_settings.setenv("AZURITE_BLOB_STORAGE_URL", azurite.url)
     emulated = backend_for(f"az://leases/emu-{uuid.uuid4().hex[:8]}", {"use_emulator": "true"})
     token = emulated.create("lease", b"one")
-    assert token is not None and emulated.read("lease") == (token, b"one")
+    assert token is not None
+    assert emulated.read("lease") == (token, b"one")
     no_cloud_settings.setenv("AZURE_STORAGE_USE_EMULATOR", "true")  # the same, from the environment
     assert backend_for(f"az://leases/{uuid.uuid4().hex[:8]}", {}).create("lease", b"two") is not None
 
@@ -207,7 +213,8 @@ def test_create_only_if_absent_replace_and_delete_only_if_unchanged(backend: Lea
     assert first is not None
     assert backend.create("lease", b"two") is None  # it exists: nobody else gets it
     second = backend.replace("lease", first, b"three")
-    assert second is not None and second != first
+    assert second is not None
+    assert second != first
     assert backend.replace("lease", first, b"four") is None  # a stale version changes nothing
     assert backend.read("lease") == (second, b"three")
     backend.delete("lease", first)  # stale: left alone
@@ -227,7 +234,8 @@ def test_a_held_lease_is_busy_for_others_and_free_once_released(backend: LeaseBa
     try:
         with pytest.raises(LeaseBusy) as refused:
             theirs.acquire("store-a", wait=0.3)
-        assert refused.value.status == 503 and refused.value.details["retry_after_ms"] == 1000
+        assert refused.value.status == 503
+        assert refused.value.details["retry_after_ms"] == 1000
         other = theirs.acquire("store-b", wait=0.3)  # another name is another lease
         theirs.release(other)
     finally:
@@ -244,7 +252,8 @@ def test_a_live_holder_keeps_its_lease_past_the_ttl(backend: LeaseBackend) -> No
     try:
         with pytest.raises(LeaseBusy):
             waiter.acquire("db", wait=3 * FAST.ttl_s)
-        assert lease.valid() and lease.renewals >= 3
+        assert lease.valid()
+        assert lease.renewals >= 3
     finally:
         holder.release(lease)
 
@@ -261,7 +270,8 @@ def test_a_dead_holder_is_taken_over_after_the_ttl_and_then_knows_it(backend: Le
         assert not dead.valid()  # the stalled holder stopped trusting its lease before that
         with pytest.raises(LeaseLost) as lost:
             holder.check(dead)
-        assert lost.value.status == 503 and "retry_after_ms" in lost.value.details
+        assert lost.value.status == 503
+        assert "retry_after_ms" in lost.value.details
     finally:
         waiter.release(taken)
 
@@ -274,7 +284,8 @@ def test_a_holder_whose_lease_was_taken_learns_it_at_the_next_renewal(backend: L
     deadline = time.monotonic() + 3 * FAST.ttl_s
     while not lease.lost and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert lease.lost and not lease.valid()
+    assert lease.lost
+    assert not lease.valid()
     holder.release(lease)
     assert backend.read("db") == (stolen, b"someone else")  # a lost lease is not deleted
 
@@ -394,9 +405,12 @@ def test_a_second_single_writer_stops_at_start_naming_the_flag(
     second = _server(db, s3_endpoint, tmp_path, free_port())
     stopping.append(second)
     out, err = second.communicate(timeout=120)
-    assert second.returncode == 2 and out == "" and "Traceback" not in err
+    assert second.returncode == 2
+    assert out == ""
+    assert "Traceback" not in err
     line = err.strip().splitlines()[-1]
-    assert "another process is writing this database" in line and "--writers leased" in line
+    assert "another process is writing this database" in line
+    assert "--writers leased" in line
     # Stopped the way a service manager stops it, the first releases the database: a new
     # writer starts without waiting out the lease.
     first.send_signal(signal.SIGTERM)
@@ -414,7 +428,8 @@ def test_leased_writers_on_a_store_without_a_lease_backend_stop_at_start(tmp_pat
         text=True,
         timeout=60,
     )
-    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         "wontopos-mcp: db:// databases cannot be shared by several writers (leases are built for s3://, "
         "s3+ddb://, gs:// and az://); run a single writer (--writers single) or use one of those stores"

@@ -29,12 +29,12 @@ from support import (
     refused,
 )
 
-from wontopos_mcp.embeddings import ModelLoader
+from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import WontoposError
-from wontopos_mcp.idempotency import Idempotency
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
-from wontopos_mcp.text import importance
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.rules.idempotency import Idempotency
+from wontopos_mcp.rules.text import importance
+from wontopos_mcp.storage.adapter import Store
 
 
 def contents(memories: list[dict[str, Any]]) -> list[str]:
@@ -93,14 +93,16 @@ def test_a_given_conversation_id_is_kept_on_every_memory(face: ServiceFace) -> N
         [{"role": "user", "content": "Where shall we eat?"}, {"role": "assistant", "content": "The noodle bar."}],
         conversation_id="dinner-0710",
     )
-    assert answer["conversation_id"] == "dinner-0710" and answer["user_id"] == "default"
+    assert answer["conversation_id"] == "dinner-0710"
+    assert answer["user_id"] == "default"
     assert {face.get(r["id"])["conversation_id"] for r in answer["results"]} == {"dinner-0710"}
 
 
 def test_without_a_conversation_id_each_call_gets_a_fresh_one(service: MemoryService) -> None:
     first = service.memory_add_messages([{"role": "user", "content": "Hello there."}])
     second = service.memory_add_messages([{"role": "user", "content": "Good morning."}])
-    assert uuid.UUID(first["conversation_id"]) and uuid.UUID(second["conversation_id"])
+    assert uuid.UUID(first["conversation_id"])
+    assert uuid.UUID(second["conversation_id"])
     assert first["conversation_id"] != second["conversation_id"]
     memory = service.memory_get(first["results"][0]["id"])["memory"]
     assert memory["conversation_id"] == first["conversation_id"]
@@ -111,7 +113,8 @@ def test_only_system_and_tool_messages_store_nothing_and_answer_no_results(servi
         answer = service.memory_add_messages(
             [{"role": "system", "content": "Be brief."}, {"role": "tool", "name": "me", "content": "42"}]
         )
-    assert answer["results"] == [] and answer["conversation_id"]
+    assert answer["results"] == []
+    assert answer["conversation_id"]
 
 
 def test_one_unregistered_name_anywhere_refuses_the_whole_call_and_stores_nothing(face: ServiceFace) -> None:
@@ -171,7 +174,8 @@ def test_exactly_100_messages_and_200000_characters_are_accepted(service: Memory
     # Limits are inclusive; system messages count toward the characters but are not stored.
     messages = [{"role": "system", "content": "s" * 2_000} for _ in range(99)]
     messages.append({"role": "user", "content": ("The plan is long. " * 112)[:2_000]})
-    assert len(messages) == 100 and sum(len(m["content"]) for m in messages) == 200_000
+    assert len(messages) == 100
+    assert sum(len(m["content"]) for m in messages) == 200_000
     answer = service.memory_add_messages(messages)
     assert [r["status"] for r in answer["results"]] == ["stored"]
     assert service.memory_list()["count"] == 1
@@ -280,7 +284,8 @@ def test_recall_long_term_is_the_search_answer_for_the_query(conversations: Serv
     recalled = conversations.recall("When does the ferry leave?", limit=5, context_limit=5)
     searched = conversations.svc.memory_search("When does the ferry leave?", limit=5)
     assert recalled["long_term"]["memories"] == searched["memories"]
-    assert len(searched["memories"]) == 5 and searched["memories"][0]["content"] == FERRY[6:]
+    assert len(searched["memories"]) == 5
+    assert searched["memories"][0]["content"] == FERRY[6:]
     assert recalled["user_id"] == "default"
     assert set(recalled) == {"user_id", "short_term", "long_term", "context"}
 
@@ -299,7 +304,8 @@ def test_recall_shows_the_best_memorys_conversation_centred_on_it(conversations:
         f"[match] {FERRY}"
     ]
     full = conversations.recall("When does the ferry leave?", context_limit=20)["context"]["around_top_memory"]
-    assert len(full) == 7 and full[3] == f"[match] {FERRY}"  # the whole conversation, no more
+    assert len(full) == 7
+    assert full[3] == f"[match] {FERRY}"
     assert full[0] == "[before] Let's plan the weekend trip."
 
 
@@ -330,14 +336,16 @@ def test_recall_short_term_is_the_last_turns_oldest_first(conversations: Service
         {"role": "assistant", "content": "I can bring sandwiches for everyone.", "speaker": "Carol"},
     ]  # the memory_add (no role) is not a turn
     stamps = [t["timestamp"] for t in turns]
-    assert all(RFC3339_MICROS.fullmatch(s) for s in stamps) and stamps == sorted(stamps)
+    assert all(RFC3339_MICROS.fullmatch(s) for s in stamps)
+    assert stamps == sorted(stamps)
     all_turns = conversations.recall("anything", context_limit=20)["short_term"]["turns"]
     assert [t["content"] for t in all_turns] == [m["content"] for m in TRIP_1 + WORK + TRIP_2]
 
 
 def test_recall_with_context_limit_0_has_no_turns_and_no_lines(conversations: ServiceFace) -> None:
     recalled = conversations.recall("When does the ferry leave?", context_limit=0)
-    assert recalled["short_term"] == {"turns": []} and recalled["context"] == {"around_top_memory": []}
+    assert recalled["short_term"] == {"turns": []}
+    assert recalled["context"] == {"around_top_memory": []}
     assert recalled["long_term"]["memories"][0]["content"] == FERRY[6:]
 
 
@@ -407,7 +415,8 @@ def test_forgetting_the_newest_version_makes_its_predecessor_current_again(face:
     c = face.supersede(b, "The gate code is 3333.")["id"]
     face.forget(c)
     current = face.get(b)
-    assert current["is_superseded"] is False and "superseded_by" not in current
+    assert current["is_superseded"] is False
+    assert "superseded_by" not in current
     assert face.get(a)["superseded_by"] == b
     assert ids(face.search("what is the gate code?")) == [b]
     assert face.supersede(b, "The gate code is 4444.")["superseded"] == b
@@ -442,7 +451,8 @@ def idem(key: str, fingerprint: str = "body-1") -> Idempotency:
 
 def test_a_repeated_write_with_the_same_key_and_body_replays_the_first_answer(service: MemoryService) -> None:
     first = service.memory_add("The boiler was serviced.", idempotency=idem("k-1"))
-    assert first["status"] == "stored" and "replayed" not in first
+    assert first["status"] == "stored"
+    assert "replayed" not in first
     with changes_nothing(service):
         again = service.memory_add("The boiler was serviced.", idempotency=idem("k-1"))
     assert again == {**first, "replayed": True}
@@ -455,13 +465,15 @@ def test_the_same_key_with_another_body_is_422_and_stores_nothing(service: Memor
         service.memory_add("The roof was repaired.", idempotency=idem("k-1", "body-2"))
     error = info.value.envelope()
     assert error["status"] == 422
-    assert error["error"]["type"] == "invalid_request_error" and error["error"]["field"] == "Idempotency-Key"
+    assert error["error"]["type"] == "invalid_request_error"
+    assert error["error"]["field"] == "Idempotency-Key"
 
 
 def test_a_duplicate_outcome_replays_too(service: MemoryService) -> None:
     original = service.memory_add("The spare key is under the mat.")["id"]
     first = service.memory_add("the spare key is under the mat", idempotency=idem("k-dup"))
-    assert first["status"] == "duplicate" and first["duplicate_of"] == original
+    assert first["status"] == "duplicate"
+    assert first["duplicate_of"] == original
     again = service.memory_add("the spare key is under the mat", idempotency=idem("k-dup"))
     assert again == {**first, "replayed": True}
     service.memory_forget(memory_id=original)  # the replay does not depend on the original
@@ -473,7 +485,9 @@ def test_keys_are_kept_per_store(service: MemoryService) -> None:
     service.store_create("alice")
     home = service.memory_add("The boiler was serviced.", idempotency=idem("k-1"))
     elsewhere = service.memory_add("The boiler was serviced.", user_id="alice", idempotency=idem("k-1"))
-    assert elsewhere["status"] == "stored" and "replayed" not in elsewhere and elsewhere["id"] != home["id"]
+    assert elsewhere["status"] == "stored"
+    assert "replayed" not in elsewhere
+    assert elsewhere["id"] != home["id"]
     assert elsewhere["user_id"] == "alice"
     assert service.memory_list(user_id="alice")["count"] == 1
 
@@ -510,7 +524,8 @@ def test_a_refused_write_records_no_key(service: MemoryService) -> None:
         service.memory_add("Bob's flight lands at 9.", speaker="Bob", idempotency=idem("k-1"))
     service.speaker_register("Bob")
     stored = service.memory_add("Bob's flight lands at 9.", speaker="Bob", idempotency=idem("k-1"))
-    assert stored["status"] == "stored" and "replayed" not in stored
+    assert stored["status"] == "stored"
+    assert "replayed" not in stored
 
 
 def test_a_forgotten_memory_takes_its_idempotency_record_with_it(service: MemoryService) -> None:
@@ -519,7 +534,9 @@ def test_a_forgotten_memory_takes_its_idempotency_record_with_it(service: Memory
     first = service.memory_add("My PIN is 4321.", idempotency=idem("k-1"))
     service.memory_forget(memory_id=first["id"])
     again = service.memory_add("My PIN is 4321.", idempotency=idem("k-1"))
-    assert again["status"] == "stored" and "replayed" not in again and again["id"] != first["id"]
+    assert again["status"] == "stored"
+    assert "replayed" not in again
+    assert again["id"] != first["id"]
     assert ids(all_memories(service)) == [again["id"]]
 
 
@@ -527,7 +544,8 @@ def test_fingerprints_are_keyed_by_a_secret_the_database_keeps(make_service: Cal
     one, two = make_service(), make_service()  # two processes on one database
     keyed = one.idempotency("k-1", "POST /api/v1/memory/store\n{}")
     plain = hashlib.sha256(b"POST /api/v1/memory/store\n{}").hexdigest()
-    assert keyed.fingerprint.startswith("hmac-sha256:") and plain not in keyed.fingerprint
+    assert keyed.fingerprint.startswith("hmac-sha256:")
+    assert plain not in keyed.fingerprint
     assert two.idempotency("k-1", "POST /api/v1/memory/store\n{}") == keyed
     assert one.idempotency("k-1", "another body").fingerprint != keyed.fingerprint
     first = one.memory_add("The boiler was serviced.", idempotency=keyed)
@@ -565,7 +583,8 @@ def test_a_key_is_free_again_after_24_hours(clocked_service: MemoryService, cloc
         clocked_service.memory_add("The roof was repaired.", idempotency=idem("k-1", "body-2"))
     clock.advance(minutes=2)
     later = clocked_service.memory_add("The roof was repaired.", idempotency=idem("k-1", "body-2"))
-    assert later["status"] == "stored" and "replayed" not in later
+    assert later["status"] == "stored"
+    assert "replayed" not in later
 
 
 def test_a_repeat_while_the_first_is_still_running_is_409_with_retry_after_ms(tmp_path, gate: Gate) -> None:
@@ -590,7 +609,8 @@ def test_a_repeat_while_the_first_is_still_running_is_409_with_retry_after_ms(tm
         worker.join(timeout=60)
     assert not worker.is_alive()
     first = outcome[0]
-    assert isinstance(first, dict) and first["status"] == "stored", first
+    assert isinstance(first, dict), first
+    assert first["status"] == "stored", first
     assert svc.memory_add("The boiler was serviced.", idempotency=idem("k-1")) == {**first, "replayed": True}
     assert svc.memory_list()["count"] == 1
     svc.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support import refused
 
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 
 def write_row_at(service: MemoryService, text: str, seq: int) -> str:

@@ -1,5 +1,5 @@
 """Upkeep keeps a database small and fast whatever the number or lifetime of the processes
-writing it (``maintenance``): tiered compaction, index updates, old versions removed.
+writing it (``upkeep_policy``): tiered compaction, index updates, old versions removed.
 
 The policy is checked on its own (pure functions over fragment sizes), then on real
 databases: one written by 20 short-lived processes of 30 writes each must stay within
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from support import all_memories, server_env
 
-from wontopos_mcp import maintenance
-from wontopos_mcp.maintenance import (
+from wontopos_mcp.storage import upkeep_policy as maintenance
+from wontopos_mcp.storage.upkeep_policy import (
     FAN_IN,
     TIER_BASE,
     Fragment,
@@ -174,15 +174,16 @@ def test_rows_outside_the_indexes_are_found_by_every_read(service: Any) -> None:
     assert service.by_speaker("Bob")["memories"][0]["id"] == newest["id"]
     assert service.memory_get(newest["id"])["memory"]["content"].startswith("Bob said")
     again = service.memory_add("Bob said the zeppelin tickets are booked for Thursday.", speaker="Bob")
-    assert again["status"] == "duplicate" and again["duplicate_of"] == newest["id"]
+    assert again["status"] == "duplicate"
+    assert again["duplicate_of"] == newest["id"]
 
 
 def test_upkeep_removes_versions_older_than_the_retention(tmp_path: Path, embedder: Any) -> None:
     """With no retention (a store argument, so a test need not wait), each cleanup round
     leaves only the versions committed since the previous one."""
-    from wontopos_mcp.embeddings import ModelLoader
-    from wontopos_mcp.service import MemoryService
-    from wontopos_mcp.store import Store
+    from wontopos_mcp.engine.service import MemoryService
+    from wontopos_mcp.model.embeddings import ModelLoader
+    from wontopos_mcp.storage.adapter import Store
 
     service = MemoryService(Store(str(tmp_path / "db"), retain=timedelta(0)), ModelLoader.of(embedder))
     for i in range(3 * maintenance.CLEANUP_EVERY):

@@ -20,7 +20,7 @@ from mcp import Client
 from support import REPO, TOOLS, Session, mcp_session
 
 from wontopos_mcp import errors
-from wontopos_mcp.mcp_server import build_server
+from wontopos_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +140,8 @@ async def test_range_errors_read_like_the_services_own(mcp: Session) -> None:
     error = await mcp.refused(
         "memory_forget", {"speaker": "Bob", "confirm_records": -1}, status=400, type="invalid_request_error"
     )
-    assert error["field"] == "confirm_records" and "at least 0" in error["message"]
+    assert error["field"] == "confirm_records"
+    assert "at least 0" in error["message"]
 
 
 async def test_one_unregistered_name_refuses_memory_add_messages_and_stores_nothing(mcp: Session) -> None:
@@ -160,7 +161,8 @@ async def test_one_unregistered_name_refuses_memory_add_messages_and_stores_noth
         type="invalid_request_error",
         field="messages[3].name",
     )
-    assert error["speaker"] == "Zed" and "speaker_register" in error["message"]
+    assert error["speaker"] == "Zed"
+    assert "speaker_register" in error["message"]
     assert await mcp.ok("memory_list") == before
 
 
@@ -207,7 +209,8 @@ async def test_an_unknown_tool_is_400_naming_it(mcp: Session) -> None:
 
 async def test_null_for_an_optional_argument_means_not_given(mcp: Session) -> None:
     stored = await mcp.ok("memory_add", content="Tea at five.", speaker=None, category=None, user_id=None)
-    assert "speaker" not in stored and stored["user_id"] == "default"
+    assert "speaker" not in stored
+    assert stored["user_id"] == "default"
     listed = await mcp.ok("memory_list", cursor=None)
     assert listed["memories"][0]["category"] == "general"
     # Limits and flags too: clients that send null for every optional field get the defaults.
@@ -304,7 +307,8 @@ async def test_an_unexpected_exception_is_a_logged_500_without_internals(caplog)
     assert result.structured_content == errors.internal_error().envelope()
     assert "secret" not in result.content[0].text
     logged = [r for r in caplog.records if r.name.startswith("wontopos_mcp")]
-    assert logged and logged[0].exc_info is not None
+    assert logged
+    assert logged[0].exc_info is not None
     assert "secret internals" in caplog.text  # the traceback stays on the server
 
 
@@ -315,7 +319,8 @@ async def test_an_answer_that_breaks_its_own_schema_is_a_logged_500(caplog) -> N
         mcp = Session(client)
         await mcp.load_tools()
         result = await mcp.call("speakers_list")
-    assert result.is_error and result.structured_content["status"] == 500
+    assert result.is_error
+    assert result.structured_content["status"] == 500
     assert any(r.exc_info for r in caplog.records if r.name.startswith("wontopos_mcp"))
 
 
@@ -343,9 +348,9 @@ async def test_tools_call_the_service_off_the_event_loop_and_omit_absent_argumen
 # A fresh interpreter: what an import loads shows only in a process that loaded nothing before.
 def test_importing_the_mcp_face_loads_no_storage_or_model_code() -> None:
     code = (
-        "import sys, wontopos_mcp.mcp_server\n"
-        "heavy = [m for m in ('lancedb', 'pyarrow', 'fastembed', 'onnxruntime', 'wontopos_mcp.store', "
-        "'wontopos_mcp.service') if m in sys.modules]\n"
+        "import sys, wontopos_mcp.mcp.server\n"
+        "heavy = [m for m in ('lancedb', 'pyarrow', 'fastembed', 'onnxruntime', 'wontopos_mcp.storage.adapter', "
+        "'wontopos_mcp.engine.service') if m in sys.modules]\n"
         "print(','.join(heavy))\n"
     )
     out = subprocess.run(

@@ -21,7 +21,7 @@ from support import (
     open_loading_service,
 )
 
-from wontopos_mcp.mcp_server import build_server
+from wontopos_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,8 @@ async def test_every_output_schema_is_an_object_offering_the_answer_or_the_error
         schema = tool.output_schema
         assert schema["type"] == "object", name
         arms = [arm["$ref"].rsplit("/", 1)[-1] for arm in schema["anyOf"]]
-        assert arms[-1] == "ErrorEnvelope" and len(arms) >= 2, (name, arms)
+        assert arms[-1] == "ErrorEnvelope", (name, arms)
+        assert len(arms) >= 2, (name, arms)
     add_arms = [arm["$ref"] for arm in mcp.tools["memory_add"].output_schema["anyOf"]]
     assert add_arms == ["#/$defs/MemoryAddAnswer", "#/$defs/MemoryDuplicateAnswer", "#/$defs/ErrorEnvelope"]
 
@@ -76,12 +77,15 @@ async def test_optional_record_fields_are_not_required_and_never_null(mcp: Sessi
     )
     for name in optional:
         prop = record["properties"][name]
-        assert "anyOf" not in prop and prop["type"] != "null" and "default" not in prop, (name, prop)
+        assert "anyOf" not in prop, (name, prop)
+        assert prop["type"] != "null", (name, prop)
+        assert "default" not in prop, (name, prop)
 
 
 async def test_paging_cursors_are_always_present_and_may_be_null(mcp: Session) -> None:
     page = mcp.tools["by_speaker"].output_schema["$defs"]["BySpeakerAnswer"]
-    assert "next_before" in page["required"] and "next_skip_ids" in page["required"]
+    assert "next_before" in page["required"]
+    assert "next_skip_ids" in page["required"]
     assert {"type": "null"} in page["properties"]["next_before"]["anyOf"]
     listing = mcp.tools["memory_list"].output_schema["$defs"]["MemoryListAnswer"]
     assert "next_cursor" in listing["required"]
@@ -137,7 +141,8 @@ async def test_input_schemas_carry_the_contract_parameters_and_ranges(mcp: Sessi
     messages = props("memory_add_messages")["messages"]
     assert (messages["type"], messages["minItems"], messages["maxItems"]) == ("array", 1, 100)
     item = messages["items"]
-    assert item["required"] == ["role", "content"] and item["additionalProperties"] is False
+    assert item["required"] == ["role", "content"]
+    assert item["additionalProperties"] is False
     assert item["properties"]["role"]["enum"] == ["user", "assistant", "system", "tool"]
     assert set(item["properties"]) == {"role", "name", "content"}
 
@@ -148,7 +153,10 @@ async def test_descriptions_tell_a_model_when_to_call_and_the_rules(mcp: Session
         assert "call it" in first, (name, first)
         assert "error.type" in tool.description, name
     add = mcp.tools["memory_add"].description
-    assert "speaker_register" in add and '"me"' in add and '"duplicate"' in add and "status" in add
+    assert "speaker_register" in add
+    assert '"me"' in add
+    assert '"duplicate"' in add
+    assert "status" in add
     assert "never register" in mcp.tools["speaker_register"].description
 
 
@@ -163,34 +171,48 @@ async def test_server_instructions_explain_stores_and_speakers(mcp: Session) -> 
 
 async def test_speaker_register_answers_registered_then_exists(mcp: Session) -> None:
     first = await mcp.ok("speaker_register", speaker="  Bob ")
-    assert first["status"] == "registered" and first["speaker"] == "Bob" and first["user_id"] == "default"
+    assert first["status"] == "registered"
+    assert first["speaker"] == "Bob"
+    assert first["user_id"] == "default"
     assert (first["count"], first["limit"]) == (1, 50)
     again = await mcp.ok("speaker_register", speaker="Bob")
-    assert again["status"] == "exists" and again["count"] == 1 and again["created_at"] == first["created_at"]
+    assert again["status"] == "exists"
+    assert again["count"] == 1
+    assert again["created_at"] == first["created_at"]
     listed = await mcp.ok("speakers_list")
-    assert [s["speaker"] for s in listed["speakers"]] == ["Bob"] and listed["count"] == 1
+    assert [s["speaker"] for s in listed["speakers"]] == ["Bob"]
+    assert listed["count"] == 1
 
 
 async def test_search_with_speaker_returns_only_that_speakers_words(mcp: Session) -> None:
     await _register(mcp, "Bob", "Alice")
     bob = await mcp.ok("memory_add", content="The deadline moved to Tuesday.", speaker="Bob")
-    assert bob["status"] == "stored" and bob["speaker"] == "Bob" and bob["chunks"] == 1 and bob["id"]
+    assert bob["status"] == "stored"
+    assert bob["speaker"] == "Bob"
+    assert bob["chunks"] == 1
+    assert bob["id"]
     await mcp.ok("memory_add", content="The deadline moved to Friday.", speaker="Alice")
     mine = await mcp.ok("memory_add", content="I promised the summary by Friday.", speaker="me")
     untagged = await mcp.ok("memory_add", content="The office is closed on Mondays.")
-    assert "speaker" not in untagged and mine["speaker"] == "me"
+    assert "speaker" not in untagged
+    assert mine["speaker"] == "me"
 
     found = await mcp.ok("memory_search", query="when is the deadline?", speaker="Bob")
-    assert found["speaker"] == "Bob" and found["query"] == "when is the deadline?"
+    assert found["speaker"] == "Bob"
+    assert found["query"] == "when is the deadline?"
     assert [m["id"] for m in found["memories"]] == [bob["id"]]
     memory = found["memories"][0]
-    assert memory["content"] == "The deadline moved to Tuesday." and memory["speaker"] == "Bob"
-    assert 0 <= memory["similarity"] <= 1 and memory["is_superseded"] is False
+    assert memory["content"] == "The deadline moved to Tuesday."
+    assert memory["speaker"] == "Bob"
+    assert 0 <= memory["similarity"] <= 1
+    assert memory["is_superseded"] is False
 
     everything = await mcp.ok("memory_search", query="deadline", limit=5)
-    assert "speaker" not in everything and len(everything["memories"]) == 4
+    assert "speaker" not in everything
+    assert len(everything["memories"]) == 4
     untagged_record = next(m for m in everything["memories"] if m["id"] == untagged["id"])
-    assert "speaker" not in untagged_record and "superseded_by" not in untagged_record
+    assert "speaker" not in untagged_record
+    assert "superseded_by" not in untagged_record
 
 
 async def test_notes_stored_one_by_one_are_not_a_conversation(mcp: Session) -> None:
@@ -203,17 +225,21 @@ async def test_notes_stored_one_by_one_are_not_a_conversation(mcp: Session) -> N
     budget = await mcp.ok("memory_add", content="The Q3 budget review moved to the 14th.", speaker="Bob")
     found = await mcp.ok("memory_search", query="when is the budget due?", speaker="Bob")
     assert [m["id"] for m in found["memories"]][0] == budget["id"]
-    assert {m["speaker"] for m in found["memories"]} == {"Bob"} and len(found["memories"]) == 3
+    assert {m["speaker"] for m in found["memories"]} == {"Bob"}
+    assert len(found["memories"]) == 3
 
 
 async def test_restating_a_memory_answers_duplicate_and_stores_nothing(mcp: Session) -> None:
     await _register(mcp, "Bob")
     first = await mcp.ok("memory_add", content="Bob is allergic to peanuts.", speaker="Bob")
     again = await mcp.ok("memory_add", content="bob is allergic to peanuts", speaker="Bob")
-    assert again["status"] == "duplicate" and again["id"] == "" and again["duplicate_of"] == first["id"]
+    assert again["status"] == "duplicate"
+    assert again["id"] == ""
+    assert again["duplicate_of"] == first["id"]
     assert again["note"]
     listed = await mcp.ok("memory_list")
-    assert listed["count"] == 1 and listed["next_cursor"] is None
+    assert listed["count"] == 1
+    assert listed["next_cursor"] is None
 
 
 async def test_memory_add_keeps_event_date_category_and_conversation(mcp: Session) -> None:
@@ -225,8 +251,10 @@ async def test_memory_add_keeps_event_date_category_and_conversation(mcp: Sessio
         conversation_id="standup-0412",
     )
     memory = (await mcp.ok("memory_get", memory_id=added["id"]))["memory"]
-    assert memory["category"] == "milestone" and memory["time_bucket"] == "2026-07"
-    assert memory["event_date"].startswith("2026-07-10") and memory["conversation_id"] == "standup-0412"
+    assert memory["category"] == "milestone"
+    assert memory["time_bucket"] == "2026-07"
+    assert memory["event_date"].startswith("2026-07-10")
+    assert memory["conversation_id"] == "standup-0412"
 
 
 async def test_by_speaker_pages_newest_first_and_forget_needs_the_current_count(mcp: Session) -> None:
@@ -237,12 +265,16 @@ async def test_by_speaker_pages_newest_first_and_forget_needs_the_current_count(
             (await mcp.ok("memory_add", content=f"Bob's note number {i} is about topic {i * 7}.", speaker="Bob"))["id"]
         )
     first = await mcp.ok("by_speaker", speaker="Bob", limit=5)
-    assert first["returned"] == 5 and first["has_more"] is True and first["next_before"]
+    assert first["returned"] == 5
+    assert first["has_more"] is True
+    assert first["next_before"]
     assert first["records_to_delete"] == first["chunks"] == first["points_to_delete"] >= 7
     second = await mcp.ok(
         "by_speaker", speaker="Bob", limit=5, before=first["next_before"], skip_ids=first["next_skip_ids"]
     )
-    assert second["has_more"] is False and second["next_before"] is None and second["next_skip_ids"] == []
+    assert second["has_more"] is False
+    assert second["next_before"] is None
+    assert second["next_skip_ids"] == []
     walked = [m["id"] for m in first["memories"] + second["memories"]]
     assert walked == list(reversed(ids))
 
@@ -262,11 +294,15 @@ async def test_by_speaker_pages_newest_first_and_forget_needs_the_current_count(
 async def test_get_list_supersede_and_forget_one_memory(mcp: Session) -> None:
     old = await mcp.ok("memory_add", content="The team meets on Fridays.", category="schedule")
     new = await mcp.ok("memory_supersede", memory_id=old["id"], content="The team meets on Thursdays.")
-    assert new["status"] == "stored" and new["superseded"] == old["id"] and new["id"] != old["id"]
+    assert new["status"] == "stored"
+    assert new["superseded"] == old["id"]
+    assert new["id"] != old["id"]
     previous = (await mcp.ok("memory_get", memory_id=old["id"]))["memory"]
-    assert previous["is_superseded"] is True and previous["superseded_by"] == new["id"]
+    assert previous["is_superseded"] is True
+    assert previous["superseded_by"] == new["id"]
     current = (await mcp.ok("memory_get", memory_id=new["id"]))["memory"]
-    assert current["category"] == "schedule" and current["is_superseded"] is False
+    assert current["category"] == "schedule"
+    assert current["is_superseded"] is False
 
     again = await mcp.refused(
         "memory_supersede", {"memory_id": old["id"], "content": "Wednesdays."}, status=409, type="conflict_error"
@@ -279,9 +315,12 @@ async def test_get_list_supersede_and_forget_one_memory(mcp: Session) -> None:
     assert {m["id"] for m in both["memories"]} == {old["id"], new["id"]}
 
     page = await mcp.ok("memory_list", limit=1)
-    assert page["count"] == 1 and page["memories"][0]["id"] == old["id"] and page["next_cursor"]
+    assert page["count"] == 1
+    assert page["memories"][0]["id"] == old["id"]
+    assert page["next_cursor"]
     rest = await mcp.ok("memory_list", limit=1, cursor=page["next_cursor"])
-    assert rest["memories"][0]["id"] == new["id"] and rest["next_cursor"] is None
+    assert rest["memories"][0]["id"] == new["id"]
+    assert rest["next_cursor"] is None
 
     assert await mcp.ok("memory_forget", memory_id=new["id"]) == {
         "user_id": "default",
@@ -289,7 +328,8 @@ async def test_get_list_supersede_and_forget_one_memory(mcp: Session) -> None:
         "deleted": 1,
     }
     restored = (await mcp.ok("memory_get", memory_id=old["id"]))["memory"]
-    assert restored["is_superseded"] is False and "superseded_by" not in restored
+    assert restored["is_superseded"] is False
+    assert "superseded_by" not in restored
 
 
 async def test_speaker_remove_untags_the_memories_it_leaves(mcp: Session) -> None:
@@ -334,7 +374,8 @@ async def test_memory_add_messages_stores_each_message_under_its_speaker(mcp: Se
         ],
         conversation_id="meet-1",
     )
-    assert answer["user_id"] == "default" and answer["conversation_id"] == "meet-1"
+    assert answer["user_id"] == "default"
+    assert answer["conversation_id"] == "meet-1"
     results = answer["results"]
     assert [(r["status"], r.get("speaker")) for r in results] == [("stored", None), ("stored", "me"), ("stored", "Bob")]
     listed = (await mcp.ok("memory_list"))["memories"]
@@ -346,7 +387,8 @@ async def test_memory_add_messages_stores_each_message_under_its_speaker(mcp: Se
         "memory_add_messages", messages=[{"role": "user", "name": "Bob", "content": "I'll be ten minutes late"}]
     )
     assert again["conversation_id"] not in ("", "meet-1")  # a fresh one
-    assert again["results"][0]["status"] == "duplicate" and again["results"][0]["duplicate_of"] == results[2]["id"]
+    assert again["results"][0]["status"] == "duplicate"
+    assert again["results"][0]["duplicate_of"] == results[2]["id"]
     assert (await mcp.ok("memory_list"))["count"] == 3
 
 
@@ -370,7 +412,8 @@ async def test_memory_recall_answers_turns_memories_and_the_lines_around_the_bes
     texts = ["Are you free tonight?", "[Bob] Dinner is at 8 pm at the Thai place.", "[me] I booked a table for four."]
     assert [line.split("] ", 1)[1] for line in around] == texts
     match = [line for line in around if line.startswith("[match] ")]
-    assert len(match) == 1 and match[0].endswith(top["content"])
+    assert len(match) == 1
+    assert match[0].endswith(top["content"])
     at = around.index(match[0])
     assert all(line.startswith("[before] ") for line in around[:at])
     assert all(line.startswith("[after] ") for line in around[at + 1 :])
@@ -387,7 +430,8 @@ async def test_memory_recall_answers_turns_memories_and_the_lines_around_the_bes
     assert one["context"]["around_top_memory"] == [f"[match] {match[0].split('] ', 1)[1]}"]
     assert [t["content"] for t in one["short_term"]["turns"]] == ["I booked a table for four."]
     none = await mcp.ok("memory_recall", query="what time is dinner?", context_limit=0)
-    assert none["context"]["around_top_memory"] == [] and none["short_term"]["turns"] == []
+    assert none["context"]["around_top_memory"] == []
+    assert none["short_term"]["turns"] == []
 
 
 # --- refusals the MCP face answers: 400, 404, 409 -------------------------------------------
@@ -397,7 +441,8 @@ async def test_storing_an_unregistered_speaker_is_400_naming_it_and_stores_nothi
     error = await mcp.refused(
         "memory_add", {"content": "Hi.", "speaker": "Bob"}, status=400, type="invalid_request_error", field="speaker"
     )
-    assert error["speaker"] == "Bob" and "speaker_register" in error["message"]
+    assert error["speaker"] == "Bob"
+    assert "speaker_register" in error["message"]
     assert (await mcp.ok("memory_list"))["count"] == 0
 
 
@@ -446,7 +491,8 @@ async def test_bad_values_the_service_checks_are_400_naming_the_field(mcp: Sessi
 
 async def test_unknown_store_speaker_and_memory_are_404(mcp: Session) -> None:
     error = await mcp.refused("speakers_list", {"user_id": "nobody"}, status=404, type="not_found_error")
-    assert error["user_id"] == "nobody" and "store_create" in error["message"]
+    assert error["user_id"] == "nobody"
+    assert "store_create" in error["message"]
     error = await mcp.refused("by_speaker", {"speaker": "Zed"}, status=404, type="not_found_error", field="speaker")
     assert error["speaker"] == "Zed"
     await mcp.refused("speaker_remove", {"speaker": "Zed"}, status=404, type="not_found_error")
@@ -459,7 +505,8 @@ async def test_unknown_store_speaker_and_memory_are_404(mcp: Session) -> None:
 async def test_colliding_store_ids_are_409_with_conflicts_with(mcp: Session) -> None:
     await mcp.ok("store_create", user_id="alice-smith")
     error = await mcp.refused("store_create", {"user_id": "alice.smith"}, status=409, type="conflict_error")
-    assert error["conflicts_with"] == "alice-smith" and error["field"] == "user_id"
+    assert error["conflicts_with"] == "alice-smith"
+    assert error["field"] == "user_id"
 
 
 # --- names that look like code are just names ------------------------------------------------

@@ -16,8 +16,9 @@ import pytest
 from support import REPO
 
 from wontopos_mcp import Memory
-from wontopos_mcp.embeddings import DEFAULT_MODEL, load_embedder
-from wontopos_mcp.store import META_FILE, ModelMismatch, Store
+from wontopos_mcp.errors import ModelMismatch
+from wontopos_mcp.model.embeddings import DEFAULT_MODEL, load_embedder
+from wontopos_mcp.storage.adapter import META_FILE, Store
 
 
 def test_a_database_built_with_one_model_refuses_another_naming_both(make_service: Any, tmp_path: Path) -> None:
@@ -29,7 +30,8 @@ def test_a_database_built_with_one_model_refuses_another_naming_both(make_servic
     assert fresh.check_model(model_id) is None
     with pytest.raises(ModelMismatch) as refused:
         fresh.check_model("intfloat/multilingual-e5-large")
-    assert model_id in str(refused.value) and "intfloat/multilingual-e5-large" in str(refused.value)
+    assert model_id in str(refused.value)
+    assert "intfloat/multilingual-e5-large" in str(refused.value)
     assert fresh._db is None, "the check reads the file beside the database, not LanceDB"
 
 
@@ -105,10 +107,13 @@ def test_a_command_that_embeds_refuses_a_database_built_with_another_model(
 ) -> None:
     export = _export_line(tmp_path, "The ferry leaves at seven.")
     done = _cli(foreign_db, model_cache, *[export if a == "EXPORT" else a for a in args])
-    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
-    assert "'BAAI/bge-small-en-v1.5'" in lines[0] and f"not {DEFAULT_MODEL!r}" in lines[0]
+    assert "'BAAI/bge-small-en-v1.5'" in lines[0]
+    assert f"not {DEFAULT_MODEL!r}" in lines[0]
     assert not (foreign_db / "chunks.lance").exists(), "nothing was embedded into it"
 
 

@@ -12,7 +12,7 @@ from support import REPO as ROOT
 from support import TOOLS  # the one pinned tool list
 
 import wontopos_mcp
-from wontopos_mcp.cli import main
+from wontopos_mcp.cli.main import main
 
 try:
     import tomllib
@@ -34,13 +34,15 @@ def test_ci_runs_exactly_the_readme_test_command():
     test_line = ci_lines[2]
     assert ci_lines[2:] == [test_line]
     assert test_line in _bash_blocks(README)
-    assert "pip install -e '.[test]'" in test_line and "pytest" in test_line
+    assert "pip install -e '.[test]'" in test_line
+    assert "pytest" in test_line
 
 
 def test_readme_has_a_one_line_command_that_installs_and_runs_the_server():
     blocks = _bash_blocks(README)
     server = [b for b in blocks if "python3 -m venv" in b and "bin/wontopos-mcp" in b]
-    assert len(server) == 1 and "\n" not in server[0]
+    assert len(server) == 1
+    assert "\n" not in server[0]
 
 
 def test_test_dependencies_are_an_extra_not_a_group():
@@ -81,9 +83,11 @@ def test_every_error_class_of_the_sdk_has_its_namesake_so_except_clauses_port():
     names = [n for n in wontopos.__all__ if n.endswith("Error")]
     assert [n for n in names if not hasattr(wontopos_mcp, n)] == []
     for local in (wontopos_mcp.APIError, wontopos_mcp.UnavailableError):
-        assert issubclass(local, wontopos_mcp.ServerError) and issubclass(local, wontopos_mcp.WosError)
+        assert issubclass(local, wontopos_mcp.ServerError)
+        assert issubclass(local, wontopos_mcp.WosError)
     collision = wontopos_mcp.ConflictError("taken", conflicts_with="alice-smith")
-    assert collision.conflicts_with == "alice-smith" and collision.request_id is None
+    assert collision.conflicts_with == "alice-smith"
+    assert collision.request_id is None
     assert wontopos_mcp.ConflictError("busy").conflicts_with is None
 
 
@@ -93,14 +97,14 @@ def test_the_core_imports_nothing_of_mcp_or_http_and_nothing_heavy():
     after the package and the CLI as well (the second check covers more than either alone)."""
     code = (
         "import json, sys\n"
-        "import wontopos_mcp.service, wontopos_mcp.library\n"
+        "import wontopos_mcp.engine.service, wontopos_mcp.library\n"
         "core = sorted(sys.modules)\n"
-        "import wontopos_mcp, wontopos_mcp.cli\n"
+        "import wontopos_mcp, wontopos_mcp.cli.main\n"
         "print(json.dumps([core, sorted(sys.modules)]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     core, with_cli = (set(step) for step in json.loads(out.stdout))
-    for face in ("mcp", "starlette", "uvicorn", "wontopos_mcp.mcp_server"):
+    for face in ("mcp", "starlette", "uvicorn", "wontopos_mcp.mcp.server"):
         assert face not in core, face
     for heavy in ("lancedb", "pyarrow", "fastembed", "onnxruntime", "onnx"):
         assert heavy not in with_cli, heavy

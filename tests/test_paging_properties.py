@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import SteppableClock, walk_by_speaker
 
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 PEOPLE = ("Ann", "Ben")
 # Ann speaks most, so her walks cross several pages; None is an untagged memory.

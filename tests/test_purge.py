@@ -29,9 +29,9 @@ import lance
 import pytest
 from lance.file import LanceFileReader
 
-from wontopos_mcp.lease import LeaseTiming
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store_purge import MARKERS, PurgeTiming
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.storage.locks.lease import LeaseTiming
+from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
 
 TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
 TEXTS = (f"The {TOKEN} vault code sits behind the blue door.", f"Another {TOKEN} note: the spare key is in the shed.")

@@ -1,4 +1,4 @@
-"""The ranking signals of ``search`` beyond plain fusion (NOTES "Retrieval"), each with the
+"""The ranking signals of ``engine.ranking`` beyond plain fusion (NOTES "Retrieval"), each with the
 promise it must keep.
 
 - Full text ranks memories: a memory is one BM25 document (its first chunk carries the
@@ -27,11 +27,11 @@ import numpy as np
 import pytest
 from support import ids
 
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.scope import names_in, query_without_names
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
-from wontopos_mcp.text import full_text
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.rules.query_names import names_in, query_without_names
+from wontopos_mcp.rules.text import full_text
+from wontopos_mcp.storage.adapter import Store
 
 # Two conversations whose last turns (Bob's) say nothing about their topic; only the
 # question before each names it.
@@ -85,9 +85,11 @@ def test_a_named_speaker_leads_without_a_filter_and_the_filter_alone_decides_wit
     untagged = service.memory_add("The shelter was closed on Monday.", conversation_id="c3")["id"]
     for query, first in (("When did Bob adopt a grey cat?", bob), ("When did Alice adopt a grey cat?", alice)):
         found = ids(service.memory_search(query, limit=5)["memories"])
-        assert found[0] == first and set(found) == {alice, bob, untagged}, query
+        assert found[0] == first, query
+        assert set(found) == {alice, bob, untagged}, query
     said = service.memory_search("When did Bob adopt a grey cat?", speaker="Alice", limit=5)["memories"]
-    assert ids(said) == [alice] and said[0]["speaker"] == "Alice"
+    assert ids(said) == [alice]
+    assert said[0]["speaker"] == "Alice"
 
 
 def test_under_a_filter_another_registered_speakers_name_is_no_search_word(
@@ -99,7 +101,8 @@ def test_under_a_filter_another_registered_speakers_name_is_no_search_word(
     service.memory_add("Alice here: the dentist called.", speaker="Alice", conversation_id="c3")
     for query in ("What did Bob tell Alice about the dentist?", "what did bob tell Alice's dentist?"):
         said = service.memory_search(query, speaker="Bob", limit=5)["memories"]
-        assert ids(said) == [dentist, thanks] and {m["speaker"] for m in said} == {"Bob"}, query
+        assert ids(said) == [dentist, thanks], query
+        assert {m["speaker"] for m in said} == {"Bob"}, query
     unnamed = service.memory_search("Alice?", speaker="Bob", limit=5)["memories"]  # nothing else left
     assert ids(unnamed)[0] == thanks
 
@@ -117,7 +120,8 @@ def test_words_from_different_sentences_of_one_memory_count_together(service: Me
     service.memory_add("The coast road was busy. Traffic was slow all day.")
     service.memory_add("The lighthouse museum sells postcards. Entry is free.")
     hits = service.store.text_search("coast lighthouse", "NOT superseded", 10, ("memory_id", "chunk_idx"))
-    assert hits[0]["memory_id"] == both and all(h["chunk_idx"] == 0 for h in hits)
+    assert hits[0]["memory_id"] == both
+    assert all(h["chunk_idx"] == 0 for h in hits)
 
 
 # -- the previous memory's words --------------------------------------------------------------------
@@ -169,7 +173,8 @@ def test_the_reply_after_the_question_that_names_the_topic_comes_first_under_a_f
     for query, reply, question in (("Lisbon", lisbon[1], lisbon[0]), ("aquarium downtown", aquarium[1], aquarium[0])):
         said = service.memory_search(query, speaker="Bob", limit=5)["memories"]
         assert ids(said)[0] == reply, query  # only Alice's question has the words
-        assert question not in ids(said) and {m["speaker"] for m in said} == {"Bob"}, query
+        assert question not in ids(said), query
+        assert {m["speaker"] for m in said} == {"Bob"}, query
         assert set(ids(said)) == {lisbon[1], aquarium[1], others[0], others[1]}  # all four of Bob's, no more
 
 
@@ -224,7 +229,8 @@ def test_a_conversation_lends_nothing_to_a_memory_stored_between_its_turns(
     alone = service.memory_add("Yes, twice, and it was great.", speaker="Bob")["id"]  # no conversation
     reply = _say(service, "c1", [("Bob", "Yes, once, and I loved it.")])[0]  # c1's next turn
     said = ids(service.memory_search("Lisbon", speaker="Bob", limit=5)["memories"])
-    assert said == [reply, alone] and question not in said
+    assert said == [reply, alone]
+    assert question not in said
 
 
 def test_the_best_match_lifts_the_rest_of_its_conversation(flat: Callable[[str], MemoryService]) -> None:
@@ -248,7 +254,8 @@ def test_a_three_memory_speaker_gets_exactly_its_three_whatever_the_context_says
     carol = _say(service, "c1", [("Carol", "Lisbon is lovely in May."), ("Carol", "I prefer Porto.")])
     carol += _say(service, "c2", [("Carol", "Ich war noch nie dort.")])
     said = service.memory_search(query, speaker="Carol", limit=10)["memories"]
-    assert sorted(ids(said)) == sorted(carol) and {m["speaker"] for m in said} == {"Carol"}
+    assert sorted(ids(said)) == sorted(carol)
+    assert {m["speaker"] for m in said} == {"Carol"}
 
 
 def test_a_category_filter_stays_exact_while_the_context_lends_score(flat: Callable[[str], MemoryService]) -> None:
@@ -260,7 +267,8 @@ def test_a_category_filter_stays_exact_while_the_context_lends_score(flat: Calla
         service.memory_add("Porto next spring, maybe.", speaker="Alice", conversation_id="c3", category="travel")["id"]
     }
     found = service.memory_search("Lisbon loved", filters={"categories": ["travel"]}, limit=5)["memories"]
-    assert ids(found) == [reply, *trips] and {m["category"] for m in found} == {"travel"}
+    assert ids(found) == [reply, *trips]
+    assert {m["category"] for m in found} == {"travel"}
 
 
 # -- replies to the best matches outside the scope ------------------------------------------------
@@ -313,7 +321,8 @@ def test_under_a_filter_the_reply_to_the_best_match_outside_it_is_found(tmp_path
         sandwiches = _say(service, "c2", [("Alice", "What food came to the picnic?"), ("Carol", "Sandwiches.")])[1]
         said = service.memory_search(PICNIC, speaker="Bob", limit=5)["memories"]
         # The reply shares no word with the query and is the farthest of Bob's 46 by cosine.
-        assert ids(said)[0] == reply and set(ids(said)[1:]) <= set(errands)
+        assert ids(said)[0] == reply
+        assert set(ids(said)[1:]) <= set(errands)
         assert {m["speaker"] for m in said} == {"Bob"}  # never the question, nor Carol's reply to the other one
         assert ids(service.memory_search(PICNIC, speaker="Carol", limit=5)["memories"]) == [sandwiches]
         RETIRE[retired](service, question)  # a forgotten or superseded memory seeds nothing

@@ -31,12 +31,12 @@ import pytest
 import wontopos
 from support import KEY, REPO, all_memories, mcp_session, served
 
-from wontopos_mcp import redaction
 from wontopos_mcp.config import ConfigError, Settings
-from wontopos_mcp.idempotency import Idempotency
+from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.library import Memory
-from wontopos_mcp.redaction import Redacted, Redactor, _rules
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.rules import redaction
+from wontopos_mcp.rules.idempotency import Idempotency
+from wontopos_mcp.rules.redaction import Redacted, Redactor, _rules
 
 
 def _b64(value: dict[str, Any]) -> str:
@@ -198,7 +198,8 @@ def test_placeholders_are_not_secrets_but_a_password_that_starts_like_one_is() -
         ("pw = @home-99", "password"),
     ):
         found = redactor.redact(text)
-        assert found.counts == {kind: 1} and "[redacted:" in found.text, text
+        assert found.counts == {kind: 1}, text
+        assert "[redacted:" in found.text, text
 
 
 def test_a_provider_token_in_an_assignment_is_named_for_its_provider() -> None:
@@ -224,18 +225,20 @@ def test_a_long_stripe_key_and_a_jwt_are_redacted_to_their_last_character() -> N
     stripe = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc" + "Tail" * 20
     found = Redactor("secrets").redact(f"{stripe} and {JWT}.")
     assert found.text == "[redacted:stripe_key] and [redacted:jwt]."
-    assert "Tail" not in found.text and "KxwRJ" not in found.text
+    assert "Tail" not in found.text
+    assert "KxwRJ" not in found.text
 
 
 def test_off_leaves_texts_alone_and_compiles_no_pattern() -> None:
     off = Redactor()
     text = _said("aws_key")
-    assert off.mode == "none" and not off.enabled
+    assert off.mode == "none"
+    assert not off.enabled
     assert off.redact(text) == Redacted(text, {})
     assert off.scrub({"content": text}) == {"content": text}
     code = (
-        "import wontopos_mcp.cli, wontopos_mcp.library, wontopos_mcp.service\n"
-        "from wontopos_mcp import redaction, secret_words\n"
+        "import wontopos_mcp.cli.main, wontopos_mcp.library, wontopos_mcp.engine.service\n"
+        "from wontopos_mcp.rules import redaction, secret_words\n"
         "redaction.Redactor().redact('password=hunter2-x9')\n"
         "print(redaction._rules.cache_info().currsize, 'compiled' in vars(secret_words._PROSE))\n"
         "redaction.Redactor('secrets').redact('password=hunter2-x9')\n"
@@ -321,7 +324,8 @@ def test_the_corpus_loses_its_secrets_whole_and_keeps_its_look_alikes() -> None:
     for entry in corpus["secrets"]:
         text, expected = _placed(entry)
         found = redactor.redact(text)
-        assert _placeholders(found.text) == Counter(found.counts) and set(found.counts) <= set(redaction.KINDS), entry
+        assert _placeholders(found.text) == Counter(found.counts), entry
+        assert set(found.counts) <= set(redaction.KINDS), entry
         assert redactor.redact(found.text).counts == {}, entry
         for secret in expected:
             secrets += 1
@@ -337,7 +341,8 @@ def test_the_corpus_loses_its_secrets_whole_and_keeps_its_look_alikes() -> None:
         f"\ncorpus: {replaced}/{secrets} secrets replaced, {len(partial)} partial, "
         f"{len(changed)}/{len(corpus['look_alikes'])} look-alikes changed, {len(wrong_kinds)} kinds wrong"
     )
-    assert secrets >= 100 and len(corpus["look_alikes"]) >= 65
+    assert secrets >= 100
+    assert len(corpus["look_alikes"]) >= 65
     assert replaced >= 0.95 * secrets
     assert partial == []
     assert len(changed) <= 1, changed
@@ -357,7 +362,8 @@ def test_the_answer_lists_only_what_was_replaced(redacting: MemoryService) -> No
     answer = redacting.memory_add(said)
     content = redacting.memory_get(answer["id"])["memory"]["content"]
     assert answer["redacted"] == [{"kind": "aws_secret_key", "count": 1}]
-    assert _placeholders(content) == {"aws_secret_key": 1} and _B64 not in content
+    assert _placeholders(content) == {"aws_secret_key": 1}
+    assert _B64 not in content
     assert "3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39" in content
 
 
@@ -445,12 +451,13 @@ def test_a_bad_redact_flag_stops_every_command_with_one_line(tmp_path: Path) -> 
             [sys.executable, "-m", "wontopos_mcp", "--db", str(tmp_path / "db"), *argv],
             env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
-        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
         assert done.stderr.strip().splitlines() == ["wontopos-mcp: redact must be one of none, secrets, not 'all'"]
 
 
 def test_the_setting_reaches_the_service_through_bootstrap(tmp_path: Path, embedder: Any) -> None:
-    from wontopos_mcp.embeddings import ModelLoader
+    from wontopos_mcp.model.embeddings import ModelLoader
 
     svc = MemoryService.open(
         Settings.load({"db": str(tmp_path / "db"), "redact": "secrets"}, environ={}), models=ModelLoader.of(embedder)
@@ -484,7 +491,8 @@ def _nothing_kept(svc: MemoryService, db: Path, user_id: str | None = None) -> N
 def test_every_kind_is_redacted_from_content_before_it_is_stored(redacting: MemoryService, tmp_path: Path) -> None:
     for kind, template, secret in SECRETS:
         answer = redacting.memory_add(_text(template, secret))
-        assert answer["status"] == "stored" and answer["redacted"] == [{"kind": kind, "count": 1}], kind
+        assert answer["status"] == "stored", kind
+        assert answer["redacted"] == [{"kind": kind, "count": 1}], kind
         _no_secret_in(answer, [secret])
         assert f"[redacted:{kind}]" in redacting.memory_get(answer["id"])["memory"]["content"]
     _nothing_kept(redacting, tmp_path / "db")
@@ -521,7 +529,8 @@ def test_every_kind_is_redacted_from_a_bulk_text_and_a_batch(redacting: MemorySe
     redacting.store_create("batch")
     items = [{"content": _text(t, s), "category": "ops"} for _, t, s in SECRETS]
     batch = redacting.memory_add_batch(items, "batch")
-    assert _redacted(batch) == KINDS and batch["count"] == len(SECRETS)
+    assert _redacted(batch) == KINDS
+    assert batch["count"] == len(SECRETS)
     _nothing_kept(redacting, tmp_path / "db")
     _nothing_kept(redacting, tmp_path / "db", "batch")
 
@@ -529,10 +538,12 @@ def test_every_kind_is_redacted_from_a_bulk_text_and_a_batch(redacting: MemorySe
 def test_a_supersede_is_redacted_and_duplicates_see_only_the_redacted_text(redacting: MemoryService) -> None:
     first = redacting.memory_add("The vpn uses password=first-pass-11 since May")
     again = redacting.memory_add("The vpn uses password=other-pass-22 since May")
-    assert again["status"] == "duplicate" and again["duplicate_of"] == first["id"]
+    assert again["status"] == "duplicate"
+    assert again["duplicate_of"] == first["id"]
     assert again["redacted"] == [{"kind": "password", "count": 1}]
     newer = redacting.memory_supersede(first["id"], "The vpn uses password=third-pass-33 since June")
-    assert newer["redacted"] == [{"kind": "password", "count": 1}] and newer["superseded"] == first["id"]
+    assert newer["redacted"] == [{"kind": "password", "count": 1}]
+    assert newer["superseded"] == first["id"]
     assert (
         redacting.memory_get(newer["id"])["memory"]["content"] == "The vpn uses password=[redacted:password] since June"
     )
@@ -542,7 +553,8 @@ def test_a_supersede_is_redacted_and_duplicates_see_only_the_redacted_text(redac
 def test_a_write_without_secrets_carries_no_redacted_key(redacting: MemoryService) -> None:
     for text in CLEAN:
         answer = redacting.memory_add(text)
-        assert "redacted" not in answer and redacting.memory_get(answer["id"])["memory"]["content"] == text
+        assert "redacted" not in answer
+        assert redacting.memory_get(answer["id"])["memory"]["content"] == text
     assert "redacted" not in redacting.memory_add_bulk("One plain paragraph.\n\nAnother plain one.")
 
 
@@ -614,8 +626,11 @@ def test_rest_idempotency_fingerprints_hash_the_redacted_body(live: Any, tmp_pat
         first = http.post(path, json=body, headers={"Idempotency-Key": "alarm-1"})
         other = {"content": body["content"].replace("1234", "9876")}
         retry = http.post(path, json=other, headers={"Idempotency-Key": "alarm-1"})
-    assert first.status_code == 200 and first.json()["redacted"] == [{"kind": "password", "count": 1}]
-    assert retry.status_code == 200 and retry.json()["replayed"] is True and retry.json()["id"] == first.json()["id"]
+    assert first.status_code == 200
+    assert first.json()["redacted"] == [{"kind": "password", "count": 1}]
+    assert retry.status_code == 200
+    assert retry.json()["replayed"] is True
+    assert retry.json()["id"] == first.json()["id"]
 
     db = tmp_path / "db"
     kept = lance.dataset(str(db / "registry.lance")).to_table(filter="kind = 'secret'")["value"]

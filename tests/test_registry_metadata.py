@@ -109,9 +109,11 @@ def test_llms_txt_has_the_llmstxt_structure_and_names_every_tool():
     assert [ln for ln in lines if ln.startswith("# ")] == ["# wontopos-mcp"]
     assert next(ln for ln in lines[1:] if ln.strip()).startswith("> ")
     sections = [ln[3:] for ln in lines if ln.startswith("## ")]
-    assert sections and sections[-1] == "Optional"
+    assert sections
+    assert sections[-1] == "Optional"
     for section in re.split(r"^## .*$", text, flags=re.M)[1:]:
         items = [ln for ln in section.splitlines() if ln.strip()]
-        assert items and all(re.match(r"- \[[^\]]+\]\([^)]+\)(: .+)?$", ln) for ln in items), items
+        assert items, items
+        assert all(re.match("- \\[[^\\]]+\\]\\([^)]+\\)(: .+)?$", ln) for ln in items), items
     for tool in TOOLS:
         assert f"`{tool}`" in text, tool

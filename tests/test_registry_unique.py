@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.registry import _idempotency_row
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine.registry import _idempotency_row
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.storage.adapter import Store
 
 BARRIER_TIMEOUT = 60  # generous: both threads only need to reach the insert
 

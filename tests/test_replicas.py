@@ -377,8 +377,10 @@ def test_both_replicas_starting_together_on_a_fresh_database_answer_their_first_
     answers = both(pair, first_writes)
     logs = f"\nA:\n{pair.a.log()}\nB:\n{pair.b.log()}"
     for created, added in answers:
-        assert created[0] == 200 and created[1]["status"] == "created", f"{created}{logs}"
-        assert added[0] == 200 and added[1]["status"] == "stored", f"{added}{logs}"
+        assert created[0] == 200, f"{created}{logs}"
+        assert created[1]["status"] == "created", f"{created}{logs}"
+        assert added[0] == 200, f"{added}{logs}"
+        assert added[1]["status"] == "stored", f"{added}{logs}"
     for replica in pair.replicas:  # a relative lock path (file:// once did) would land there
         assert list(replica.cwd.iterdir()) == [], f"{replica.name} wrote into its working directory"
     with pair.a.client() as api:
@@ -445,7 +447,8 @@ def test_the_same_idempotency_key_at_both_is_one_memory_and_one_answer(pair: Dep
         bodies = [body for _, body in answers]
         assert sorted(bool(body.get("replayed")) for body in bodies) == [False, True], bodies
         first, again = ({k: v for k, v in body.items() if k != "replayed"} for body in bodies)
-        assert first == again and first["status"] == "stored"
+        assert first == again
+        assert first["status"] == "stored"
     with pair.b.client() as api:
         assert sorted(m["content"] for m in api.walk(user_id)) == sorted(sentences)
 
@@ -462,12 +465,16 @@ def test_a_supersede_from_both_leaves_one_current_successor(pair: Deployment) ->
         answers = both(pair, rewrite)
         won = [body for status, body in answers if status == 200]
         lost = [body for status, body in answers if status != 200]
-        assert len(won) == 1 and won[0]["status"] == "stored" and won[0]["superseded"] == old, answers
-        assert lost[0]["status"] == 409 and lost[0]["error"]["superseded_by"] == won[0]["id"], answers
+        assert len(won) == 1, answers
+        assert won[0]["status"] == "stored", answers
+        assert won[0]["superseded"] == old, answers
+        assert lost[0]["status"] == 409, answers
+        assert lost[0]["error"]["superseded_by"] == won[0]["id"], answers
         with pair.b.client() as api:
             memories = {m["id"]: m for m in api.walk(user_id) if f"meeting {i} " in m["content"]}
         assert set(memories) == {old, won[0]["id"]}, memories
-        assert memories[old]["is_superseded"] and memories[old]["superseded_by"] == won[0]["id"]
+        assert memories[old]["is_superseded"]
+        assert memories[old]["superseded_by"] == won[0]["id"]
         assert not memories[won[0]["id"]]["is_superseded"]
 
 
@@ -482,7 +489,8 @@ def test_speaker_remove_racing_an_add_leaves_no_tag_of_an_unregistered_name(pair
                 partial(a.remove, user_id, name),
                 partial(b.add, user_id, f"{name} left the keys at reception.", speaker=name),
             )
-        assert removed[0] == 200 and removed[1]["status"] == "removed", removed
+        assert removed[0] == 200, removed
+        assert removed[1]["status"] == "removed", removed
         assert added[0] == 200 or (added[0] == 400 and added[1]["error"]["speaker"] == name), added
     with pair.b.client() as api:
         assert api.speakers(user_id) == []
@@ -511,7 +519,8 @@ def test_writes_from_both_replicas_are_all_kept_once_with_unique_seq(pair: Deplo
     assert len(walked) == len(set(walked)), "a memory listed twice"
     assert set(walked) == set(acknowledged), "a memory lost or one never acknowledged"
     seqs = pair.seqs(acknowledged)
-    assert all(len(held) == 1 for held in seqs.values()) and len(seqs) == 2 * count
+    assert all(len(held) == 1 for held in seqs.values())
+    assert len(seqs) == 2 * count
     numbers = [next(iter(held)) for held in seqs.values()]
     assert len(set(numbers)) == len(numbers), f"{len(numbers) - len(set(numbers))} seq given twice"
 
@@ -544,13 +553,15 @@ def test_a_replica_killed_mid_write_leaves_the_other_writing_after_the_lease_ttl
         lane.start()
     deadline = time.monotonic() + CALL_TIMEOUT
     while len(acknowledged) < 3:  # then the other lane's write is in flight: A holds the lease
-        assert time.monotonic() < deadline and all(lane.is_alive() for lane in lanes), pair.a.log()
+        assert time.monotonic() < deadline, pair.a.log()
+        assert all(lane.is_alive() for lane in lanes), pair.a.log()
         time.sleep(0.01)
     stop.set()
     pair.a.kill()
     for lane in lanes:
         lane.join(timeout=30)
-    assert failures == [] and not any(lane.is_alive() for lane in lanes), failures
+    assert failures == [], failures
+    assert not any(lane.is_alive() for lane in lanes), failures
     kept = list(acknowledged)
 
     started = time.monotonic()

@@ -18,7 +18,7 @@ import pytest
 import wontopos
 from support import KEY, served
 
-from wontopos_mcp.rest import API_PREFIX as API
+from wontopos_mcp.http.rest import API_PREFIX as API
 
 SPEAKER_LIMIT = 3
 _ids = itertools.count()
@@ -49,16 +49,20 @@ def store(mem: wontopos.Client) -> str:
 
 def test_the_sdks_speaker_example_works_unchanged(mem: wontopos.Client, store: str) -> None:
     registered = mem.add_speaker("Bob", user_id=store)
-    assert registered["status"] == "registered" and registered["speaker"] == "Bob"
+    assert registered["status"] == "registered"
+    assert registered["speaker"] == "Bob"
     bobs = mem.add("Bob said the deadline moved to Tuesday", user_id=store, speaker="Bob")
-    assert bobs["status"] == "stored" and bobs["speaker"] == "Bob"
+    assert bobs["status"] == "stored"
+    assert bobs["speaker"] == "Bob"
     mine = mem.add("I promised the summary by Friday", user_id=store, speaker="me", conversation_id="standup-0412")
-    assert mine["status"] == "stored" and mine["speaker"] == "me"
+    assert mine["status"] == "stored"
+    assert mine["speaker"] == "me"
     mem.add("The office is closed on public holidays", user_id=store)
 
     hits = mem.search("what did Bob say about the deadline?", user_id=store, speaker="Bob")
     assert [h["id"] for h in hits] == [bobs["id"]]
-    assert hits[0]["speaker"] == "Bob" and 0 <= hits[0]["similarity"] <= 1
+    assert hits[0]["speaker"] == "Bob"
+    assert 0 <= hits[0]["similarity"] <= 1
     everything = mem.search("deadline summary office", user_id=store)
     assert {h["id"] for h in everything} >= {bobs["id"], mine["id"]}
 
@@ -89,8 +93,10 @@ def test_search_answers_what_the_sdk_reads_and_never_another_speakers_words(mem:
     mem.add("Ben keeps bees on the roof too", user_id=store, speaker="Ben")
     full = mem.search_full("who keeps bees?", user_id=store, speaker="Ana", limit=5)
     assert [m["id"] for m in full["memories"]] == [ana["id"]]
-    assert full["self_memories"] == [] and full["images"] == []
-    assert full["speaker"] == "Ana" and full["user_id"] == store
+    assert full["self_memories"] == []
+    assert full["images"] == []
+    assert full["speaker"] == "Ana"
+    assert full["user_id"] == store
     # The hosted service's options are accepted when off, and refused when asked for.
     assert len(mem.search("bees", user_id=store, verify=0, max_images=0)) == 2
     with pytest.raises(wontopos.BadRequestError) as refused:
@@ -118,7 +124,8 @@ def test_by_speaker_pages_with_before_and_skip_ids_return_every_memory_once(mem:
         seen += [m["id"] for m in page["memories"]]
         assert page["records_to_delete"] == page["points_to_delete"] == page["chunks"] >= len(facts)
         if not page["has_more"]:
-            assert page["next_before"] is None and page["next_skip_ids"] == []
+            assert page["next_before"] is None
+            assert page["next_skip_ids"] == []
             break
         before, skip = page["next_before"], page["next_skip_ids"]
     assert sorted(seen) == sorted(ids)
@@ -132,13 +139,16 @@ def test_stores_are_created_listed_and_deleted(mem: wontopos.Client) -> None:
     assert mem.create_store(user_id)["status"] == "created"
     assert mem.create_store(user_id)["status"] == "exists"
     listed = {s["user_id"]: s for s in mem.list_stores()}
-    assert "default" in listed and user_id in listed and listed[user_id]["created_at"].endswith("Z")
+    assert "default" in listed
+    assert user_id in listed
+    assert listed[user_id]["created_at"].endswith("Z")
     assert mem.ping() is True
     assert mem.delete_store(user_id) == {"user_id": user_id, "status": "deleted"}
     assert user_id not in {s["user_id"] for s in mem.list_stores()}
     with pytest.raises(wontopos.NotFoundError) as missing:
         mem.add("anything", user_id=user_id)
-    assert missing.value.details["user_id"] == user_id and missing.value.type == "not_found_error"
+    assert missing.value.details["user_id"] == user_id
+    assert missing.value.type == "not_found_error"
 
 
 def test_get_list_update_delete_and_delete_all(mem: wontopos.Client, store: str) -> None:
@@ -146,18 +156,22 @@ def test_get_list_update_delete_and_delete_all(mem: wontopos.Client, store: str)
     first = mem.add("Dana's flight lands at 10 pm", user_id=store, speaker="Dana", category="travel")
     other = mem.add("The hotel has no parking", user_id=store)
     memory = mem.get(store, first["id"])
-    assert memory["content"] == "Dana's flight lands at 10 pm" and memory["category"] == "travel"
+    assert memory["content"] == "Dana's flight lands at 10 pm"
+    assert memory["category"] == "travel"
     assert memory["is_superseded"] is False
     assert mem.get(memory_id=first["id"], user_id=store)["id"] == first["id"]
 
     updated = mem.update(first["id"], "Dana's flight lands at 11 pm", user_id=store)
-    assert updated["status"] == "stored" and updated["superseded"] == first["id"]
+    assert updated["status"] == "stored"
+    assert updated["superseded"] == first["id"]
     old = mem.get(store, first["id"])
-    assert old["is_superseded"] is True and old["superseded_by"] == updated["id"]
+    assert old["is_superseded"] is True
+    assert old["superseded_by"] == updated["id"]
     assert mem.get(store, updated["id"])["speaker"] == "Dana"
 
     page = mem.list_memories(store, limit=2)
-    assert page["count"] == 2 and page["next_cursor"] is not None
+    assert page["count"] == 2
+    assert page["next_cursor"] is not None
     assert [m["id"] for m in mem.export_memories(store)] == [first["id"], other["id"], updated["id"]]
 
     assert mem.delete(store, other["id"]) == {"user_id": store, "status": "deleted", "deleted": 1}
@@ -176,7 +190,8 @@ def test_add_turn_and_recall(mem: wontopos.Client, store: str) -> None:
     turn = mem.add_turn("I moved to Lisbon last spring", "Noted: you live in Lisbon now", user_id=store)
     results = turn["results"]
     assert [r["status"] for r in results] == ["stored", "stored"]
-    assert "speaker" not in results[0] and results[1]["speaker"] == "me"
+    assert "speaker" not in results[0]
+    assert results[1]["speaker"] == "me"
     only_user = mem.add_turn("My sister is called Marta", user_id=store)
     assert len(only_user["results"]) == 1
 
@@ -200,7 +215,8 @@ def test_errors_arrive_as_the_sdks_typed_exceptions_with_their_fields(mem: wonto
         mem.add_speaker(name, user_id=store)
     with pytest.raises(wontopos.BadRequestError) as limit:
         mem.add_speaker("P4", user_id=store)
-    assert limit.value.status == 400 and limit.value.type == "invalid_request_error"
+    assert limit.value.status == 400
+    assert limit.value.type == "invalid_request_error"
     assert limit.value.details["speaker_limit"] == SPEAKER_LIMIT
 
     with pytest.raises(wontopos.NotFoundError) as unknown:
@@ -223,13 +239,15 @@ def test_errors_arrive_as_the_sdks_typed_exceptions_with_their_fields(mem: wonto
     mem.create_store(collide)
     with pytest.raises(wontopos.ConflictError) as conflict:
         mem.create_store(collide.replace("_", "-"))
-    assert conflict.value.conflicts_with == collide and conflict.value.details["field"] == "user_id"
+    assert conflict.value.conflicts_with == collide
+    assert conflict.value.details["field"] == "user_id"
 
     old = mem.add("The kickoff is at 9", user_id=store)["id"]
     mem.update(old, "The kickoff is at 10", user_id=store)
     with pytest.raises(wontopos.ConflictError) as stale:
         mem.update(old, "The kickoff is at 11", user_id=store)
-    assert stale.value.details["field"] == "old_memory_id" and stale.value.details["memory_id"] == old
+    assert stale.value.details["field"] == "old_memory_id"
+    assert stale.value.details["memory_id"] == old
 
     with pytest.raises(wontopos.AuthenticationError):
         with wontopos.Client(api_key="not-the-key", base_url=mem._base) as stranger:
@@ -238,7 +256,8 @@ def test_errors_arrive_as_the_sdks_typed_exceptions_with_their_fields(mem: wonto
 
 def test_unknown_metadata_is_dropped_and_listed(mem: wontopos.Client, store: str) -> None:
     answer = mem.add("The printer is on the second floor", user_id=store, metadata={"room": "2F", "category": "office"})
-    assert answer["status"] == "stored" and answer["ignored"] == ["room"]
+    assert answer["status"] == "stored"
+    assert answer["ignored"] == ["room"]
     assert mem.get(store, answer["id"])["category"] == "office"
 
 
@@ -250,12 +269,15 @@ def test_an_idempotent_retry_stores_once_and_another_body_under_the_key_is_422(
 ) -> None:
     first = mem.add("Invoice 1042 was paid on 3 March", user_id=store, idempotency_key="import:row-1042")
     again = mem.add("Invoice 1042 was paid on 3 March", user_id=store, idempotency_key="import:row-1042")
-    assert first["status"] == "stored" and "replayed" not in first
-    assert again["replayed"] is True and again["id"] == first["id"]
+    assert first["status"] == "stored"
+    assert "replayed" not in first
+    assert again["replayed"] is True
+    assert again["id"] == first["id"]
     assert mem.list_memories(store)["count"] == 1
     with pytest.raises(wontopos.BadRequestError) as reused:
         mem.add("Invoice 1043 was paid on 4 March", user_id=store, idempotency_key="import:row-1042")
-    assert reused.value.status == 422 and reused.value.details["field"] == "Idempotency-Key"
+    assert reused.value.status == 422
+    assert reused.value.details["field"] == "Idempotency-Key"
     turn = mem.add_turn("hello there", "hi!", user_id=store, idempotency_key="turn-1")
     assert mem.add_turn("hello there", "hi!", user_id=store, idempotency_key="turn-1") == {**turn, "replayed": True}
 
@@ -267,7 +289,9 @@ def test_add_bulk_cuts_a_text_into_memories_stored_once(mem: wontopos.Client, st
         "The new fridge is delivered in the second week."
     )
     first = mem.add_bulk(text, store, category="house", idempotency_key="bulk:house-notes")
-    assert first["status"] == "stored" and first["count"] == len(first["ids"]) >= 1 and first["duplicates"] == 0
+    assert first["status"] == "stored"
+    assert first["count"] == len(first["ids"]) >= 1
+    assert first["duplicates"] == 0
     again = mem.add_bulk(text, store, category="house", idempotency_key="bulk:house-notes")
     assert again == {**first, "replayed": True}
     stored = mem.export_memories(store)
@@ -300,7 +324,8 @@ def test_add_bulk_cuts_a_text_into_memories_stored_once(mem: wontopos.Client, st
 def test_a_hosted_only_endpoint_is_501_naming_it(mem: wontopos.Client, store: str, call: Any, endpoint: str) -> None:
     with pytest.raises(wontopos.ServerError) as refused:
         call(mem, store)
-    assert refused.value.status == 501 and refused.value.type == "not_implemented_error"
+    assert refused.value.status == 501
+    assert refused.value.type == "not_implemented_error"
     assert refused.value.details["endpoint"] == endpoint
 
 
@@ -313,7 +338,7 @@ WELL_TYPED = {"content": "Bob likes tea", "query": "tea", "speaker": "Bob", "new
 def _without_required() -> list[tuple[Any, str, str]]:
     """(endpoint, the required field as REST names it, how it is left out) for every route
     of the table whose core call needs a field the body may leave out."""
-    from wontopos_mcp.rest import ENDPOINTS
+    from wontopos_mcp.http.rest import ENDPOINTS
 
     cases = []
     for endpoint in ENDPOINTS:
@@ -343,7 +368,8 @@ def test_a_required_field_left_out_or_null_is_400_naming_it(
         answer = http.request(endpoint.method, API + endpoint.path, json=body)
     assert answer.status_code == 400, answer.text
     error = answer.json()["error"]
-    assert error["type"] == "invalid_request_error" and error["field"] == name
+    assert error["type"] == "invalid_request_error"
+    assert error["field"] == name
     assert mem.list_memories(user_id=store, limit=100)["memories"] == before
     assert [s["speaker"] for s in mem.list_speakers(user_id=store)["speakers"]] == ["Bob"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from wontopos_mcp.duplicates import is_restatement, restatement_key
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.rules.restatement import is_restatement, restatement_key
 
 DIFFERENT = [
     ("Bob, also, likes tea.", "Bob likes tea."),  # "also" = "too": no filler
@@ -57,14 +57,14 @@ SAME = [
 ]
 
 
-@pytest.mark.parametrize("a, b", DIFFERENT)
+@pytest.mark.parametrize(("a", "b"), DIFFERENT)
 def test_one_detail_that_normalisation_used_to_erase_makes_a_different_text(a: str, b: str) -> None:
     assert not is_restatement(a, b)
     assert not is_restatement(b, a)
     assert restatement_key(a) != restatement_key(b)
 
 
-@pytest.mark.parametrize("a, b", SAME)
+@pytest.mark.parametrize(("a", "b"), SAME)
 def test_case_width_spacing_contractions_and_fillers_in_their_place_still_restate(a: str, b: str) -> None:
     assert is_restatement(a, b)
     assert is_restatement(b, a)

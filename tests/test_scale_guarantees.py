@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 from support import all_memories, walk_by_speaker
 
-from wontopos_mcp import search
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.scope import in_store, quote
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import MEMORY_FIELDS, Store
+from wontopos_mcp.engine import ranking as search
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.storage.adapter import MEMORY_FIELDS, Store
+from wontopos_mcp.storage.where import in_store, quote
 
 FLAT_MAX = 50
 INDEX_MIN = 300
@@ -141,7 +141,8 @@ def test_upkeep_builds_the_vector_index_once_the_table_passes_its_threshold(worl
     table = world.store.existing_chunks()
     assert table.count_rows() >= INDEX_MIN
     vector = [ix for ix in table.list_indices() if ix.columns == ["vector"]]
-    assert len(vector) == 1 and vector[0].index_type == "IvfSq"
+    assert len(vector) == 1
+    assert vector[0].index_type == "IvfSq"
     for ix in table.list_indices():  # every index, full text included, covers every row
         assert table.index_stats(ix.name).num_unindexed_rows == 0, ix.name
 
@@ -176,7 +177,8 @@ def test_a_three_memory_speaker_among_four_hundred_gets_exactly_its_three(world:
 def test_a_speaker_above_the_flat_limit_gets_limit_distinct_memories_all_its_own_through_the_index(
     world: World, limit: int
 ) -> None:
-    assert world.store.count(where("Big")) > FLAT_MAX and has_vector_index(world.store)  # the indexed path
+    assert world.store.count(where("Big")) > FLAT_MAX
+    assert has_vector_index(world.store)
     for query in QUERIES:
         ids = [
             m["id"] for m in world.service.memory_search(query, speaker="Big", limit=limit, user_id=STORE)["memories"]
@@ -273,7 +275,8 @@ def test_maintenance_interleaved_with_adds_supersedes_and_forgets_never_loses_or
             del model[new]
             model[old] = (model[old][0], False)
         maintain()
-    assert index_seen[-1] and not index_seen[0]  # the index was created along the way, and survived
+    assert index_seen[-1]
+    assert not index_seen[0]
     service.close()
 
 
@@ -299,7 +302,8 @@ def test_full_text_finds_a_cjk_word_and_an_english_stem_inside_the_speaker_scope
         hits = store.text_search(query, where("Ken"), 20, MEMORY_FIELDS)
         found = {h["memory_id"] for h in hits}
         assert ken in found, state
-        assert mia not in found and all(h["speaker"] == "Ken" for h in hits), state
+        assert mia not in found, state
+        assert all(h["speaker"] == "Ken" for h in hits), state
         ranked = search.search_memories(store, service._embedder(), query, where("Ken"), 5, mode="bm25")
         assert ranked[0][0]["memory_id"] == ken, state
         with store.write_lock():
@@ -324,17 +328,19 @@ def test_a_query_full_of_quotes_and_operators_never_errors_and_still_answers_min
 @pytest.mark.parametrize("query", ["Bob' OR '1'='1 kitchen", "AND OR NOT ( kitchen", "title:x kitchen", "* kitchen"])
 def test_operators_around_a_real_word_leave_its_full_text_match_intact(world: World, query: str) -> None:
     hits = world.store.text_search(query, where("Big"), 50, ("memory_id", "text"))
-    assert hits and all("kitchen" in h["text"] for h in hits)
+    assert hits
+    assert all("kitchen" in h["text"] for h in hits)
 
 
 @pytest.mark.parametrize("query", ['"kitchen"', '"pale green"'])
 def test_a_fully_quoted_query_keeps_its_full_text_signal(
     world: World, query: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="wontopos_mcp.store"):
+    with caplog.at_level(logging.WARNING, logger="wontopos_mcp.storage.adapter"):
         hits = world.store.text_search(query, where("Big"), 50, ("memory_id", "text"))
     assert not [r for r in caplog.records if "full-text search failed" in r.getMessage()]
-    assert hits and all("kitchen" in h["text"] or "green" in h["text"] for h in hits)
+    assert hits
+    assert all("kitchen" in h["text"] or "green" in h["text"] for h in hits)
 
 
 # -- (e) growth, upgrades and row ids that move --------------------------------------------------
@@ -353,7 +359,8 @@ def test_the_vector_index_is_built_again_once_the_table_has_grown_tenfold(tmp_pa
     with store.write_lock():
         store.maintain()
     built = recorded_index_size(store)
-    assert has_vector_index(store) and built == INDEX_MIN
+    assert has_vector_index(store)
+    assert built == INDEX_MIN
     grow(INDEX_MIN * 10 - built - 1, 4)  # one row short of tenfold: kept
     with store.write_lock():
         store.maintain()
@@ -386,11 +393,14 @@ def test_a_database_from_before_the_bitmap_and_the_restatement_key_is_upgraded_o
     service = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
     table = service.store.existing_chunks()
     kinds = {tuple(ix.columns): ix.index_type for ix in table.list_indices()}
-    assert kinds[("user_id",)] == "Bitmap" and kinds[("restate_key",)] == "BTree"
+    assert kinds[("user_id",)] == "Bitmap"
+    assert kinds[("restate_key",)] == "BTree"
     rows = service.store.rows(in_store(STORE), columns=("memory_id", "dup_key", "restate_key"))
-    assert [r["memory_id"] for r in rows] == [old] and rows[0]["restate_key"] == rows[0]["dup_key"]
+    assert [r["memory_id"] for r in rows] == [old]
+    assert rows[0]["restate_key"] == rows[0]["dup_key"]
     again = service.memory_add("the spare key is under the BLUE flower pot", user_id=STORE)
-    assert again["status"] == "duplicate" and again["duplicate_of"] == old
+    assert again["status"] == "duplicate"
+    assert again["duplicate_of"] == old
     assert service.memory_add("The spare key is under the red flower pot.", user_id=STORE)["status"] == "stored"
     service.close()
 

@@ -40,9 +40,9 @@ from wontopos_mcp import (
     WontoposError,
     WosError,
 )
-from wontopos_mcp.embeddings import ModelLoader
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import Store
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import ModelLoader
+from wontopos_mcp.storage.adapter import Store
 
 # -- stores ------------------------------------------------------------------------------------------
 
@@ -226,7 +226,9 @@ def test_speakers_list_counts_memories_superseded_included_and_never_lists_me(cl
     clocked_face.supersede(first, "Bob prefers window seats.")
     clocked_face.add("I prefer the train.", speaker="me")
     listed = clocked_face.speakers()
-    assert listed["count"] == 2 and listed["limit"] == 50 and listed["user_id"] == "default"
+    assert listed["count"] == 2
+    assert listed["limit"] == 50
+    assert listed["user_id"] == "default"
     assert {s["speaker"]: s["memories"] for s in listed["speakers"]} == {"Bob": 2, "Alice": 0}
     assert all(RFC3339_MICROS.fullmatch(s["created_at"]) for s in listed["speakers"])
 
@@ -354,8 +356,10 @@ def test_search_returns_exactly_min_of_limit_and_scope_each_memory_once(face: Se
         face.add(fact)
     for limit, expected in ((5, 5), (6, 6), (7, 7), (10, 7), (20, 7)):
         found = face.search("anything at all", limit=limit)
-        assert len(found) == expected and len(set(ids(found))) == expected, limit
-    assert face.search("anything at all") and len(face.search("anything at all")) == 7  # default limit 10
+        assert len(found) == expected, limit
+        assert len(set(ids(found))) == expected, limit
+    assert face.search("anything at all")
+    assert len(face.search("anything at all")) == 7
 
 
 def test_search_counts_memories_not_chunks(service: MemoryService) -> None:
@@ -366,7 +370,8 @@ def test_search_counts_memories_not_chunks(service: MemoryService) -> None:
     others = {service.memory_add(fact)["id"] for fact in FACTS}
     found = ids(service.memory_search("What tricks does Miso the cat do?", limit=5)["memories"])
     assert len(found) == len(set(found)) == 5
-    assert many["id"] in found and set(found) - {many["id"]} <= others
+    assert many["id"] in found
+    assert set(found) - {many["id"]} <= others
 
 
 def test_search_puts_the_best_match_first(face: ServiceFace) -> None:
@@ -391,7 +396,8 @@ def test_a_speaker_filter_returns_only_that_speakers_words_even_when_another_is_
     service.memory_add("The project deadline is next Tuesday.")
     query = "When is the project deadline?"
     unfiltered = service.memory_search(query, limit=5)["memories"]
-    assert unfiltered[0]["id"] != bob and ids(unfiltered).index(alice) < ids(unfiltered).index(bob)  # the premise
+    assert unfiltered[0]["id"] != bob
+    assert ids(unfiltered).index(alice) < ids(unfiltered).index(bob)
     said = service.memory_search(query, speaker="Bob", limit=5)
     assert said["speaker"] == "Bob"
     assert set(ids(said["memories"])) == {bob, bob_ja}
@@ -414,7 +420,8 @@ def test_a_three_memory_speaker_among_sixty_gets_all_three(service: MemoryServic
         service.memory_add("Ich mag keine Murmeln.", speaker="Carol")["id"],
     }
     found = service.memory_search("how many marbles are in box 12?", speaker="Carol", limit=5)["memories"]
-    assert set(ids(found)) == carol and len(found) == 3
+    assert set(ids(found)) == carol
+    assert len(found) == 3
 
 
 def test_me_memories_are_separate_from_untagged_ones(face: ServiceFace) -> None:
@@ -529,7 +536,8 @@ def test_a_bad_filter_is_400_naming_it(face: ServiceFace, filters: dict[str, Any
         return
     with refused(400) as info:
         face.search("memory", filters=filters)
-    assert field in info.value.field and field in info.value.message
+    assert field in info.value.field
+    assert field in info.value.message
 
 
 def test_filters_must_be_an_object(service: MemoryService) -> None:
@@ -576,7 +584,8 @@ def test_restating_a_memory_answers_duplicate_and_stores_nothing(face: ServiceFa
         answers = {restated: face.add(restated, speaker="Bob") for restated in RESTATEMENTS}
     for restated, answer in answers.items():
         assert (answer["status"], answer["id"], answer["duplicate_of"]) == ("duplicate", "", first), restated
-        assert answer["note"] and answer["user_id"] == "default"
+        assert answer["note"]
+        assert answer["user_id"] == "default"
 
 
 def test_the_same_sentence_from_two_people_is_two_memories(service: MemoryService) -> None:
@@ -594,9 +603,11 @@ def test_a_person_repeating_themselves_in_one_conversation_is_two_turns(service:
     service.speaker_register("Bob")
     first = service.memory_add("OK.", speaker="Bob", conversation_id="standup")
     second = service.memory_add("OK.", speaker="Bob", conversation_id="standup")
-    assert (first["status"], second["status"]) == ("stored", "stored") and first["id"] != second["id"]
+    assert (first["status"], second["status"]) == ("stored", "stored")
+    assert first["id"] != second["id"]
     elsewhere = service.memory_add("OK.", speaker="Bob", conversation_id="retro")
-    assert elsewhere["status"] == "duplicate" and elsewhere["duplicate_of"] in {first["id"], second["id"]}
+    assert elsewhere["status"] == "duplicate"
+    assert elsewhere["duplicate_of"] in {first["id"], second["id"]}
     alone = service.memory_add("ok")
     assert service.memory_add("OK!")["duplicate_of"] == alone["id"]  # no conversation: shares none
 
@@ -629,7 +640,8 @@ def test_restating_a_superseded_memory_stores_it_again(service: MemoryService) -
     old = service.memory_add("The gym opens at 6.")["id"]
     service.memory_supersede(old, "The gym opens at 7.")
     again = service.memory_add("The gym opens at 6.")
-    assert again["status"] == "stored" and again["id"] not in {old}
+    assert again["status"] == "stored"
+    assert again["id"] not in {old}
 
 
 # -- by_speaker ---------------------------------------------------------------------------------------------
@@ -657,7 +669,8 @@ def test_by_speaker_is_newest_first_and_counts_every_chunk_of_that_speaker(
     clocked_face.add("Alice likes tea. And cake.", speaker="Alice")
     clocked_face.add("Untagged words.")
     page = clocked_face.by_speaker("Bob")
-    assert page["user_id"] == "default" and page["speaker"] == "Bob"
+    assert page["user_id"] == "default"
+    assert page["speaker"] == "Bob"
     assert ids(page["memories"]) == order
     assert [m["is_superseded"] for m in page["memories"]] == [False, False, False, True]
     assert page["returned"] == 4
@@ -674,7 +687,8 @@ def test_by_speaker_counts_all_chunks_even_when_the_page_shows_few(
         clock.advance(seconds=1)
         total += clocked_face.add(f"Fact {i} of Bob. It has a second sentence {i}.", speaker="Bob")["chunks"]
     page = clocked_face.by_speaker("Bob", limit=5)
-    assert page["returned"] == 5 and page["has_more"] is True
+    assert page["returned"] == 5
+    assert page["has_more"] is True
     assert page["records_to_delete"] == total == 14
     assert page["next_before"] == page["memories"][-1]["created_at"]
     assert page["next_skip_ids"] == [page["memories"][-1]["id"]]
@@ -687,7 +701,8 @@ def test_by_speaker_pages_through_memories_that_share_one_timestamp(clocked_face
     second = clocked_face.by_speaker("Bob", limit=5, before=first["next_before"], skip_ids=first["next_skip_ids"])
     assert second["next_skip_ids"][:5] == first["next_skip_ids"]  # accumulated at the shared timestamp
     walked = walk_by_speaker(clocked_face.svc, "Bob", limit=5)
-    assert len(walked) == 12 and set(ids(walked)) == written
+    assert len(walked) == 12
+    assert set(ids(walked)) == written
 
 
 def test_untagged_memories_never_appear_under_me(face: ServiceFace) -> None:
@@ -729,7 +744,8 @@ def test_memory_list_is_oldest_first_with_superseded_ones_flagged_and_pages_by_c
     pages, cursor = [], None
     while True:
         page = clocked_face.list(limit=3, cursor=cursor)
-        assert page["count"] == len(page["memories"]) and page["user_id"] == "default"
+        assert page["count"] == len(page["memories"])
+        assert page["user_id"] == "default"
         pages.append(page["memories"])
         cursor = page["next_cursor"]
         if cursor is None:
@@ -746,7 +762,8 @@ def test_a_memory_stored_after_a_cursor_was_handed_out_is_reached_by_following_i
     even when the memories around the cursor were forgotten meanwhile."""
     first, second, third = (face.add(f"Diary line {i}.")["id"] for i in range(3))
     page = face.list(limit=2)
-    assert ids(page["memories"]) == [first, second] and page["next_cursor"] is not None
+    assert ids(page["memories"]) == [first, second]
+    assert page["next_cursor"] is not None
     face.forget(second)
     face.forget(third)
     later = face.add("Diary line written later.")["id"]
@@ -777,7 +794,9 @@ def test_supersede_keeps_speaker_category_and_conversation_and_retires_the_old_v
     face.register("Bob")
     old = face.add("Bob lives in Leeds.", speaker="Bob", category="address", conversation_id="c-1")["id"]
     answer = face.supersede(old, "Bob lives in York.")
-    assert answer["status"] == "stored" and answer["superseded"] == old and answer["user_id"] == "default"
+    assert answer["status"] == "stored"
+    assert answer["superseded"] == old
+    assert answer["user_id"] == "default"
     new = face.get(answer["id"])
     assert (new["speaker"], new["category"], new["conversation_id"], new["is_superseded"]) == (
         "Bob",
@@ -802,7 +821,8 @@ def test_forgetting_the_newest_version_makes_its_predecessor_current_again(face:
     new = face.supersede(old, "The gate code is 2222.")["id"]
     face.forget(new)
     current = face.get(old)
-    assert current["is_superseded"] is False and "superseded_by" not in current
+    assert current["is_superseded"] is False
+    assert "superseded_by" not in current
     assert ids(face.search("what is the gate code?")) == [old]
     assert face.supersede(old, "The gate code is 3333.")["status"] == "stored"
 
@@ -937,7 +957,8 @@ def mem(service: MemoryService) -> Memory:
 def test_the_library_raises_the_sdk_exception_classes(mem: Memory) -> None:
     with pytest.raises(BadRequestError) as bad:
         mem.add("Dave says hi.", speaker="Dave")
-    assert isinstance(bad.value, InvalidRequestError) and isinstance(bad.value, WosError)
+    assert isinstance(bad.value, InvalidRequestError)
+    assert isinstance(bad.value, WosError)
     assert (bad.value.status, bad.value.type, bad.value.details["speaker"]) == (400, "invalid_request_error", "Dave")
     with pytest.raises(NotFoundError):
         mem.get(str(uuid.uuid4()))
@@ -945,7 +966,8 @@ def test_the_library_raises_the_sdk_exception_classes(mem: Memory) -> None:
     mem.update(old, "v2 of the note")
     with pytest.raises(ConflictError) as conflict:
         mem.update(old, "v3 of the note")
-    assert isinstance(conflict.value, WontoposError) and conflict.value.status == 409
+    assert isinstance(conflict.value, WontoposError)
+    assert conflict.value.status == 409
 
 
 def test_the_library_names_update_fields_as_the_sdk_does(mem: Memory) -> None:
@@ -966,13 +988,15 @@ def test_the_library_get_and_delete_take_an_id_alone_or_a_store_and_an_id(mem: M
         mem.get(there)
     assert mem.delete("alice", there)["deleted"] == 1
     assert mem.delete(here)["deleted"] == 1
-    assert mem.list_memories()["memories"] == [] and mem.list_memories("alice")["memories"] == []
+    assert mem.list_memories()["memories"] == []
+    assert mem.list_memories("alice")["memories"] == []
 
 
 def test_the_library_add_takes_metadata_or_keywords_and_refuses_unknown_ones(mem: Memory) -> None:
     mem.add_speaker("Bob")
     via_metadata = mem.add("Bob plays chess.", metadata={"speaker": "Bob", "category": "hobby"})
-    assert via_metadata["speaker"] == "Bob" and mem.get(via_metadata["id"])["category"] == "hobby"
+    assert via_metadata["speaker"] == "Bob"
+    assert mem.get(via_metadata["id"])["category"] == "hobby"
     via_keywords = mem.add("Bob plays go.", metadata={"speaker": "me"}, speaker="Bob", event_date="2026-01-02")
     assert via_keywords["speaker"] == "Bob"
     with changes_nothing(mem._service), refused(400, field="colour"):
@@ -983,7 +1007,8 @@ def test_the_library_search_returns_a_list_best_first(mem: Memory) -> None:
     cat = mem.add("My cat is called Miso.")["id"]
     mem.add("The boiler was serviced in January.")
     hits = mem.search("what is my cat's name?", limit=5)
-    assert isinstance(hits, list) and hits[0]["id"] == cat
+    assert isinstance(hits, list)
+    assert hits[0]["id"] == cat
 
 
 def test_the_library_delete_all_erases_memories_and_keeps_store_and_speakers(mem: Memory) -> None:

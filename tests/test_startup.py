@@ -23,8 +23,8 @@ from s3_emulator import free_port
 from support import REPO
 
 from wontopos_mcp.config import ConfigError
-from wontopos_mcp.service import MemoryService
-from wontopos_mcp.store import LOCK_FILE, Store
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.storage.adapter import LOCK_FILE, Store
 
 # Every way to run the program against a database: the three transports and two commands.
 ENTRY_POINTS = [
@@ -54,7 +54,8 @@ def _refused_in_one_line(done: subprocess.CompletedProcess[str]) -> str:
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("wontopos-mcp: "), done.stderr
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("wontopos-mcp: "), done.stderr
     assert "fix:" in lines[0]
     return lines[0]
 
@@ -68,7 +69,8 @@ def test_a_file_as_the_database_stops_every_entry_point_with_one_line(tmp_path: 
     db = tmp_path / "memories.txt"
     db.write_text("not a database")
     line = _refused_in_one_line(_start(str(db), args, _env(tmp_path)))
-    assert str(db) in line and "is a file, not a directory" in line
+    assert str(db) in line
+    assert "is a file, not a directory" in line
     assert db.read_text() == "not a database"
 
 
@@ -134,7 +136,7 @@ def test_a_database_directory_the_library_makes_is_0700_and_one_the_user_made_ke
 def test_checking_a_local_directory_does_not_import_lancedb(tmp_path: Path) -> None:
     """The stdio server checks before tools/list: LanceDB's import (~1 s) must not come first."""
     code = (
-        "import sys; from wontopos_mcp.store import Store; Store(sys.argv[1]).check_usable(); "
+        "import sys; from wontopos_mcp.storage.adapter import Store; Store(sys.argv[1]).check_usable(); "
         "print(sorted(m for m in ('lancedb', 'pyarrow') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "db")], capture_output=True, text=True,
@@ -168,7 +170,8 @@ def test_a_command_on_a_table_lancedb_cannot_read_stops_with_one_line_naming_the
         manifest.write_bytes(b"garbage\n")
     line = _refused_in_one_line(_start(str(db), ["stores", "list"], _env(tmp_path)))
     assert line.startswith(f"wontopos-mcp: the database at {db} cannot be opened: ")
-    assert "does not have sufficient data" in line and ".rs:" not in line
+    assert "does not have sufficient data" in line
+    assert ".rs:" not in line
 
 
 def _serve_until_it_stops(db: Path, args: list[str], home: Path) -> tuple[int, str, str]:
@@ -179,7 +182,9 @@ def _serve_until_it_stops(db: Path, args: list[str], home: Path) -> tuple[int, s
         [sys.executable, "-m", "wontopos_mcp", "--db", str(db), *args], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(home), cwd=REPO,
     )  # fmt: skip
-    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    assert server.stdin is not None
+    assert server.stdout is not None
+    assert server.stderr is not None
     hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
     server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}) + "\n")
     server.stdin.flush()
@@ -209,7 +214,8 @@ def test_a_server_whose_background_open_fails_stops_with_one_line_and_exit_2(tmp
     else:  # stdio answered initialize before the open failed
         assert json.loads(out.splitlines()[0])["id"] == 1
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"wontopos-mcp: the database at {db} cannot be opened: ") and "fix:" in lines[0]
+    assert lines[0].startswith(f"wontopos-mcp: the database at {db} cannot be opened: ")
+    assert "fix:" in lines[0]
 
 
 def test_a_table_this_user_cannot_write_stops_with_one_line_naming_it(tmp_path: Path) -> None:
@@ -283,7 +289,9 @@ def test_an_http_endpoint_without_allow_http_stops_with_one_line_naming_the_fix(
     tmp_path: Path, s3_endpoint: str, args: list[str]
 ) -> None:
     line = _refused_in_one_line(_start("s3://exists/db", args, _s3_env(tmp_path, s3_endpoint)))
-    assert "plain http" in line and "AWS_ALLOW_HTTP=true" in line and "allow_http" in line
+    assert "plain http" in line
+    assert "AWS_ALLOW_HTTP=true" in line
+    assert "allow_http" in line
 
 
 def test_allow_http_in_the_storage_options_opens_the_bucket(tmp_path: Path, s3_endpoint: str) -> None:
@@ -299,9 +307,12 @@ def test_allow_http_in_the_storage_options_opens_the_bucket(tmp_path: Path, s3_e
 
 def test_bad_storage_options_stop_with_one_line(tmp_path: Path) -> None:
     done = _start(str(tmp_path / "db"), [], _env(tmp_path, WONTOPOS_STORAGE_OPTIONS="{allow_http: true}"))
-    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "WONTOPOS_STORAGE_OPTIONS must be a JSON object" in lines[0], done.stderr
+    assert len(lines) == 1, done.stderr
+    assert "WONTOPOS_STORAGE_OPTIONS must be a JSON object" in lines[0], done.stderr
 
 
 def _s3_options(endpoint: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from support import REPO, TOOLS, server_env
 
-from wontopos_mcp.transport import EOF_GRACE, _Unanswered
+from wontopos_mcp.mcp.transport import EOF_GRACE, _Unanswered
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,8 @@ async def test_a_stdio_client_registers_adds_and_searches_and_the_server_keeps_t
             assert [m["id"] for m in memories] == [added.structured_content["id"]]
             assert memories[0]["speaker"] == "さくら"
             refused = await client.call_tool("memory_add", {"content": "x", "speaker": "Nobody"})
-            assert refused.is_error and refused.structured_content["error"]["field"] == "speaker"
+            assert refused.is_error
+            assert refused.structured_content["error"]["field"] == "speaker"
         errlog.seek(0)
         log = errlog.read()
     assert " DEBUG wontopos_mcp.logs: logging at debug" in log, log
@@ -72,7 +73,8 @@ async def test_a_stdio_client_registers_adds_and_searches_and_the_server_keeps_t
 
 def _message(line: bytes) -> dict[str, Any]:
     message = json.loads(line)
-    assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", line
+    assert isinstance(message, dict), line
+    assert message.get("jsonrpc") == "2.0", line
     return message
 
 
@@ -97,7 +99,8 @@ async def test_stdout_carries_only_json_rpc_and_tools_list_answers_at_once(tmp_p
         async with await anyio.open_process(
             _command(tmp_path / "db"), env=server_env(model_cache), cwd=str(REPO), stderr=None
         ) as process:
-            assert process.stdin is not None and process.stdout is not None
+            assert process.stdin is not None
+            assert process.stdout is not None
             stdout = BufferedByteReceiveStream(process.stdout)
             await process.stdin.send(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
             listed = None
@@ -119,7 +122,8 @@ async def test_stdout_carries_only_json_rpc_and_tools_list_answers_at_once(tmp_p
     print(f"\nspawn -> tools/list answered: {elapsed:.2f} s")
     assert {t["name"] for t in listed["result"]["tools"]} == TOOLS
     initialized = _message(lines[0])
-    assert initialized["id"] == 1 and initialized["result"]["serverInfo"]["name"] == "wontopos-mcp"
+    assert initialized["id"] == 1
+    assert initialized["result"]["serverInfo"]["name"] == "wontopos-mcp"
     for line in lines:
         _message(line)
 
@@ -146,7 +150,8 @@ async def test_requests_written_just_before_stdin_closes_are_all_answered_then_i
         async with await anyio.open_process(
             _command(tmp_path / "db"), env=server_env(model_cache), cwd=str(REPO), stderr=None
         ) as process:
-            assert process.stdin is not None and process.stdout is not None
+            assert process.stdin is not None
+            assert process.stdout is not None
             await process.stdin.send(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
             await process.stdin.aclose()
             stdout = BufferedByteReceiveStream(process.stdout)
@@ -161,7 +166,8 @@ async def test_requests_written_just_before_stdin_closes_are_all_answered_then_i
     assert sorted(a["id"] for a in answers) == ["add", "init", "stores"], answers
     by_id = {a["id"]: a for a in answers}
     added = by_id["add"]["result"]
-    assert added["isError"] is False and added["structuredContent"]["status"] == "stored", added
+    assert added["isError"] is False, added
+    assert added["structuredContent"]["status"] == "stored", added
     stores = by_id["stores"]["result"]["structuredContent"]["stores"]
     assert [s["user_id"] for s in stores] == ["default"]
 
@@ -205,4 +211,5 @@ async def test_the_end_of_input_wait_is_bounded_and_names_what_it_gives_up_on(ca
     unanswered.read(_request("hung"))
     with anyio.fail_after(30):
         await unanswered.wait(0.05)
-    assert "still unanswered" in caplog.text and "hung" in caplog.text
+    assert "still unanswered" in caplog.text
+    assert "hung" in caplog.text

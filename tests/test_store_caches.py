@@ -45,7 +45,8 @@ def test_writes_from_two_handles_interleave_in_one_strict_order_and_see_each_oth
     for service in (a, b):
         assert [m["id"] for m in all_memories(service, "shared", page=4)] == written
     again = b.memory_add("note 0 - the parcel comes on day 0", user_id="shared")
-    assert again["status"] == "duplicate" and again["duplicate_of"] == written[0]
+    assert again["status"] == "duplicate"
+    assert again["duplicate_of"] == written[0]
     a.memory_forget(memory_id=written[0], user_id="shared")
     assert b.memory_add("Note 0: the parcel comes on day 0.", user_id="shared")["status"] == "stored"
 
@@ -78,7 +79,8 @@ def test_a_commit_landing_between_a_writes_checks_and_its_commit_makes_it_check_
     armed.append(lambda: a.memory_add("Bob's flight lands at 9.", speaker="Bob", user_id="shared"))
     first = b.memory_add("Bob's flight lands at 9!", speaker="Bob", user_id="shared")
     stored = [m["id"] for m in all_memories(b, "shared")]
-    assert first["status"] == "duplicate" and stored == [first["duplicate_of"]]
+    assert first["status"] == "duplicate"
+    assert stored == [first["duplicate_of"]]
     armed.append(lambda: a.speaker_remove("Bob", user_id="shared"))
     with refused(400, speaker="Bob"):  # removed after the first check passed
         b.memory_add("Bob's hotel is near the station.", speaker="Bob", user_id="shared")

@@ -27,7 +27,7 @@ import httpx
 import pytest
 from support import KEY, REPO, LiveServer, error_body, served
 
-UI_FILES = REPO / "wontopos_mcp" / "ui"
+UI_FILES = REPO / "wontopos_mcp" / "http" / "ui"
 SCREENSHOTS = os.environ.get("WONTOPOS_UI_SCREENSHOTS")
 LIMIT = 64 * 1024
 
@@ -186,12 +186,15 @@ def test_a_missing_browser_fails_under_ci_and_only_skips_elsewhere(monkeypatch: 
 def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(live: LiveServer) -> None:
     with httpx.Client(base_url=live.url, timeout=30) as bare:
         moved = bare.get("/ui")
-        assert moved.status_code == 308 and moved.headers["location"] == "/ui/"
+        assert moved.status_code == 308
+        assert moved.headers["location"] == "/ui/"
         index = bare.get("/ui/")
-        assert index.status_code == 200 and index.headers["content-type"].startswith("text/html")
+        assert index.status_code == 200
+        assert index.headers["content-type"].startswith("text/html")
         assert '<script type="module" src="app.js">' in index.text
         script = bare.get("/ui/app.js")
-        assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+        assert script.status_code == 200
+        assert "javascript" in script.headers["content-type"]
         # Data still needs the key; the checks of every route apply to the page too.
         error_body(bare.get("/api/v1/memory/collections").json(), 401, "authentication_error")
         error_body(bare.get("/ui/", headers={"Host": "evil.example"}).json(), 421, "invalid_request_error")
@@ -205,7 +208,8 @@ def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(li
             connection.request("GET", path)
             answer = connection.getresponse()
             body = json.loads(answer.read())
-            assert answer.status == 404 and "collections" not in body, (path, body)
+            assert answer.status == 404, (path, body)
+            assert "collections" not in body, (path, body)
     finally:
         connection.close()
 
@@ -215,10 +219,12 @@ def test_the_files_load_nothing_from_anywhere_else() -> None:
     assert set(files) == {"index.html", "app.js", "api.js", "dom.js", "export.js", "style.css"}
     for name, text in files.items():
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text), name
-        assert "innerHTML" not in text and "insertAdjacentHTML" not in text, name  # contents are text, never HTML
+        assert "innerHTML" not in text, name
+        assert "insertAdjacentHTML" not in text, name  # contents are text, never HTML
     for name in ("app.js", "dom.js", "export.js"):
         for imported in re.findall(r'from "([^"]+)"', files[name]):
-            assert imported.startswith("./") and imported[2:] in files, (name, imported)
+            assert imported.startswith("./"), (name, imported)
+            assert imported[2:] in files, (name, imported)
 
 
 def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
@@ -246,7 +252,8 @@ def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
     assert len(api_calls) >= 3
     for _, url, headers in seen.seen:
         assert url.startswith(f"{live.url}/"), url  # nothing from anywhere else
-        assert KEY not in url and "not-the-key" not in url, url
+        assert KEY not in url, url
+        assert "not-the-key" not in url, url
         if "/api/" not in url:
             assert "x-api-key" not in headers, url  # the files need no key
     assert [h.get("x-api-key") for _, _, h in api_calls] == ["not-the-key"] + [KEY] * (len(api_calls) - 1)
@@ -424,7 +431,8 @@ def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     expect(page.locator("#status")).to_have_text("Deleted 3 memories of Eve")
     expect(dialog).to_be_hidden()
     after = _by_speaker(api, store, "Eve")
-    assert after["records_to_delete"] == 0 and after["memories"] == []
+    assert after["records_to_delete"] == 0
+    assert after["memories"] == []
     expect(_row(page, "Eve").locator("td.count")).to_have_text("0")  # the registration stays
 
 
@@ -447,7 +455,8 @@ def test_supersede_a_memory(page: Any, live: LiveServer, api: httpx.Client) -> N
     stored = _post(api, "/get", {"user_id": store, "memory_id": old})["memory"]
     assert stored["is_superseded"] is True
     newest = _by_speaker(api, store, "Ben")["memories"][0]
-    assert newest["id"] == stored["superseded_by"] and newest["content"] == "Ben's meeting is on Tuesday."
+    assert newest["id"] == stored["superseded_by"]
+    assert newest["content"] == "Ben's meeting is on Tuesday."
 
 
 def test_register_and_remove_a_speaker_and_refusals_shown_as_their_error(

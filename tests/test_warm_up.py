@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support import Gate, open_loading_service, refused
 
-from wontopos_mcp.service import MemoryService
+from wontopos_mcp.engine.service import MemoryService
 
 
 @pytest.fixture
@@ -45,7 +45,8 @@ def test_calls_that_need_no_embedding_answer_while_the_model_loads(loading: Memo
     assert loading.memory_forget(speaker="Bob", confirm_records=0)["deleted"] == 0
     with refused(503):
         loading.memory_search("anything")
-    assert not gate.event.is_set() and loading.models.state == "loading"
+    assert not gate.event.is_set()
+    assert loading.models.state == "loading"
 
 
 def test_a_database_that_fails_to_open_still_lets_the_model_load(tmp_path: Path, gate: Gate) -> None:
@@ -66,4 +67,5 @@ def test_a_database_that_fails_to_open_still_lets_the_model_load(tmp_path: Path,
 def test_start_is_idempotent(loading: MemoryService, gate: Gate) -> None:
     assert gate.entered.wait(60)
     loading.start()  # e.g. an SSE connection's lifespan, after the HTTP app's own
-    assert loading.database_state() == "ok" and loading.models.state == "loading"
+    assert loading.database_state() == "ok"
+    assert loading.models.state == "loading"

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .coordination import WRITERS
-from .errors import ConfigError  # noqa: F401 - defined with the other errors; faces import it from here
-from .redaction import MODES as REDACT_MODES
+from wontopos_mcp.rules.locations import WRITERS
+from wontopos_mcp.rules.redaction import MODES as REDACT_MODES
+
+from .errors import ConfigError
 
 DEFAULT_MODEL = "multilingual-e5-small-q4"
 TRANSPORTS = ("stdio", "http", "sse")
@@ -70,7 +71,7 @@ class Settings:
     # Secrets in written texts replaced by [redacted:<kind>] (``secrets``) or kept (``none``).
     redact: str = "none"
     # HTTP: a connection that has not sent a whole request's headers this long after it
-    # opened (or after its last answer) is closed (``http_server``).
+    # opened (or after its last answer) is closed (``http.server``).
     header_timeout_ms: int = 10_000
 
     @property

@@ -5,12 +5,12 @@ One :class:`Operation` per call (the 15 MCP tools, and the REST/library-only
 their defaults, ranges and size limits, the REST route and the one name mapping of
 SPEC ("Three faces": ``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
 ``memory_id``/``content``, ``metadata.*`` -> the memory fields), the ``Memory`` method,
-and the answer model (a class name in :mod:`wontopos_mcp.models`, resolved by
-``models.answer_models`` so this module stays free of pydantic).
+and the answer model (a class name in :mod:`wontopos_mcp.mcp.answers`, resolved by
+``answers.answer_models`` so this module stays free of pydantic).
 
-The faces read it: ``mcp_server`` builds each tool parameter's ``Field(ge, le,
+The faces read it: ``mcp.server`` builds each tool parameter's ``Field(ge, le,
 description)`` and Python default from it, ``rest`` its endpoint names, ``library`` its
-defaults and renamed fields, ``commands`` the CLI's help and defaults. It is pure data:
+defaults and renamed fields, ``cli.commands`` the CLI's help and defaults. It is pure data:
 it imports nothing of ``mcp``, ``starlette`` or ``uvicorn``, and no storage or model.
 
 Size limits are the core's own constants, imported from the modules that check them (one
@@ -26,11 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import validation as v
-from .batch import MAX_BATCH_ITEMS, MAX_BULK_CHARS
-from .conversation import MAX_MESSAGES, MAX_MESSAGES_CHARS
-from .names import DEFAULT_STORE, MAX_SPEAKER_CHARS
-from .validation import MAX_CONTENT_CHARS, MAX_LABEL_CHARS, MAX_QUERY_CHARS, MAX_SKIP_IDS
+from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS, MAX_BULK_CHARS
+from wontopos_mcp.rules.conversation import MAX_MESSAGES, MAX_MESSAGES_CHARS
+from wontopos_mcp.rules.names import DEFAULT_STORE, MAX_SPEAKER_CHARS
+from wontopos_mcp.rules.validation import MAX_CONTENT_CHARS, MAX_LABEL_CHARS, MAX_QUERY_CHARS, MAX_SKIP_IDS
 
 __all__ = [
     "DEFAULT_CATEGORY",
@@ -104,9 +104,9 @@ class Operation:
     """One call of the engine: ``core`` is the service method the faces call.
 
     ``mcp`` says whether it is an MCP tool (of the same name); ``library`` is its
-    ``Memory`` method (and the SDK ``Client``'s); ``cli`` its ``wontopos-mcp`` command,
+    ``Memory`` method (and the SDK ``Client``'s); ``cli.main`` its ``wontopos-mcp`` command,
     ``{name}`` standing for a positional argument (the others are ``--flags``);
-    ``answers`` names its answer models in ``models.py``.
+    ``answers`` names its answer models in ``answers.py``.
     ``face_defaults`` lists parameters whose default the faces fill in because the core
     does not apply it itself (yet): see :meth:`with_face_defaults`.
     """

@@ -22,8 +22,9 @@ official SDK's names, kept as aliases so code written for the hosted client port
 changing one import.
 
 Two more kinds of failure are not refusals of a request and stay outside the tree:
-``ConfigError`` (a bad setting, stopping the server at start-up) and ``StorageError``
-(what the LanceDB adapter in ``store`` maps LanceDB's own failures to, once).
+``ConfigError`` (a bad setting, stopping the server at start-up), ``ModelMismatch`` (a
+database built with another model, also a start-up stop) and ``StorageError`` (what the
+LanceDB adapter, ``storage.adapter``, maps LanceDB's own failures to, once).
 
 A message that says how to fix the refusal names the call to make as a :class:`Fix`
 (an operation of the contract table and its arguments), not as text: the caller of the
@@ -186,7 +187,7 @@ class UnavailableError(ServerError):
 
 
 class RateLimitError(WontoposError):
-    """429: one client sent too many wrong API keys (the HTTP face only, ``http_app``);
+    """429: one client sent too many wrong API keys (the HTTP face only, ``http.app``);
     ``retry_after_ms`` says when it may try again. ``retry_after`` is the SDK's attribute
     (that wait in seconds)."""
 
@@ -232,6 +233,11 @@ ALL_ERRORS: tuple[type[WontoposError], ...] = (
 
 class ConfigError(ValueError):
     """A bad setting: the CLI prints it as one line on stderr and exits non-zero."""
+
+
+class ModelMismatch(RuntimeError):
+    """The database was built with another embedding model (a start-up error: vectors of
+    two models are not comparable; ``reindex`` re-embeds)."""
 
 
 class StorageError(RuntimeError):

@@ -25,12 +25,13 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.rules.conversation import turn_messages
+from wontopos_mcp.verbs import speak
+
 from .config import Settings
 from .contract import MEMORY_FIELDS, METADATA_NAMES, operation
-from .conversation import turn_messages
 from .errors import InvalidRequestError, WontoposError
-from .service import MemoryService
-from .verbs import speak
 
 _NO_ID = object()
 _SEARCH, _LIST, _BULK = operation("memory_search"), operation("memory_list"), operation("add_bulk")
@@ -66,7 +67,7 @@ class Memory:
 
     The embedding model starts loading in the background at construction; calls that
     need it wait for it (up to 20 s, then ``UnavailableError``), others never do. A
-    database built with another embedding model raises ``store.ModelMismatch`` (naming
+    database built with another embedding model raises ``errors.ModelMismatch`` (naming
     both) at construction, before anything is embedded into it.
     """
 
@@ -84,7 +85,7 @@ class Memory:
             given = {"db": db, "speaker_limit": speaker_limit, "embed_model": embed_model, "model_cache": model_cache}
             settings = Settings.load({**given, "redact": redact})
             service = MemoryService.open(settings)
-            service.store.check_model(settings.embed_model)  # ModelMismatch, as the CLI's one line
+            service.check_model(settings.embed_model)  # ModelMismatch, as the CLI's one line
         self._service = service
         self._service.start()
 
@@ -94,7 +95,8 @@ class Memory:
         return self._service.store_create(**operation("store_create").with_face_defaults({"user_id": user_id}))
 
     def list_stores(self) -> list[dict[str, Any]]:
-        return self._service.stores_list()["stores"]
+        stores: list[dict[str, Any]] = self._service.stores_list()["stores"]
+        return stores
 
     def delete_store(self, user_id: str) -> dict[str, Any]:
         return self._service.store_delete(user_id=user_id)
@@ -209,7 +211,8 @@ class Memory:
             query, speaker=speaker, limit=limit, filters=filters, include_superseded=include_superseded,
             user_id=user_id, **_given(max_chars=max_chars, as_of=as_of),
         )  # fmt: skip
-        return answer["memories"]
+        memories: list[dict[str, Any]] = answer["memories"]
+        return memories
 
     def recall(
         self,
@@ -228,7 +231,8 @@ class Memory:
     def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
         """The memory itself; ``get(memory_id)`` alone reads the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
-        return self._service.memory_get(memory_id, user_id=user_id)["memory"]
+        memory: dict[str, Any] = self._service.memory_get(memory_id, user_id=user_id)["memory"]
+        return memory
 
     def list_memories(
         self,

@@ -1,0 +1,500 @@
+"""The human commands of ``wontopos-mcp``: look into a store from a terminal, and fix it.
+
+One grammar, ``wontopos-mcp NOUN VERB [NAME] [--user STORE]``::
+
+    wontopos-mcp info                                 database path, size, stores, model
+    wontopos-mcp stores list | create NAME | delete NAME [--yes]
+    wontopos-mcp speakers list | add NAME | remove NAME       --user alice
+    wontopos-mcp memories list [--speaker NAME] | get ID | forget ID
+    wontopos-mcp search "what did Bob say?" --user alice --speaker Bob
+    wontopos-mcp export --user alice --out alice.jsonl
+    wontopos-mcp import alice.jsonl --user alice-copy
+    wontopos-mcp stats --user alice
+
+Each command is one call of the same core the servers use, on the database the usual
+settings name (``--db`` / ``WONTOPOS_DB``). Results go to stdout, as text for reading or
+``--json`` for scripts (not on ``export``, which always writes JSON Lines); these
+commands are the only place the package writes to stdout, and they never run inside the
+stdio server. A refusal is one line on stderr and exit code 1 (``2`` for bad usage or
+settings); a fix in it names these commands (``wontopos-mcp stores create alice``), not
+the MCP tools (:func:`verbs.speak`). Numbers with a range (``--limit``, ``--batch``) are
+checked by the parser, before the database is opened or the model loaded.
+
+``stores create --user NAME``, the spelling of earlier versions, still works (``NAME``
+given both ways must agree); ``stores delete`` takes the name only, and asks before it
+deletes (``--yes`` does not ask; with nobody to answer, nothing is deleted).
+``memories list`` pages through a store oldest first (``--cursor`` continues); with
+``--speaker`` it lists that person's memories newest first (``by_speaker``).
+``import`` is :mod:`importing`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+from wontopos_mcp.contract import DEFAULT_STORE, Param, operation
+from wontopos_mcp.errors import ConfigError, Fix, InvalidRequestError, WontoposError
+from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS
+from wontopos_mcp.verbs import render, speak
+
+from .exits import EXIT_BAD_SETTING, EXIT_REFUSED
+from .importing import IMPORT_BATCH, import_file
+
+if TYPE_CHECKING:
+    from wontopos_mcp.config import Settings
+    from wontopos_mcp.engine.service import MemoryService
+
+EMBEDS = frozenset({"search", "import"})  # refuse a database of another model, as the server does
+# The first run of a command that needs the model may convert it (seconds); wait longer
+# than a server call would.
+MODEL_WAIT = 180.0
+_LIST = operation("memory_list").param("limit")
+_PAGE = _LIST.high  # export and stats read the biggest pages
+_SPEAKER_PAGE = operation("by_speaker").param("limit").high
+
+EXAMPLES = """\
+examples:
+  wontopos-mcp                                      serve MCP over stdio (what an agent's host runs)
+  wontopos-mcp info                                 where the database is, its stores, the model
+  wontopos-mcp stores create alice
+  wontopos-mcp speakers add Bob --user alice
+  wontopos-mcp search "what did Bob say?" --user alice --speaker Bob --limit 5
+  wontopos-mcp memories list --user alice --speaker Bob
+  wontopos-mcp memories forget MEMORY_ID --user alice
+  wontopos-mcp export --user alice --out alice.jsonl
+  wontopos-mcp import alice.jsonl --user alice-copy
+  wontopos-mcp stores delete alice                  asks first; --yes does not"""
+
+
+def ranged(param: Param) -> Callable[[str], int]:
+    """An argparse ``type`` checking a whole number against the contract's range, so a
+    bad ``--limit`` stops at parsing, before any database or model is touched."""
+    low, high = param.low, param.high
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise argparse.ArgumentTypeError(f"must be {span}, got {value}")
+        return value
+
+    return parse
+
+
+def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParser, epilog: str = "") -> None:
+    """Register the subcommands on ``parser``; ``common`` carries the shared settings
+    flags, ``epilog`` ends every command's ``--help`` (the resolved database path)."""
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(
+        name: str,
+        help: str,
+        example: str,
+        *,
+        parent: Any = commands,
+        store: str | None = "the store",
+        json: bool = True,
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = parent.add_parser(
+            name, help=help, description=help, parents=[common], epilog=f"example:\n  {example}\n\n{epilog}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )  # fmt: skip
+        where = argparse.SUPPRESS if store is None else f'{store} (default: "{DEFAULT_STORE}")'
+        sub.add_argument("--user", dest="user_id", metavar="STORE", help=where)
+        if json:
+            sub.add_argument("--json", action="store_true", help="print JSON instead of text")
+        return sub
+
+    def group(name: str, help: str) -> Any:
+        sub = commands.add_parser(name, help=help, description=help, epilog=epilog,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        return sub.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    command(
+        "info", "where the database is, its size, its stores and the embedding model", "wontopos-mcp info", store=None
+    )
+
+    stores = group("stores", "list, create or delete stores")
+    command("list", "list every store", "wontopos-mcp stores list", parent=stores, store=None)
+    command("create", "create a store", "wontopos-mcp stores create alice", parent=stores, store=None).add_argument(
+        "name", nargs="?", metavar="NAME"
+    )
+    delete = command(
+        "delete",
+        "delete a store with its memories and speakers (asks first)",
+        "wontopos-mcp stores delete alice --yes",
+        parent=stores,
+        store=None,
+    )
+    delete.add_argument("name", metavar="NAME")
+    delete.add_argument("--yes", action="store_true", help="do not ask")
+
+    speakers = group("speakers", "list, add or remove a store's speakers")
+    command("list", "list the people registered in a store", "wontopos-mcp speakers list --user alice", parent=speakers)
+    command(
+        "add", "register a person in a store", "wontopos-mcp speakers add Bob --user alice", parent=speakers
+    ).add_argument("speaker", metavar="NAME")
+    command(
+        "remove",
+        "unregister a person (their memories stay, untagged)",
+        "wontopos-mcp speakers remove Bob --user alice",
+        parent=speakers,
+    ).add_argument("speaker", metavar="NAME")
+    renamed = command("rename", "give a person another name (their memories follow)",
+                      "wontopos-mcp speakers rename Bbo Bob --user alice", parent=speakers)  # fmt: skip
+    renamed.add_argument("speaker", metavar="NAME")
+    renamed.add_argument("new_name", metavar="NEW_NAME")
+    merged = command("merge", "make one person of two names: NAME's memories go to INTO (asks first)",
+                     "wontopos-mcp speakers merge Robert Bob --user alice", parent=speakers)  # fmt: skip
+    merged.add_argument("speaker", metavar="NAME")
+    merged.add_argument("into", metavar="INTO")
+    merged.add_argument("--yes", action="store_true", help="do not ask")
+
+    memories = group("memories", "list, show or forget a store's memories")
+    listed = command("list", "list memories, oldest first (with --speaker: that person's, newest first)",
+                     "wontopos-mcp memories list --user alice --speaker Bob --limit 20", parent=memories)  # fmt: skip
+    listed.add_argument("--speaker", metavar="NAME", help="only this person's memories")
+    listed.add_argument("--limit", type=ranged(_LIST), default=_LIST.default, help=f"how many ({_LIST.span})")
+    listed.add_argument("--cursor", help="continue after an earlier list (without --speaker)")
+    command("get", "show one memory", "wontopos-mcp memories get MEMORY_ID --user alice", parent=memories).add_argument(
+        "memory_id", metavar="ID"
+    )
+    command(
+        "forget", "forget one memory", "wontopos-mcp memories forget MEMORY_ID --user alice", parent=memories
+    ).add_argument("memory_id", metavar="ID")
+
+    search = command(
+        "search",
+        "search a store's memories by meaning",
+        'wontopos-mcp search "what did Bob say?" --user alice --speaker Bob --limit 5',
+    )
+    search.add_argument("query")
+    search.add_argument("--speaker", metavar="NAME", help="only this speaker's words")
+    limit = operation("memory_search").param("limit")
+    search.add_argument("--limit", type=ranged(limit), default=limit.default, help=f"how many ({limit.span})")
+
+    export = command(
+        "export",
+        "write every memory of a store as JSON Lines",
+        "wontopos-mcp export --user alice --out alice.jsonl",
+        json=False,
+    )
+    export.add_argument("--out", help="file to write (default: stdout)")
+    export.add_argument("--speaker", metavar="NAME", help="only this person's memories (their own data)")
+
+    imported = command(
+        "import",
+        "read memories from a JSON Lines export into a store (created if missing)",
+        "wontopos-mcp import alice.jsonl --user alice-copy",
+    )
+    imported.add_argument("file", help="the export file ('-' for stdin)")
+    batch = Param("--batch", "", low=1, high=MAX_BATCH_ITEMS)
+    imported.add_argument(
+        "--batch", type=ranged(batch), default=IMPORT_BATCH, metavar="N",
+        help=f"lines per write: one embedding pass and one commit each ({batch.span}, default {IMPORT_BATCH})",
+    )  # fmt: skip
+
+    command("stats", "count a store's memories and speakers", "wontopos-mcp stats --user alice")
+
+
+def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | None = None) -> int:
+    """Run one command; a refusal is one line on stderr and exit code 1.
+
+    ``service`` (tests) replaces the one the settings would open; it is left open.
+    The one the settings open is opened here, before the command: a database LanceDB
+    cannot open, and for a command that embeds (``EMBEDS``) a database built with
+    another model, are one line and exit code 2, as for the server (SPEC).
+    """
+    from wontopos_mcp.engine.service import MemoryService
+    from wontopos_mcp.errors import ModelMismatch
+
+    own = service is None
+    if service is None:
+        service = MemoryService.open(settings, model_wait=MODEL_WAIT)
+    name = args["command"] if args.get("action") is None else f"{args['command']} {args['action']}"
+    try:
+        if own:
+            service.open_or_refuse()
+            if name in EMBEDS:
+                service.check_model(settings.embed_model)
+        return _HANDLERS[name](service, {**args, "settings": settings}, sys.stdout) or 0
+    except (ConfigError, ModelMismatch) as exc:
+        _say(str(exc))
+        return EXIT_BAD_SETTING
+    except WontoposError as exc:
+        print(f"wontopos-mcp: {speak(exc, 'cli').message} ({exc.status} {exc.type})", file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as exc:
+        print(f"wontopos-mcp: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        if own:
+            service.close()
+
+
+def many(n: int, one: str, more: str) -> str:
+    """``1 memory``, ``2 memories``."""
+    return f"{n} {one if n == 1 else more}"
+
+
+def _emit(out: TextIO, args: dict[str, Any], answer: Any, text: str) -> None:
+    out.write((json.dumps(answer, ensure_ascii=False, indent=2) if args.get("json") else text) + "\n")
+
+
+def _say(message: str) -> None:
+    print(f"wontopos-mcp: {message}", file=sys.stderr)
+
+
+# -- info and stores ---------------------------------------------------------------------------
+
+
+def _info(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    from .info import info, info_text
+
+    answer = info(service, args["settings"])
+    _emit(out, args, answer, info_text(answer))
+
+
+def _stores_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    answer = service.stores_list()
+    _emit(out, args, answer, "\n".join(f"{s['user_id']}\tsince {s['created_at']}" for s in answer["stores"]))
+
+
+def _stores_create(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    name, flag = args["name"], args["user_id"]
+    if name is not None and flag is not None and name != flag:
+        raise InvalidRequestError(f"two store names, {name!r} and --user {flag!r}: give the name once", field="user_id")
+    if name is None and flag is None:
+        raise InvalidRequestError("name the store to create: wontopos-mcp stores create NAME", field="user_id")
+    answer = service.store_create(name or flag)
+    _emit(out, args, answer, f"{answer['user_id']}: {answer['status']}")
+
+
+def _stores_delete(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+    name = args["name"]
+    memories = sum(1 for _ in _memories(service, name))  # also the 404 of a store that does not exist
+    speakers = service.speakers_list(user_id=name)["count"]
+    what = f"{many(memories, 'memory', 'memories')} and {many(speakers, 'speaker', 'speakers')}"
+    question = (
+        f"empty the default store, forgetting its {what}?"
+        if name.lower() == DEFAULT_STORE
+        else f"delete store {name!r} with its {what}?"
+    )
+    if not args["yes"] and not _confirmed(question):
+        _say("nothing deleted")
+        return EXIT_REFUSED
+    answer = service.store_delete(name)
+    _emit(out, args, answer, f"{answer['user_id']}: deleted ({what})")
+    return 0
+
+
+def _confirmed(question: str) -> bool:
+    """Ask on stderr, read the answer from stdin: only ``y`` or ``yes`` is a yes; no
+    answer (end of input) is a no."""
+    print(f"wontopos-mcp: {question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    if not sys.stdin.isatty():
+        print(file=sys.stderr)  # a piped answer is not echoed: end the question's line
+    return answer.strip().lower() in ("y", "yes")
+
+
+# -- speakers --------------------------------------------------------------------------------
+
+
+def _speakers_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    answer = service.speakers_list(user_id=args["user_id"])
+    lines = [f"{s['speaker']}\t{many(s['memories'], 'memory', 'memories')}\tsince {s['created_at']}"
+             for s in answer["speakers"]]  # fmt: skip
+    lines.append(f"{answer['count']} of {answer['limit']} speakers registered in {answer['user_id']!r}")
+    _emit(out, args, answer, "\n".join(lines))
+
+
+def _speakers_add(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    answer = service.speaker_register(args["speaker"], user_id=args["user_id"])
+    alike = f"; looks like {', '.join(answer['similar_to'])} (another person)" if "similar_to" in answer else ""
+    _emit(out, args, answer, f"{answer['speaker']}: {answer['status']} ({answer['count']} of {answer['limit']}){alike}")
+
+
+def _speakers_remove(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    answer = service.speaker_remove(args["speaker"], user_id=args["user_id"])
+    untagged = many(answer["memories_untagged"], "memory", "memories")
+    _emit(out, args, answer, f"{answer['speaker']}: removed; {untagged} untagged")
+
+
+def _speakers_rename(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    answer = service.speaker_rename(args["speaker"], args["new_name"], user_id=args["user_id"])
+    retagged = many(answer["memories_retagged"], "memory", "memories")
+    _emit(out, args, answer, f"{answer['previous']} is now {answer['speaker']}; {retagged} retagged")
+
+
+def _speakers_merge(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+    name, into, user_id = args["speaker"], args["into"], args["user_id"]
+    records = service.by_speaker(name, user_id=user_id)["records_to_delete"]  # also the 404 of a stranger
+    said = next(s["memories"] for s in service.speakers_list(user_id=user_id)["speakers"] if s["speaker"] == name)
+    question = f"merge {name!r} into {into!r}: {many(said, 'memory', 'memories')} move, {name!r} is unregistered?"
+    if not args["yes"] and not _confirmed(question):
+        _say("nothing merged")
+        return EXIT_REFUSED
+    answer = service.speaker_merge(name, into, confirm_records=records, user_id=user_id)
+    moved = many(answer["memories_retagged"], "memory", "memories")
+    _emit(out, args, answer, f"{answer['merged']} merged into {answer['speaker']}; {moved} retagged")
+    return 0
+
+
+# -- memories --------------------------------------------------------------------------------
+
+
+def _memory_line(m: dict[str, Any]) -> str:
+    said = f"[{m['speaker']}] " if "speaker" in m else ""
+    return f"{m['id']}  {m['created_at']}  {said}{m['content']}{'  (superseded)' if m['is_superseded'] else ''}"
+
+
+def _memories_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    user_id, limit = args["user_id"], args["limit"]
+    if args["speaker"] is None:
+        answer = service.memory_list(limit=limit, cursor=args["cursor"], user_id=user_id)
+        more = answer["next_cursor"]
+        if more is not None:
+            _say(f"more: {render(Fix.of('memory_list', user_id=user_id, cursor=more), 'cli')}")
+    else:
+        if args["cursor"] is not None:
+            raise InvalidRequestError("--cursor continues a list without --speaker; raise --limit", field="cursor")
+        answer = _said_by(service, args["speaker"], user_id, limit)
+        if answer["has_more"]:
+            _say(f"more of {answer['speaker']}'s memories: raise --limit (at most {_LIST.high})")
+    _emit(out, args, answer, "\n".join(map(_memory_line, answer["memories"])) or "(no memories)")
+
+
+def _said_by(service: MemoryService, speaker: str, user_id: str | None, limit: int) -> dict[str, Any]:
+    """Up to ``limit`` of one speaker's memories, newest first, walking ``by_speaker``'s pages."""
+    memories: list[dict[str, Any]] = []
+    before, skip_ids = None, None
+    while True:
+        page = service.by_speaker(speaker, limit=_SPEAKER_PAGE, before=before, skip_ids=skip_ids, user_id=user_id)
+        memories += page["memories"]
+        if not page["has_more"] or len(memories) >= limit:
+            has_more = page["has_more"] or len(memories) > limit
+            return {"user_id": page["user_id"], "speaker": page["speaker"], "memories": memories[:limit],
+                    "has_more": has_more}  # fmt: skip
+        before, skip_ids = page["next_before"], page["next_skip_ids"]
+
+
+def _memories_get(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    answer = service.memory_get(args["memory_id"], user_id=args["user_id"])
+    memory = answer["memory"]
+    _emit(out, args, answer, "\n".join(f"{key}: {value}" for key, value in memory.items()))
+
+
+def _memories_forget(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    answer = service.memory_forget(memory_id=args["memory_id"], user_id=args["user_id"])
+    _emit(out, args, answer, f"forgot memory {args['memory_id']} in {answer['user_id']!r}")
+
+
+def _search(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    service.start()
+    answer = service.memory_search(args["query"], speaker=args["speaker"], limit=args["limit"], user_id=args["user_id"])
+    lines = [
+        f"{m['similarity']:.3f}  {'[' + m['speaker'] + '] ' if 'speaker' in m else ''}{m['content']}"
+        for m in answer["memories"]
+    ]
+    _emit(out, args, answer, "\n".join(lines) if lines else "(no memories)")
+
+
+def _memories(service: MemoryService, user_id: str | None, speaker: str | None = None) -> Iterator[dict[str, Any]]:
+    cursor = None
+    while True:
+        page = service.memory_list(limit=_PAGE, cursor=cursor, user_id=user_id, speaker=speaker)
+        yield from page["memories"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return
+
+
+# -- export, import, stats ---------------------------------------------------------------------
+
+
+def _export(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    if args["out"] is None:
+        _write_jsonl(service, args["user_id"], out, args["speaker"])
+        return
+    with open(args["out"], "w", encoding="utf-8") as file:
+        count = _write_jsonl(service, args["user_id"], file, args["speaker"])
+    _say(f"exported {many(count, 'memory', 'memories')} to {args['out']}")
+
+
+def _write_jsonl(service: MemoryService, user_id: str | None, out: TextIO, speaker: str | None = None) -> int:
+    count = 0
+    for memory in _memories(service, user_id, speaker):
+        out.write(json.dumps(memory, ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def _import(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+    """Import an export in batches; exit code 1 when a line was skipped."""
+    summary = import_file(service, args["file"], args["user_id"], batch=args["batch"])
+    skipped = summary["skipped"]
+    for skip in skipped:
+        _say(f"import: skipped line {skip['line']}: {skip['reason']}")
+    text = (
+        f"imported {many(summary['stored'], 'memory', 'memories')} "
+        f"({summary['already_there']} already there, {many(summary['duplicates'], 'duplicate', 'duplicates')}, "
+        f"{many(len(skipped), 'line', 'lines')} skipped)"
+    )
+    _emit(out, args, summary, text)
+    return EXIT_REFUSED if skipped else 0
+
+
+def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    speakers = service.speakers_list(user_id=args["user_id"])
+    memories = list(_memories(service, args["user_id"]))
+    superseded = sum(1 for m in memories if m["is_superseded"])
+    by_speaker = Counter(m.get("speaker", "(untagged)") for m in memories)
+    answer = {
+        "user_id": speakers["user_id"],
+        "memories": len(memories),
+        "current": len(memories) - superseded,
+        "superseded": superseded,
+        "speakers": speakers["count"],
+        "speaker_limit": speakers["limit"],
+        "by_speaker": dict(sorted(by_speaker.items())),
+    }
+    lines = [
+        (
+            f"store {answer['user_id']!r}: {many(answer['memories'], 'memory', 'memories')} "
+            f"({answer['current']} current, {answer['superseded']} superseded)"
+        ),
+        f"{answer['speakers']} of {answer['speaker_limit']} speakers registered",
+        *(f"  {name}\t{n}" for name, n in answer["by_speaker"].items()),
+    ]
+    _emit(out, args, answer, "\n".join(lines))
+
+
+_HANDLERS: dict[str, Callable[[MemoryService, dict[str, Any], TextIO], int | None]] = {
+    "info": _info,
+    "stores list": _stores_list,
+    "stores create": _stores_create,
+    "stores delete": _stores_delete,
+    "speakers list": _speakers_list,
+    "speakers add": _speakers_add,
+    "speakers remove": _speakers_remove,
+    "speakers rename": _speakers_rename,
+    "speakers merge": _speakers_merge,
+    "memories list": _memories_list,
+    "memories get": _memories_get,
+    "memories forget": _memories_forget,
+    "search": _search,
+    "export": _export,
+    "import": _import,
+    "stats": _stats,
+}
+
+__all__ = ["EXAMPLES", "add_commands", "many", "ranged", "run"]

@@ -1,0 +1,261 @@
+"""``wontopos-mcp``: argument parsing and start-up; no rules.
+
+The default command is the stdio MCP server, so ``uvx wontopos-mcp`` in an agent's
+config just works. ``--transport http`` serves the one HTTP app of ``http.app`` (MCP at
+``/mcp``, SSE at ``/sse``, REST under ``/api/v1``, ``/healthz``) with uvicorn;
+``--transport sse`` serves the same app, since SSE is part of it. An HTTP bind that is
+not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores``,
+``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``) live in
+``cli.commands``; ``--help`` shows examples and the database a run would use.
+
+A bad setting stops here with one line on stderr and exit code 2, never a traceback;
+stdout stays reserved for the protocol (only the human commands print results to it).
+
+A database that cannot be opened stops the run with one line and exit code 2 (SPEC), in
+two steps so that ``tools/list`` never waits for LanceDB's import: the filesystem check
+(``_check_database``) before anything is served, then LanceDB's own open. The human
+commands open the database before they run (``cli.commands.run``); the server opens it in
+the background (``MemoryService.start``) and, when that open fails (a corrupt table, a
+file inside the directory it cannot write), stops there, on every transport: one line,
+exit code 2, requests in flight unanswered. A server that stayed up could only answer
+every call with the same error; /healthz's 503 is for a database that fails later.
+
+Keeping to itself (SPEC "Transports and HTTP"):
+
+- Every file and directory this process creates is its user's alone: the umask is
+  ``0o077`` from the start of every run, so the database directory LanceDB fills is 0700
+  and its files 0600 (and so is the model cache it converts). A directory the user made
+  beforehand keeps the mode they gave it; its new files are still 0600.
+- Logs go to stderr through ``logs.PrivateRecords``: no memory text, query or key.
+- An HTTP server (``--transport http`` or ``sse``) refuses to start with a
+  ``WONTOPOS_API_KEY`` shorter than :data:`MIN_KEY_LENGTH` characters, which a wrong-key
+  limit of ten a minute would not protect for long. stdio never reads the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+from wontopos_mcp import __version__, logs
+from wontopos_mcp.config import TRANSPORTS, Settings, is_loopback
+from wontopos_mcp.errors import ConfigError
+
+from .exits import EXIT_BAD_SETTING
+
+MIN_KEY_LENGTH = 16
+PRIVATE_UMASK = 0o077
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (no usage dump)."""
+
+    def error(self, message: str) -> Any:
+        _fail(message)
+
+
+def _store_flags(parser: argparse.ArgumentParser, default: Any) -> None:
+    """The settings every command shares (the server's and the human commands')."""
+    parser.add_argument("--db", default=default, help="database directory or LanceDB URI (WONTOPOS_DB)")
+    parser.add_argument(
+        "--speaker-limit", default=default, help="people a store may register, default 50 (WONTOPOS_SPEAKER_LIMIT)"
+    )
+    parser.add_argument("--embed-model", default=default, help="embedding model (WONTOPOS_EMBED_MODEL)")
+    parser.add_argument("--model-cache", default=default, help="model cache directory (WONTOPOS_MODEL_CACHE)")
+    parser.add_argument(
+        "--log-level", default=default, help="debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)"
+    )
+    parser.add_argument(
+        "--writers",
+        default=default,
+        help="object storage: single (default, one writing process) or leased (replicas) (WONTOPOS_WRITERS)",
+    )
+    parser.add_argument(
+        "--redact",
+        default=default,
+        help="none (default) or secrets: API keys, tokens, private keys and passwords in written "
+        "texts become [redacted:<kind>] before they are stored (WONTOPOS_REDACT)",
+    )
+
+
+def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``argv`` only tells ``--help`` which database ``--db`` names."""
+    from .commands import EXAMPLES, add_commands
+
+    where = _database_line(argv)
+    parser = _Parser(
+        prog="wontopos-mcp",
+        description="Memory that knows who said it: an offline MCP memory server. "
+        "With no command it serves MCP (stdio by default; --transport http or sse for HTTP).",
+        epilog=f"{EXAMPLES}\n\n{where}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"wontopos-mcp {__version__}")
+    _store_flags(parser, None)
+    parser.add_argument("--transport", choices=TRANSPORTS, help="stdio (default), http or sse (WONTOPOS_TRANSPORT)")
+    parser.add_argument("--host", help="HTTP bind address, default 127.0.0.1 (WONTOPOS_HOST)")
+    parser.add_argument("--port", help="HTTP port, default 8765 (WONTOPOS_PORT)")
+    parser.add_argument("--allowed-hosts", help="extra Host/Origin names, comma-separated (WONTOPOS_ALLOWED_HOSTS)")
+    parser.add_argument("--max-body-bytes", help="HTTP body limit, default 4 MiB (WONTOPOS_MAX_BODY_BYTES)")
+    # A command's own copy of the flags sets them only when given after the command.
+    common = argparse.ArgumentParser(add_help=False)
+    _store_flags(common, argparse.SUPPRESS)
+    add_commands(parser, common, where)
+    return parser
+
+
+def _database_line(argv: Sequence[str] | None) -> str:
+    """``database: <path> (from ...)``, resolved as a run with these arguments would."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    given = next((w.split("=", 1)[1] for w in words if w.startswith("--db=")), None)
+    if given is None and "--db" in words[:-1]:
+        given = words[words.index("--db") + 1]
+    try:
+        db = Settings.load({"db": given}).db
+    except ConfigError as exc:
+        return f"database: none usable ({exc})"
+    source = "--db" if given else ("WONTOPOS_DB" if os.environ.get("WONTOPOS_DB", "").strip() else "the default")
+    return f"database: {db} (from {source}; set it with --db or WONTOPOS_DB)"
+
+
+def _fail(message: str) -> Any:
+    print(f"wontopos-mcp: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_BAD_SETTING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = vars(_parser(argv).parse_args(argv))
+    names = {f.name for f in fields(Settings)}
+    try:
+        settings = Settings.load({k: v for k, v in args.items() if k in names})
+    except ConfigError as exc:
+        _fail(str(exc))
+    os.umask(PRIVATE_UMASK)
+    logs.configure(settings.log_level)
+    if args.get("command") is None:
+        return serve(settings)
+    from .commands import run
+
+    _check_database(settings)
+    code = run(args, settings)
+    _exit_now(code)
+    return code
+
+
+def serve(settings: Settings) -> int:
+    from wontopos_mcp.engine.service import MemoryService
+    from wontopos_mcp.errors import ModelMismatch
+
+    if settings.transport != "stdio" and not settings.api_key and not is_loopback(settings.host):
+        _fail(
+            f"refusing to serve on {settings.host} without an API key: set WONTOPOS_API_KEY, "
+            "or bind a loopback address such as 127.0.0.1"
+        )
+    if settings.transport != "stdio" and settings.api_key and len(settings.api_key) < MIN_KEY_LENGTH:
+        _fail(
+            f"WONTOPOS_API_KEY is {len(settings.api_key)} characters; it must be at least {MIN_KEY_LENGTH} "
+            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    _check_database(settings)
+    listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
+
+    def stop(exc: Exception) -> None:
+        # The background open failed (a corrupt table, a file LanceDB cannot write): the
+        # start-up check's verdict, come late. One line, exit 2, on every transport.
+        print(f"wontopos-mcp: {service.open_failure(exc)}", file=sys.stderr)
+        service.release()
+        _exit_now(EXIT_BAD_SETTING)
+
+    service = MemoryService.open(settings, on_open_failure=stop)
+    try:
+        service.claim()
+        service.check_model(settings.embed_model)  # object storage: opens the database now
+    except (ModelMismatch, ConfigError) as exc:
+        _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
+        _fail(str(service.open_failure(exc)))
+
+    # SIGTERM (a host closing us, uvicorn raising it again once it has shut down): give up
+    # the leases this process holds on object storage, then leave at once, as the default
+    # action would (every acknowledged write is committed). Not an exception: one raised
+    # inside a close still waiting for the background open would print a traceback.
+    def leave(signum: int, frame: Any) -> None:
+        service.release()
+        _exit_now(0)
+
+    signal.signal(signal.SIGTERM, leave)
+    try:
+        if listener is None:
+            from wontopos_mcp.mcp.server import build_server
+            from wontopos_mcp.mcp.transport import run_stdio
+
+            run_stdio(build_server(service))
+        else:
+            _serve_http(service, settings, listener)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.close()
+    _exit_now(0)
+    return 0
+
+
+def _check_database(settings: Settings) -> None:
+    """A database that cannot be opened or written stops here: one line, exit 2 (SPEC).
+
+    Milliseconds for a local directory (no LanceDB import); object storage is asked.
+    """
+    from wontopos_mcp.engine.bootstrap import store_for
+
+    try:
+        store_for(settings).check_usable()
+    except ConfigError as exc:
+        print(f"wontopos-mcp: {exc}", file=sys.stderr)
+        _exit_now(EXIT_BAD_SETTING)  # an object-store probe may still run in LanceDB's threads
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind the HTTP port now, so a port in use is one line here, not a traceback later."""
+    try:
+        family, _, _, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        return socket.create_server(address[:2], family=family)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
+def _serve_http(service: Any, settings: Settings, listener: socket.socket) -> None:
+    """``--transport http`` (and ``sse``): the one app with /mcp, /sse, /api/v1 and /healthz."""
+    import uvicorn
+
+    from wontopos_mcp.http.app import build_app
+    from wontopos_mcp.http.server import server_config
+
+    config = server_config(build_app(service, settings), settings)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    print(
+        f"wontopos-mcp: serving MCP at http://{host}:{settings.port}/mcp (SSE /sse, REST /api/v1, /healthz)",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.Server(config).run(sockets=[listener])
+
+
+def _exit_now(code: int) -> None:
+    """Leave without interpreter finalisation.
+
+    The model may still be loading in a background thread when a host closes stdin;
+    tearing down onnxruntime/LanceDB under a running native thread aborts the process
+    (SIGABRT). Every acknowledged write is already committed, so nothing is lost.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

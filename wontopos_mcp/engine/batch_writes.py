@@ -1,0 +1,241 @@
+"""Many memories in one embedding pass and one commit: batches, text blobs, imports.
+
+Duplicates are checked as single writes check them, exact and near-verbatim
+restatements alike, against the store and within the batch: by their keys (one lookup
+per 500 items), then by the texts. Items may carry ``created_at`` (an import keeps its
+dates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from wontopos_mcp.contract import DEFAULT_CATEGORY
+from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.batch_items import (
+    Item,
+    Origin,
+    bulk_text,
+    carry_key,
+    cut_text,
+    forget_marks,
+    known_result,
+    not_current,
+    parse_items,
+    stored_target,
+)
+from wontopos_mcp.rules.dates import parse_moment
+from wontopos_mcp.rules.idempotency import Idempotency
+from wontopos_mcp.rules.redaction import tally, with_redactions
+from wontopos_mcp.rules.restatement import restatement_key
+from wontopos_mcp.rules.text import duplicate_key
+
+from .commits import Embedded, Written
+from .memories import restates
+
+if TYPE_CHECKING:
+    from .commits import Commits
+
+Row = dict[str, Any]
+Mark = tuple[str, "str | None"]  # (a duplicate key, the speaker)
+
+
+@dataclass
+class _Outcome:
+    """What a batch has decided so far, item by item."""
+
+    ids: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    updated: list[Row] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    duplicates: int = 0
+
+
+class BatchWrites:
+    def __init__(self, commits: Commits) -> None:
+        self.commits = commits
+        self.registry = commits.registry
+        self.memories = commits.memories
+
+    def memory_add_batch(
+        self,
+        items: Any,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+        origins: Sequence[Origin] | None = None,
+        redacted: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """Store many memories with one embedding pass and one commit (imports, bulk).
+
+        ``origins`` (the ``import`` command, one per item) make it an import batch, and
+        the answer gains ``results``, one per item (``stored`` / ``exists`` /
+        ``duplicate`` / ``refused`` with a ``reason``). Each item is written under its
+        own key, looked up at any age: an imported memory keeps its exported
+        ``created_at``, which the 24 h window (measured on ``created_at``) would miss. An
+        item whose key is in the store already ``exists`` and is not embedded again; the
+        same key with other fields is refused. An item that supersedes a memory is stored
+        with its own ``created_at`` and the old one's speaker, category and conversation
+        (SPEC), unchecked for duplicates (as ``memory_supersede``), and only if that
+        memory is current; when the item it supersedes was not stored, it is a plain
+        memory.
+
+        Secrets in the items' texts are redacted first (the ``redact`` setting);
+        ``redacted``: what was redacted from the text the items were cut from (bulk).
+        """
+        parsed = parse_items(items)
+        handle = self.registry.resolve(user_id)
+        key = handle.key
+        if origins is not None and (idempotency is not None or len(origins) != len(parsed)):
+            raise ValueError("origins: one per item, and no batch idempotency key")
+        texts, found = self.commits.redactor.redact_each(item.content for item in parsed)
+        parsed = [dataclasses.replace(item, content=text) for item, text in zip(parsed, texts)]
+        counts = tally([found, redacted or {}])
+        known = self._imported(key, origins or ())
+        fresh = [item for item in parsed if origins is None or origins[item.index].idem.key not in known]
+
+        def check() -> None:
+            self.registry.confirm(handle, [(item.speaker, f"items[{item.index}].speaker") for item in fresh])
+
+        def write(embedded: Embedded, _: None) -> Written:
+            if origins is not None:  # another import may have written some since
+                known.update(self._imported(key, [origins[item.index] for item in fresh]))
+            vectors = {item.index: (c, vs) for item, c, vs in zip(fresh, embedded.chunks, embedded.vectors)}
+            written = _BatchDecision(self, handle.key, handle.display, parsed, origins, known, vectors).decide()
+            with_redactions(written.answer, counts)
+            return written
+
+        return self.commits.write_once(key, idempotency, [item.content for item in fresh], check, write)
+
+    def memory_add_bulk(
+        self,
+        content: Any,
+        category: Any = None,
+        timestamp: Any = None,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+    ) -> dict[str, Any]:
+        """A text blob (at most 500,000 characters) cut into memories and stored as a batch.
+
+        Secrets are redacted from the whole blob before it is cut, so a private key
+        block with blank lines in it is found whole."""
+        text = bulk_text(content)
+        category = v.optional_label(category, field="category")
+        created = None if timestamp is None else self._written_at(timestamp)
+        found = self.commits.redactor.redact(text)
+        items = [{"content": p, "category": category, "created_at": created} for p in cut_text(found.text)]
+        return self.memory_add_batch(items, user_id, idempotency=idempotency, redacted=found.counts)
+
+    def _written_at(self, timestamp: Any) -> str:
+        """``timestamp`` as the memories' ``created_at``: when the text was written, which
+        cannot be later than now (such a memory would be missing from every ``as_of``
+        answer until then, and would page as newer than every memory written meanwhile)."""
+        us, text = parse_moment(timestamp, field="timestamp")
+        if us > self.commits.now_us():
+            raise InvalidRequestError(
+                f"timestamp {text} is later than now; give the moment the text was written", field="timestamp"
+            )
+        return text
+
+    def _imported(self, key: str, origins: Sequence[Origin]) -> dict[str, tuple[str, str]]:
+        return self.memories.imported(key, [origin.idem.key for origin in origins])
+
+    def superseded_rows(
+        self, key: str, origins: Sequence[Origin], known: dict[str, tuple[str, str]]
+    ) -> dict[str, list[Row]]:
+        """Every row (all columns, to rewrite them) of the stored memories an import batch
+        supersedes: named by id, or by an earlier item already in the store."""
+        ids = {o.supersedes for o in origins if isinstance(o.supersedes, str)}
+        ids |= {
+            known[origins[o.supersedes].idem.key][0]
+            for o in origins
+            if isinstance(o.supersedes, int) and origins[o.supersedes].idem.key in known
+        }
+        return self.memories.chunks_by_memory(key, ids)
+
+
+class _BatchDecision:
+    """One batch's decision under the write lock, item by item: exists (an import key
+    already stored), duplicate, refused (supersedes no current memory), or stored."""
+
+    def __init__(
+        self,
+        writes: BatchWrites,
+        key: str,
+        display: str,
+        parsed: list[Item],
+        origins: Sequence[Origin] | None,
+        known: dict[str, tuple[str, str]],
+        vectors: dict[int, tuple[list[str], Any]],
+    ) -> None:
+        self.memories = writes.memories
+        self.key, self.display, self.parsed, self.origins, self.known = key, display, parsed, origins, known
+        self.vectors = vectors
+        self.keys = {i: (duplicate_key(parsed[i].content), restatement_key(parsed[i].content)) for i in vectors}
+        self.seen = self.memories.restated_by_keys(key, sorted(set(self.keys.values())))
+        self.stored_olds = writes.superseded_rows(key, origins or (), known)
+        self.batch_rows: dict[str, list[Row]] = {}  # memory id -> rows, of this batch
+        self.seq = writes.commits.last_seq(key)
+        self.out = _Outcome()
+
+    def decide(self) -> Written:
+        for item in self.parsed:
+            self._one(item, None if self.origins is None else self.origins[item.index])
+        out = self.out
+        answer = {"user_id": self.display, "status": "stored", "ids": out.ids, "count": len(out.ids)}
+        answer["duplicates"] = out.duplicates
+        if self.origins is not None:
+            answer["results"] = out.results
+        return Written(out.rows, answer, updated=out.updated)
+
+    def _one(self, item: Item, origin: Origin | None) -> None:
+        out = self.out
+        if origin is not None and origin.idem.key in self.known:
+            out.results.append(known_result(self.known[origin.idem.key], origin))
+            return
+        marks: list[Mark] = [(k, item.speaker) for k in self.keys[item.index]]
+        target = None if origin is None else stored_target(origin.supersedes, out.results)
+        old = None if target is None else self.batch_rows.get(target) or self.stored_olds.get(target)
+        if target is None:
+            restated = [
+                o for m in marks for o in self.seen.get(m, ()) if restates(item.content, item.conversation_id, o)
+            ]
+            if restated:
+                out.duplicates += 1
+                out.results.append({"status": "duplicate", "duplicate_of": restated[0]["memory_id"]})
+                return
+        elif old is None or old[0]["superseded"]:
+            out.results.append({"status": "refused", "reason": not_current(old is None)})
+            return
+        memory_id, new_rows = self._store(item, old)
+        if old is not None:
+            for row in old:
+                row.update(superseded=True, superseded_by=memory_id)
+            forget_marks(self.seen, old[0])
+            out.updated += old if target in self.stored_olds else []
+        if origin is not None:
+            carry_key(new_rows, origin, {"user_id": self.display, "id": memory_id, "status": "stored"})
+            self.batch_rows[memory_id] = new_rows
+            self.known[origin.idem.key] = (memory_id, origin.idem.fingerprint)  # the same line again: exists
+        for mark in marks:
+            self.seen.setdefault(mark, []).append(new_rows[0])
+        out.ids.append(memory_id)
+        out.rows += new_rows
+        out.results.append({"status": "stored", "id": memory_id})
+
+    def _store(self, item: Item, old: list[Row] | None) -> tuple[str, list[Row]]:
+        """The new memory's rows: the item's fields, or for a new version the old one's
+        speaker, category and conversation (SPEC)."""
+        self.seq += 1
+        like = {"speaker": item.speaker, "category": item.category, "conversation_id": item.conversation_id}
+        if old is not None:
+            like = {k: old[0][k] for k in like}
+        memory = {**like, "content": item.content, "event": item.event, "role": None}
+        memory["category"] = memory["category"] or DEFAULT_CATEGORY
+        chunks, vecs = self.vectors[item.index]
+        return self.memories.new_rows(self.key, memory, chunks, vecs, seq=self.seq, created=item.created_us)

@@ -1,0 +1,190 @@
+"""How every memory write commits: embedded outside the write lock, decided again under
+it only if the database moved, at most once per idempotency key, in one LanceDB commit.
+
+``Commits`` also keeps the promise a delete must keep first: the store's sequence
+high-water mark (a number is never given twice). A memory's idempotency record lives on
+its rows and goes with them (SPEC), so a repeat of a forgotten write is a new write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from wontopos_mcp.errors import ConflictError, Fix
+from wontopos_mcp.rules.idempotency import WINDOW_US, Idempotency, Running, answer_json, replayed
+from wontopos_mcp.rules.redaction import Redactor
+from wontopos_mcp.rules.text import chunk_text
+
+from .registry import store_in_fix
+
+if TYPE_CHECKING:
+    from wontopos_mcp.model.embeddings import Embedder, ModelLoader
+    from wontopos_mcp.storage.adapter import Store
+
+    from .memories import Memories
+    from .registry import Registry
+
+T = TypeVar("T")
+
+
+@dataclass
+class Embedded:
+    """Texts cut into chunks, and one array of chunk vectors per text."""
+
+    chunks: list[list[str]]
+    vectors: list[Any]
+
+
+@dataclass
+class Written:
+    """What a write decided under the lock: new rows, rows updated with them, the answer."""
+
+    rows: list[dict[str, Any]]
+    answer: dict[str, Any]
+    updated: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Commits:
+    def __init__(
+        self,
+        store: Store,
+        registry: Registry,
+        memories: Memories,
+        models: ModelLoader,
+        *,
+        model_wait: float,
+        now_us: Callable[[], int],
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.memories = memories
+        self.models = models
+        self.model_wait = model_wait
+        self.now_us = now_us  # the service's clock, in microseconds
+        self._running = Running()
+        # Every write's texts pass through it before they are checked, embedded or stored.
+        self.redactor = redactor or Redactor()
+
+    def embedder(self) -> Embedder:
+        """The model, waiting for it up to ``model_wait`` seconds (then 503)."""
+        return self.models.get(timeout=self.model_wait)
+
+    def write_once(
+        self,
+        key: str,
+        idem: Idempotency | None,
+        texts: list[str],
+        decide: Callable[[], T],
+        write: Callable[[Embedded, T], Written],
+    ) -> dict[str, Any]:
+        """Embed ``texts`` and run one memory write, at most once per idempotency key.
+
+        ``decide`` makes the reads a write depends on (store, speakers, the memory,
+        duplicates, the next sequence number) and refuses a bad call. It runs before
+        the model is needed, and runs again inside the write lock only if the database
+        changed since (LanceDB table versions, other processes' commits included), so
+        the lock is held for little more than the append. (Embedding on another thread
+        meanwhile was measured slower on two cores: onnxruntime already uses both.)
+        ``write`` builds the rows from the embedding and the decision; the commit
+        carries the idempotency key with the memories.
+        """
+        replay = self._replay(key, idem)
+        if replay is not None:
+            return replay
+        seen = self.store.versions()
+        decided = decide()
+        with self._running.guard(key, idem):
+            embedded = self._embed(texts)
+            with self.store.write_lock(key):
+                replay = self._replay(key, idem)
+                if replay is not None:
+                    return replay
+                if self.store.versions() != seen:
+                    decided = decide()
+                return self._commit(key, idem, write(embedded, decided))
+
+    def _embed(self, texts: list[str]) -> Embedded:
+        """Chunk and embed texts in one batch; makes sure the chunks table exists (after
+        the write's checks passed: a refused call leaves no trace). No texts need no model."""
+        if not texts:
+            return Embedded([], [])
+        embedder = self.embedder()
+        self.store.chunks(embedder.model_id, embedder.dim)
+        chunked = [chunk_text(t, embedder.max_chars) for t in texts]
+        flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
+        vectors, at = [], 0
+        for chunks in chunked:
+            vectors.append(flat[at : at + len(chunks)])
+            at += len(chunks)
+        return Embedded(chunked, vectors)
+
+    def _replay(self, key: str, idem: Idempotency | None) -> dict[str, Any] | None:
+        """The first answer to this key in this store within 24 h, if there was one."""
+        if idem is None:
+            return None
+        since = self.now_us() - WINDOW_US
+        first = self.memories.idempotent_answer(key, idem.key, since)
+        if first is None:
+            first = self.registry.idempotency_record(key, idem.key, since)
+        return None if first is None else replayed(idem, *first)
+
+    def _commit(self, key: str, idem: Idempotency | None, written: Written) -> dict[str, Any]:
+        """Write the new rows (inside the write lock) with the idempotency record in the
+        same commit; an outcome that writes no memory keeps its record in the registry.
+        """
+        rows, answer = written.rows, written.answer
+        if idem is not None:
+            kept = answer_json(answer)
+            for row in rows:
+                row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=kept)
+            if not rows:
+                record = (idem.key, idem.fingerprint, kept, self.now_us())
+                self.registry.keep_idempotency_records(key, [record])
+        self.memories.add(rows, written.updated)
+        return answer
+
+    # -- sequence numbers and deletes --------------------------------------------------------------
+
+    def last_seq(self, key: str, recorded: int | None = None) -> int:
+        """The store's highest sequence number ever given, deleted memories included.
+
+        Deletes record the high-water mark on the store's registry row first, so a
+        number is never given twice and a ``memory_list`` cursor stays a place in the
+        store's write order. ``recorded``: that mark, when the caller has just read it.
+        """
+        if recorded is None:
+            recorded = self.registry.recorded_seq(key)
+        return max(self.memories.max_seq(key), recorded)
+
+    def remember_last_seq(self, key: str) -> None:
+        """Call inside the write lock before deleting memories of the store ``key``."""
+        self.registry.record_seq(key, self.last_seq(key))
+
+    def delete_memories(self, key: str, where: str, *, updated: list[dict[str, Any]] | None = None) -> None:
+        """Delete the memories ``where`` selects (inside the store's write lock), keeping
+        the store's sequence high-water mark first; rows in ``updated`` are rewritten in
+        the same commit as the delete. Their idempotency records go with their rows (SPEC:
+        removed with the memory), and the purge takes every trace off the disk
+        (``Store.erasing``)."""
+        with self.store.erasing():
+            self.remember_last_seq(key)
+            self.memories.delete(where, updated=updated)
+
+
+def require_confirmed(key: str, name: str, current: int, confirm: int) -> None:
+    """409 unless ``confirm`` is ``name``'s current ``records_to_delete`` (``current``):
+    a delete or merge of someone's memories goes ahead only on the number the caller saw."""
+    if current != confirm:
+        raise ConflictError(
+            (
+                f"confirm_records is {confirm} but {name!r} now has {current} "
+                f"record{'' if current == 1 else 's'}; call ",
+                Fix.of("by_speaker", speaker=name, user_id=store_in_fix(key)),
+                " again and confirm the current number",
+            ),
+            field="confirm_records",
+            records_to_delete=current,
+        )

@@ -1,0 +1,257 @@
+"""The chunk table in the engine's words: memories' rows, and the look-ups the rules
+make (a memory, duplicates, idempotency keys, pages, the next sequence number).
+
+``Memories`` is the only builder of chunk rows and of the chunk-table clauses that are
+not shared (the shared ones are in ``where``). It decides nothing: the parts above it
+(``writes``, ``reads``, ``speaker_pages``) apply SPEC's rules to what it answers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from wontopos_mcp.errors import NotFoundError
+from wontopos_mcp.rules.dates import month_bucket
+from wontopos_mcp.rules.idempotency import speaker_in_answer
+from wontopos_mcp.rules.records import RECORD_FIELDS
+from wontopos_mcp.rules.restatement import is_restatement, restatement_key
+from wontopos_mcp.rules.text import cjk_text, duplicate_key, full_text, importance
+from wontopos_mcp.storage import where as clause
+from wontopos_mcp.storage.where import FIRST_CHUNK, in_store, memories_in, memory_is, said_by, speaker_is
+
+if TYPE_CHECKING:
+    from wontopos_mcp.storage.adapter import Store
+
+Row = dict[str, Any]
+_LOOKUP_BATCH = 500  # keys per IN (...) look-up
+_NEWEST_FIRST = (("created_us", False), ("seq", False))
+
+
+class Memories:
+    def __init__(self, store: Store, *, now_us: Callable[[], int]) -> None:
+        self.store = store
+        self._now_us = now_us
+        self._seq_floor: dict[str, int] = {}  # per store: a seq known to be given (see max_seq)
+
+    # -- rows ------------------------------------------------------------------------------
+
+    def new_rows(
+        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int, created: int | None = None
+    ) -> tuple[str, list[Row]]:
+        """The chunk rows of a new memory; ``created`` (microseconds) defaults to now."""
+        memory_id = str(uuid.uuid4())
+        created = self._now_us() if created is None else created
+        event = memory["event"]
+        when = event[0] if event else created
+        shared = {
+            "memory_id": memory_id,
+            "n_chunks": len(chunks),
+            "user_id": key,
+            "speaker": memory["speaker"],
+            "content": memory["content"],
+            "dup_key": duplicate_key(memory["content"]),
+            "restate_key": restatement_key(memory["content"]),
+            "created_us": created,
+            "seq": seq,
+            "event_date": event[1] if event else None,
+            "event_us": event[0] if event else None,
+            "when_us": when,
+            "time_bucket": month_bucket(when),
+            "category": memory["category"],
+            "importance": importance(memory["content"]),
+            "superseded": False,
+            "superseded_by": None,
+            "conversation_id": memory["conversation_id"],
+            "role": memory["role"],
+        }
+        words = [full_text(memory["content"], i) for i in range(len(chunks))]  # what BM25 indexes
+        rows = [
+            {
+                **shared,
+                "chunk_id": f"{memory_id}:{i}",
+                "chunk_idx": i,
+                "vector": vectors[i].tolist(),
+                "text": text,
+                "cjk_text": cjk_text(text),
+            }
+            for i, text in enumerate(words)
+        ]
+        return memory_id, rows
+
+    def max_seq(self, key: str) -> int:
+        """The highest ``seq`` among the store's rows.
+
+        Sequence numbers only grow, so the last answer is a floor: later calls read just
+        the rows above it (a B-tree range, a few ms at 1M rows), including rows other
+        processes wrote since. Only the first call per store sorts the store.
+        """
+        floor = self._seq_floor.get(key)
+        if floor is None:
+            rows = self.store.rows(in_store(key), columns=("seq",), order=(("seq", False),), limit=1)
+            top = int(rows[0]["seq"]) if rows else 0
+        else:
+            top = max([floor, *self.store.column(in_store(key) + clause.seq_above(floor), "seq")])
+        self._seq_floor[key] = top
+        return top
+
+    # -- one memory --------------------------------------------------------------------------
+
+    def memory_row(self, key: str, memory_id: str) -> Row:
+        """A memory's first chunk, every memory field; 404 when the store has no such memory."""
+        rows = self.store.rows(memory_is(key, memory_id) + FIRST_CHUNK)
+        if not rows:
+            raise NotFoundError(
+                f"memory '{memory_id}' does not exist in this store", field="memory_id", memory_id=memory_id
+            )
+        return rows[0]
+
+    def every_chunk(self, key: str, memory_id: str) -> list[Row]:
+        """Every column of every chunk of a memory (to rewrite them)."""
+        return self.store.rows(memory_is(key, memory_id), columns=None)
+
+    def superseded_by(self, key: str, memory_id: str) -> list[Row]:
+        """Every column of every chunk of the versions ``memory_id`` superseded."""
+        return self.store.rows(in_store(key) + clause.superseded_by(memory_id), columns=None)
+
+    def chunks_by_memory(self, key: str, memory_ids: set[str]) -> dict[str, list[Row]]:
+        """Every column of every chunk of these memories, by memory, in chunk order."""
+        found: dict[str, list[Row]] = {}
+        if memory_ids:
+            rows = self.store.rows(memories_in(key, sorted(memory_ids)), columns=None)
+            for row in sorted(rows, key=lambda r: r["chunk_idx"]):
+                found.setdefault(row["memory_id"], []).append(row)
+        return found
+
+    # -- duplicates ------------------------------------------------------------------------
+
+    def find_duplicate(self, key: str, text: str, name: str | None, conversation: str | None) -> str | None:
+        """A current memory this text restates, by the same speaker, from another conversation.
+
+        Every restatement, exact or near-verbatim, has the text's restatement key
+        (``restatement.restatement_key``), so one indexed equality lookup finds them all;
+        no vector search, and no candidate missed. Rows written before the current key
+        function carry another key (``dup_key`` before 4774e8d, the looser key of
+        4774e8d..6f096ab), so the normalised key is also looked up in ``dup_key``: exact
+        restatements of such rows are still caught (~1 ms more at 1M rows than one
+        column), near-verbatim ones of them only missed, never wrongly matched.
+        ``restates`` still compares the texts and applies the conversation rule.
+        """
+        dup = duplicate_key(text)
+        where = (
+            clause.current(in_store(key)) + " AND " + speaker_is(name) + FIRST_CHUNK
+            + clause.restating([restatement_key(text), dup], [dup])
+        )  # fmt: skip
+        for row in self.store.rows(where, columns=("memory_id", "content", "conversation_id")):
+            if restates(text, conversation, row):
+                return str(row["memory_id"])
+        return None
+
+    def restated_by_keys(self, key: str, keys: list[tuple[str, str]]) -> dict[tuple[str, str | None], list[Row]]:
+        """Current memories of the store matching one of these (normalised key, restatement
+        key) pairs as ``find_duplicate`` matches them, filed under both their keys with
+        their speaker."""
+        found: dict[tuple[str, str | None], list[Row]] = {}
+        columns = ("memory_id", "dup_key", "restate_key", "speaker", "content", "conversation_id")
+        for start in range(0, len(keys), _LOOKUP_BATCH):
+            dks, rks = zip(*keys[start : start + _LOOKUP_BATCH])
+            where = clause.current(clause.first_chunks(in_store(key))) + clause.restating(list(rks), list(dks))
+            for row in self.store.rows(where, columns=columns):
+                for mark in {(row["dup_key"], row["speaker"]), (row["restate_key"], row["speaker"])}:
+                    found.setdefault(mark, []).append(row)
+        return found
+
+    # -- idempotency keys on rows ----------------------------------------------------------------
+
+    def idempotent_answer(self, key: str, idem_key: str, since_us: int) -> tuple[str, str] | None:
+        """(fingerprint, answer JSON) carried by a memory written under this key since then."""
+        where = in_store(key) + clause.idempotency_key_is(idem_key, since_us)
+        rows = self.store.rows(where, columns=("idem_fp", "idem_answer"), limit=1)
+        return (rows[0]["idem_fp"], rows[0]["idem_answer"]) if rows else None
+
+    def imported(self, key: str, idem_keys: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """(memory id, fingerprint) by idempotency key, of the store's memories written
+        under these keys, at any age (one lookup per 500 keys)."""
+        found: dict[str, tuple[str, str]] = {}
+        wanted = sorted(set(idem_keys))
+        for start in range(0, len(wanted), _LOOKUP_BATCH):
+            batch = wanted[start : start + _LOOKUP_BATCH]
+            where = clause.first_chunks(in_store(key)) + clause.idempotency_keys_in(batch)
+            for row in self.store.rows(where, columns=("idem_key", "idem_fp", "memory_id")):
+                found[row["idem_key"]] = (row["memory_id"], row["idem_fp"])
+        return found
+
+    # -- counts and pages -----------------------------------------------------------------------
+
+    def count(self, where: str) -> int:
+        return self.store.count(where)
+
+    def count_memories(self, where: str) -> int:
+        """Memories (not chunks) ``where`` selects."""
+        return self.store.count(where + FIRST_CHUNK)
+
+    def speaker_counts(self, key: str) -> Counter[str]:
+        """Memories per speaker in the store."""
+        return Counter(self.store.column(clause.first_chunks(in_store(key)) + clause.tagged(), "speaker"))
+
+    def newest_first(self, where: str, limit: int) -> list[Row]:
+        """A page's rows, newest first: record fields only (each column costs about a
+        millisecond at 1M rows)."""
+        return self.store.rows(where, columns=(*RECORD_FIELDS, "seq"), order=_NEWEST_FIRST, limit=limit)
+
+    def after_seq(
+        self, key: str, after: int, limit: int, after_id: str | None = None, speaker: str | None = None
+    ) -> list[Row]:
+        """The store's (or ``speaker``'s) memories after (``seq`` ``after``, id ``after_id``)
+        in write order; ``seq`` ties are ordered by id, so no page boundary skips one."""
+        first = clause.first_chunks(in_store(key) if speaker is None else said_by(key, speaker))
+        order = (("seq", True), ("memory_id", True))
+        tied_where, later_where = clause.after_in_write_order(first, after, after_id)  # two ranges, not an OR
+        tied = [] if tied_where is None else self.store.rows(tied_where)
+        later = self.store.rows(later_where, order=order, limit=limit)
+        return sorted([*tied, *later], key=lambda row: (row["seq"], row["memory_id"]))[:limit]
+
+    # -- commits (inside the write lock) ------------------------------------------------------------
+
+    def add(self, rows: list[Row], updated: list[Row]) -> None:
+        """Commit new rows, and rows rewritten with them, in one commit."""
+        table = self.store.existing_chunks()
+        if updated:
+            self.store.upsert_chunks(table, updated + rows)
+        elif rows:
+            self.store.add_chunks(table, rows)
+
+    def delete(self, where: str, *, updated: list[Row] | None = None) -> None:
+        """Delete the rows ``where`` selects; rows in ``updated`` are rewritten in the
+        same commit."""
+        if updated:
+            self.store.upsert_chunks(self.store.existing_chunks(), updated, delete_where=where)
+        else:
+            self.store.delete_chunks(where)
+
+    def retag(self, key: str, name: str, new_name: str | None) -> int:
+        """Put ``new_name`` (``None``: no name) on every memory of ``name``, superseded
+        ones included, in one commit; how many memories it was on.
+
+        First, in a commit of its own, the first answers kept for idempotency that name
+        ``name`` (its memories', and a conversation's other memories stored in the same
+        call) name ``new_name`` instead, as a replay should, so no row keeps the old name.
+        A crash in between leaves ``name`` registered, and calling again finishes."""
+        old, new = speaker_in_answer(name), speaker_in_answer(new_name)
+        answering = in_store(key) + clause.answer_names(old)
+        if self.store.count(answering):
+            self.store.update_chunks(answering, {"idem_answer": clause.replaced_in_answer(old, new)})
+        tagged = said_by(key, name)
+        retagged = self.store.count(tagged + FIRST_CHUNK)
+        if retagged:
+            self.store.update_chunks(tagged, {"speaker": clause.literal(new_name)})
+        return retagged
+
+
+def restates(text: str, conversation: str | None, stored: Row) -> bool:
+    """Would storing ``text`` restate ``stored`` (same speaker already matched)? Not when
+    both come from the same conversation: a person repeating themselves is two turns."""
+    same_conversation = conversation is not None and stored["conversation_id"] == conversation
+    return not same_conversation and is_restatement(text, stored["content"])

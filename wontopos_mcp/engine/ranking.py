@@ -1,0 +1,431 @@
+"""Ranking memories for a query inside an exact scope: hybrid retrieval.
+
+The scope (store, speaker, superseded, filters) is a LanceDB prefilter on every
+candidate search, so nothing outside it is ever returned, and the answer has exactly
+min(limit, memories in scope) memories, each once, best first.
+
+Ranking, as measured on three public conversation sets of different shapes at once
+(``../shared/eval/dev_sets.py``: LoCoMo, two people; FriendsQA, a sitcom's ~13 speakers;
+LongMemEval, a user and an assistant over ~48 sessions): a signal stays only when the
+mean over the sets rises and no set falls (figures beside each constant). Context comes
+only from the memory's own conversation (the memories with the same ``conversation_id``,
+in write order); a memory stored without one borrows from nothing and lends to nothing.
+
+1. Candidates: the nearest chunks by cosine (e5 ``query:``/``passage:``) and the best
+   memories by BM25 (LanceDB full text, ICU tokenizer; a memory is one document, on
+   its first chunk, see ``text.full_text``; a query with Hangul, kana or Han also
+   matches character bigrams of those runs, so "부산" finds "부산에서", see
+   ``chunk_search.full_text_query``), both inside the scope. A memory's cosine is its
+   best chunk's.
+   Under a narrower scope (a speaker filter), the in-scope memory said right after
+   each of the best full-text matches in the whole store (current memories, the
+   ``context``) in the same conversation joins them: the reply to the other person's
+   question that matches ("what games did you play?" -> "charades and a scavenger hunt")
+   may share no word with the query and be far from it by cosine.
+2. Score fusion: each signal is standardised over the candidates (raw cosines all sit
+   near 0.8, so unstandardised fusion hurts), then ``0.3 * bm25 + 0.7 * dense``.
+3. Neighbour propagation: a memory also gets a share of the fused score of the
+   memories said just before and after it in the same conversation, whoever said them
+   (their full-text score from a second search over ``context`` when they are outside
+   the scope): the answer to "what did Bob say about X" often sits next to the turn that
+   mentions X. Neighbours only add score; they are never returned unless they are in
+   scope (known only when the scope is every current memory). Nothing is stored for it,
+   so a forgotten or superseded memory lends nothing the moment it is gone.
+4. Session lift: a memory gains a share of the best fused score in its conversation
+   (its own included; neighbours that only lend count too): a question is mostly about
+   one episode, and the best match tells which. A memory without a conversation is a
+   conversation of one: it lifts itself as a conversation's best memory does.
+5. Without a speaker filter, memories of a speaker the query names get
+   ``NAMED_SPEAKER_BOOST`` (the name itself is dropped from the query by the caller).
+
+Measured and dropped (issue 21): the previous memory's full-text score added to a
+memory's own ("contextual BM25": dropping it raised FriendsQA 71.1 -> 73.3 R@5 with the
+filter and LoCoMo 79.3 -> 79.6); a penalty on each further result from one conversation
+(0.1 / 0.3 / 0.6 lowered both sets); neighbours only around the best 10 / 20 candidates
+(LoCoMo 79.0 -> 74.2 / 75.0). (LoCoMo 4-5 conversations and FriendsQA 6-7 episodes.)
+Kept although it costs time: the replies of step 1 (without them LoCoMo 79.5 -> 78.9).
+
+``similarity`` in answers stays the cosine of the best chunk; the order is the score's.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from wontopos_mcp.rules.records import RECORD_FIELDS
+from wontopos_mcp.storage.where import among, memories_in, search_scope, seq_windows
+
+if TYPE_CHECKING:
+    from wontopos_mcp.model.embeddings import Embedder
+    from wontopos_mcp.storage.adapter import Store
+
+BM25_WEIGHT = 0.3
+DENSE_WEIGHT = 0.7
+# Share of a neighbour's fused score, by position relative to the memory: the turn
+# before counts more than the turn after, and distance 2 half as much as distance 1.
+# Measured on bench/data/retrieval.json (R@1 / R@5 / MRR, speaker filter on): none
+# 0.56/0.90/0.695; {-1: .3, +1: .2, -2: .15, +2: .1} 0.61/0.96/0.768; {-1: .5, +1: .1}
+# 0.71/0.97/0.833; {-1: .7} 0.80/0.97/0.882. That set leans on answers that follow
+# the other person's question (48 of 70), so the middle setting is the one kept.
+NEIGHBOUR_WEIGHTS = {-1: 0.5, 1: 0.1}
+NEIGHBOUR_SPAN = 16  # how far (in store order) a conversation's neighbours are looked for
+# Added to the (standardised) score of a memory said by a speaker the query names, when
+# there is no speaker filter: "what did Bob say about X" leans towards Bob's words.
+# LoCoMo raw/nofilter R@5 (5 conversations): none 57.3, 0.5 68.2, 1.0 69.8; without
+# dropping the name from the query 1.0 gives 60.1. bench/retrieval.py: 0.5 hurt, 1.0 helped.
+NAMED_SPEAKER_BOOST = 1.0
+# Share of the best fused score in a memory's conversation added to its own. dev_sets
+# replica (LoCoMo 5 conversations / FriendsQA 7 episodes, R@5 with the filter,
+# contextual BM25 dropped): 0: 77.9 / 71.2; 0.2: 78.7 / 72.2; 0.4: 79.6 / 73.3; 0.6:
+# 80.1 / 73.2; 0.8: 80.5 / 72.2 (FriendsQA falls: not kept). 0.6 against the product
+# before issue 21 (0.4 with contextual BM25) on LoCoMo 6 / FriendsQA 9 / LongMemEval 8
+# whole histories: filter 78.6 / 69.8 / 100 -> 79.5 / 71.7 / 100, no filter 70.3 / 43.0
+# / 87.5 -> 71.5 / 43.9 / 93.8.
+SESSION_LIFT = 0.6
+# How many of the best full-text matches outside a narrower scope (the context search,
+# made anyway) have their in-scope replies made candidates. LoCoMo R@5 (all 10, replica):
+# raw/filter 77.5 -> 78.7 and nonames/filter+qnonames 76.8 -> 78.0, with 5, 10 or 20
+# seeds alike. The 20 nearest chunks by cosine as seeds (a fourth search) measured 78.6
+# / 78.1, and both together 78.7 / 78.1, but cost 1.2-1.5x the search at 100k
+# (bench/scale.py); the memory said before a seed too, nothing.
+REPLY_SEEDS = 10
+REPLY_OFFSETS = (1,)
+_CANDIDATE_FLOOR = 40
+# What candidate searches read: every column read costs time for each row (at 1M rows,
+# 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
+# memory fields are read once at the end.
+_KEYS = ("memory_id", "user_id", "conversation_id", "seq")
+
+
+@dataclass
+class Candidate:
+    row: dict[str, Any]
+    dense: float
+    bm25: float = 0.0
+    in_scope: bool = True
+    fused: float = 0.0
+
+
+def search_memories(
+    store: Store,
+    embedder: Embedder,
+    query: str,
+    where: str,
+    limit: int,
+    *,
+    mode: str = "hybrid",
+    named: Collection[str] = (),
+    context: str | None = None,
+) -> list[tuple[dict[str, Any], float]]:
+    """The best ``limit`` memories in scope as (row, cosine similarity), best first.
+
+    ``mode`` is for evaluation (``bench/retrieval.py``): ``vector`` ranks by cosine
+    alone, ``bm25`` by full text alone (cosine breaks ties), ``hybrid`` is the product.
+    ``named``: speakers the query names; their memories get ``NAMED_SPEAKER_BOOST``.
+    ``context``: the memories whose words may lend full-text score to their neighbours
+    and seed replies (the store's memories as the search reads them: current ones, or
+    those of an ``as_of`` moment); None = only those in scope. Neighbours are read from
+    it too (None: the current memories), so a past moment ranks as a search made then.
+    """
+    scope_rows = store.count(where)
+    if scope_rows == 0:
+        return []
+    k = max(limit * 4, _CANDIDATE_FLOOR)
+    if mode == "vector":
+        vector = embedder.embed_query(query)
+        candidates = _dense_candidates(store, vector, where, limit, scope_rows)
+        scores = {mid: c.dense for mid, c in candidates.items()}
+    else:
+        keys = (*_KEYS, "speaker") if named else _KEYS
+        wide = context if context is not None and context != where else None
+        found = store.vector_and_text_search(
+            lambda: embedder.embed_query(query), query, where, k, keys, (*keys, "vector"),
+            scope_rows=scope_rows, context_where=wide,
+        )  # fmt: skip
+        vector = found.vector
+        context_bm25 = _best_bm25(found.context_matches if wide is not None else found.matches)
+        candidates = _dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
+        _add_bm25(vector, found.matches, candidates)
+        if mode == "bm25":
+            scores = {mid: c.bm25 for mid, c in candidates.items()}
+        else:
+            if scope_rows > k:  # else every memory in scope is a candidate already
+                candidates.update(_replies(store, vector, found.context_matches, where, candidates, keys, context))
+            # A scope that is the whole current store holds every neighbour: they may win.
+            scores = _propagate(
+                store, vector, candidates, context_bm25, keys, base=context, neighbours_in_scope=context == where
+            )
+            for mid, c in candidates.items():
+                if named and c.in_scope and c.row.get("speaker") in named:
+                    scores[mid] += NAMED_SPEAKER_BOOST
+    ranked = sorted(
+        (c for c in candidates.values() if c.in_scope),
+        key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
+    )[:limit]
+    return _with_memory_fields(store, ranked)
+
+
+def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[dict[str, Any], float]]:
+    """The winners' memory rows, best first, with their cosine similarity."""
+    if not ranked:
+        return []
+    wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
+    rows = _fetch(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS)
+    return [(rows[c.row["memory_id"]][0], c.dense) for c in ranked if c.row["memory_id"] in rows]
+
+
+def _fetch(
+    store: Store, store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...]
+) -> dict[str, list[dict[str, Any]]]:
+    """Chunk rows of these memories (memory id -> row ids of its chunks, as a query gave
+    them a moment ago) read by row id, ~5x faster than by a filter at 1M rows. Each row
+    is checked; a memory any of whose rows moved (compaction) or went (a delete) since
+    is looked up by its id instead (all its chunks)."""
+    columns = columns if "memory_id" in columns else (*columns, "memory_id")
+    taken = store.take([rid for rids in wanted.values() for rid in rids], columns)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for mid, rids in wanted.items():
+        rows = [taken.get(rid) for rid in rids]
+        if all(row is not None and row["memory_id"] == mid for row in rows):
+            found[mid] = [{**row, "_rowid": rid} for row, rid in zip(rows, rids)]  # type: ignore[dict-item]
+    missing = [mid for mid in wanted if mid not in found]
+    if missing:
+        for row in store.rows(memories_in(store_key, missing), columns=columns, row_ids=True):
+            found.setdefault(row["memory_id"], []).append(row)
+    return found
+
+
+def _dense_candidates(
+    store: Store,
+    vector: Any,
+    where: str,
+    wanted: int,
+    scope_rows: int,
+    *,
+    first: list[dict[str, Any]] | None = None,
+    keys: tuple[str, ...] = _KEYS,
+) -> dict[str, Candidate]:
+    """At least ``wanted`` distinct in-scope memories by cosine (more chunks until then),
+    or all of them when the scope holds fewer: the search stops asking once it has
+    every chunk row of the scope. ``first``: the rows of a first search already made."""
+    k = max(wanted * 4, _CANDIDATE_FLOOR)
+    while True:
+        rows = first if first is not None else store.vector_search(vector, where, k, keys, scope_rows=scope_rows)
+        first = None
+        found: dict[str, Candidate] = {}
+        for row in rows:
+            similarity = 1.0 - float(row.pop("_distance"))
+            held = found.get(row["memory_id"])
+            if held is None or similarity > held.dense:
+                found[row["memory_id"]] = Candidate(row, similarity)
+        if len(found) >= wanted or len(rows) < k:
+            return found
+        k *= 4
+
+
+def _add_bm25(vector: Any, matches: list[dict[str, Any]], candidates: dict[str, Candidate]) -> None:
+    """BM25 scores for the candidates, and BM25-only hits added with their cosine."""
+    for row in matches:
+        score = float(row.pop("_score"))
+        chunk_vector = row.pop("vector")
+        held = candidates.get(row["memory_id"])
+        if held is None:
+            held = candidates[row["memory_id"]] = Candidate(row, float(np.dot(vector, chunk_vector)))
+        held.bm25 = max(held.bm25, score)
+
+
+def _replies(
+    store: Store, vector: Any, matches: list[dict[str, Any]], where: str, candidates: dict[str, Candidate],
+    keys: tuple[str, ...] = _KEYS, base: str | None = None,
+) -> dict[str, Candidate]:  # fmt: skip
+    """Seeds: the first ``REPLY_SEEDS`` of ``matches`` (chunk rows, best first) that are
+    not candidates. The memories said next to them (``REPLY_OFFSETS``, as ``_Lines`` finds
+    them) that are in scope (``where``) and not candidates yet become candidates, scored
+    by their best chunk's cosine. Two small reads, as for ``_neighbours``."""
+    seeds = [row for row in matches if row["memory_id"] not in candidates][:REPLY_SEEDS]
+    if not seeds:
+        return {}
+    back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
+    lines = _Lines(store, seeds[0]["user_id"], [row["seq"] for row in seeds], back=back, base=base)
+    wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
+    if not wanted:
+        return {}
+    chunks: dict[str, list[dict[str, Any]]] = {}
+    for row in store.rows(among(where, sorted(wanted)), columns=(*keys, "vector"), row_ids=True):
+        chunks.setdefault(row["memory_id"], []).append(row)
+    return {mid: _by_best_chunk(vector, rows) for mid, rows in chunks.items()}
+
+
+def _best_bm25(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each memory's best full-text score among these rows."""
+    best: dict[str, float] = {}
+    for row in rows:
+        score = float(row["_score"])
+        best[row["memory_id"]] = max(best.get(row["memory_id"], score), score)
+    return best
+
+
+def _standardised(values: np.ndarray) -> np.ndarray:
+    spread = values.std()
+    return (values - values.mean()) / spread if spread > 1e-9 else np.zeros_like(values)
+
+
+def _fuse(candidates: dict[str, Candidate]) -> None:
+    items = list(candidates.values())
+    dense = _standardised(np.array([c.dense for c in items]))
+    bm25 = _standardised(np.array([c.bm25 for c in items]))
+    for c, d, b in zip(items, dense, bm25):
+        c.fused = float(DENSE_WEIGHT * d + BM25_WEIGHT * b)
+
+
+def _propagate(
+    store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
+    keys: tuple[str, ...] = _KEYS, *, base: str | None = None, neighbours_in_scope: bool = False,
+) -> dict[str, float]:  # fmt: skip
+    """Each candidate's fused score plus shares of its neighbours' fused scores (same
+    conversation only) and of its conversation's best.
+    ``neighbours_in_scope``: the neighbours that join are in scope too (and get the same
+    from the candidates they neighbour), else they only lend score."""
+    neighbours, newcomers = _neighbours(store, vector, candidates, context_bm25, keys, base)
+    if neighbours_in_scope:
+        for mid, around in list(neighbours.items()):
+            for offset, other in around:
+                if other in newcomers and -offset in NEIGHBOUR_WEIGHTS:
+                    newcomers[other].in_scope = True
+                    neighbours.setdefault(other, []).append((-offset, mid))
+    _fuse(candidates)
+    _score_newcomers(candidates, newcomers)
+    scores = {mid: c.fused for mid, c in candidates.items()}
+    for mid, around in neighbours.items():
+        for offset, other in around:
+            scores[mid] += NEIGHBOUR_WEIGHTS[offset] * candidates[other].fused
+    group = {mid: _conversation_of(mid, c) for mid, c in candidates.items()}
+    best: dict[str, float] = {}
+    for mid, c in candidates.items():
+        best[group[mid]] = max(best.get(group[mid], c.fused), c.fused)
+    for mid in candidates:
+        scores[mid] += SESSION_LIFT * best[group[mid]]
+    return scores
+
+
+def _conversation_of(memory_id: str, candidate: Candidate) -> str:
+    """The group a memory's session lift comes from: its conversation, or the memory
+    alone when it has none (a note stored on its own is a conversation of one: it lifts
+    itself as a conversation's best turn does, and nothing else)."""
+    conversation = candidate.row["conversation_id"]
+    return "m:" + memory_id if conversation is None else "c:" + conversation
+
+
+def _neighbours(
+    store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
+    keys: tuple[str, ...] = _KEYS, base: str | None = None,
+) -> tuple[dict[str, list[tuple[int, str]]], dict[str, Candidate]]:  # fmt: skip
+    """(offset, memory id) of each in-scope candidate's neighbours: the memories just
+    before and after it in write order, in its own conversation (``None`` = no
+    conversation: store order), at most ``NEIGHBOUR_SPAN`` apart; and the neighbours
+    that are not candidates, as out-of-scope candidates with their cosine and their
+    full-text score in ``context_bm25`` (none when absent), not yet fused.
+
+    Two small reads: the ids, order and row ids of the chunks in the stretches of write
+    order around the candidates (no vectors), then, by row id, the vectors of the few
+    neighbours used.
+    """
+    in_scope = [c for c in candidates.values() if c.in_scope]
+    if not in_scope:
+        return {}, {}
+    store_key = in_scope[0].row["user_id"]
+    lines = _Lines(store, store_key, [c.row["seq"] for c in in_scope], base=base)
+    found = {c.row["memory_id"]: lines.around(c.row, NEIGHBOUR_WEIGHTS) for c in in_scope}
+    wanted = {mid for around in found.values() for _, mid in around} - set(candidates)
+    if not wanted:
+        return found, {}
+    newcomers = _neighbour_candidates(store, vector, store_key, {m: lines.row_ids[m] for m in wanted}, keys)
+    for mid, c in newcomers.items():
+        c.bm25 = context_bm25.get(mid, 0.0)
+    return found, newcomers
+
+
+class _Lines:
+    """The memories of ``base`` (default: the store's current ones) in the stretches of
+    write order around some memories (from ``back`` before to ``NEIGHBOUR_SPAN`` after
+    each), in order, per conversation (``None`` = no conversation: store order): one
+    read of ids, order and row ids of the chunks, no vectors."""
+
+    def __init__(
+        self, store: Store, key: str, seqs: Collection[int], *, back: int = NEIGHBOUR_SPAN, base: str | None = None
+    ) -> None:
+        self.spans = _merged_spans(sorted(set(seqs)), back)
+        self.lines: dict[tuple[Any, int], list[tuple[int, str]]] = {}
+        self.row_ids: dict[str, list[int]] = {}  # every chunk: a neighbour scores by its best one
+        base = search_scope(key, None, False, []) if base is None else base
+        where = seq_windows(base, self.spans)  # seq only (see there): conversations are told apart here
+        columns = ("memory_id", "conversation_id", "seq", "chunk_idx")
+        for row in store.rows(where, columns=columns, order=(("seq", True),), row_ids=True):
+            self.row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])
+            if row["chunk_idx"] == 0 and row["conversation_id"] is not None:
+                self._line(row).append((row["seq"], row["memory_id"]))
+
+    def _line(self, row: dict[str, Any]) -> list[tuple[int, str]]:
+        span = bisect.bisect_right(self.spans, (row["seq"], float("inf"))) - 1
+        return self.lines.setdefault((row["conversation_id"], span), [])
+
+    def around(self, row: dict[str, Any], offsets: Collection[int]) -> list[tuple[int, str]]:
+        """(offset, memory id) of the memories at these offsets from ``row``'s memory in
+        its conversation, at most ``NEIGHBOUR_SPAN`` apart in write order."""
+        if row["conversation_id"] is None:  # a note stored on its own has no neighbours
+            return []
+        line = self._line(row)
+        ids = [mid for _, mid in line]
+        if row["memory_id"] not in ids:
+            return []
+        at = ids.index(row["memory_id"])
+        return [
+            (offset, ids[at + offset])
+            for offset in offsets
+            if 0 <= at + offset < len(line) and abs(line[at + offset][0] - row["seq"]) <= NEIGHBOUR_SPAN
+        ]
+
+
+def _merged_spans(seqs: list[int], back: int = NEIGHBOUR_SPAN) -> list[tuple[int, int]]:
+    """The stretches of write order from ``back`` before to ``NEIGHBOUR_SPAN`` after each
+    sorted ``seq``, overlapping ones merged."""
+    spans: list[tuple[int, int]] = []
+    for seq in seqs:
+        low, high = seq - back, seq + NEIGHBOUR_SPAN
+        if spans and low <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], high))
+        else:
+            spans.append((low, high))
+    return spans
+
+
+def _neighbour_candidates(
+    store: Store, vector: Any, store_key: str, wanted: dict[str, list[int]], keys: tuple[str, ...] = _KEYS
+) -> dict[str, Candidate]:
+    """Neighbours as out-of-scope candidates, scored by their best chunk's cosine."""
+    rows = _fetch(store, store_key, wanted, (*keys, "vector"))
+    return {mid: _by_best_chunk(vector, chunks, in_scope=False) for mid, chunks in rows.items()}
+
+
+def _by_best_chunk(vector: Any, chunks: list[dict[str, Any]], *, in_scope: bool = True) -> Candidate:
+    """A memory as a candidate from its chunk rows (with vectors): its best chunk's row
+    (the vector dropped) and cosine."""
+    best = max(chunks, key=lambda row: float(np.dot(vector, row["vector"])))
+    return Candidate(best, float(np.dot(vector, best.pop("vector"))), in_scope=in_scope)
+
+
+def _score_newcomers(candidates: dict[str, Candidate], new: dict[str, Candidate]) -> None:
+    """Fused scores for neighbours on the candidates' scale (same mean and spread)."""
+    known = list(candidates.values())
+    dense = np.array([c.dense for c in known])
+    bm25 = np.array([c.bm25 for c in known])
+    d_mean, d_std = dense.mean(), dense.std() or 1.0
+    b_mean, b_std = bm25.mean(), bm25.std() or 1.0
+    for mid, c in new.items():
+        c.fused = float(DENSE_WEIGHT * (c.dense - d_mean) / d_std + BM25_WEIGHT * (c.bm25 - b_mean) / b_std)
+        candidates[mid] = c

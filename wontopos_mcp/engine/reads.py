@@ -1,0 +1,224 @@
+"""Memory reads: search, recall, get, list (SPEC "Memories"). ``by_speaker`` is ``speaker_pages``.
+
+Each validates its arguments, then resolves the store (and a named speaker) once, and
+only then asks for the model, so a call that fails early never waits for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from wontopos_mcp.contract import operation
+from wontopos_mcp.errors import Fix, InvalidRequestError
+from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.budget import fit
+from wontopos_mcp.rules.conversation import context_line, context_window
+from wontopos_mcp.rules.dates import format_us
+from wontopos_mcp.rules.names import check_speaker
+from wontopos_mcp.rules.query_names import names_in, query_without_name, query_without_names
+from wontopos_mcp.rules.records import memory_record
+from wontopos_mcp.storage.where import filter_clauses, search_scope
+
+from .history import History, moment
+
+if TYPE_CHECKING:
+    from wontopos_mcp.model.embeddings import Embedder
+
+    from .memories import Memories
+    from .registry import Registry, StoreHandle
+
+
+# Ranges and defaults: the contract table's, written once there.
+SEARCH_LIMIT = operation("memory_search").param("limit")
+RECALL_LIMIT, CONTEXT_LIMIT = (operation("memory_recall").param(name) for name in ("limit", "context_limit"))
+LIST_LIMIT = operation("memory_list").param("limit")
+MAX_CHARS = operation("memory_search").param("max_chars")
+
+
+def _text_size(memory: dict[str, Any]) -> int:
+    return len(memory["content"])
+
+
+class Reads:
+    def __init__(
+        self, registry: Registry, memories: Memories, *, embedder: Callable[[], Embedder], now_us: Callable[[], int]
+    ) -> None:
+        self.registry = registry
+        self.memories = memories
+        self.history = History(memories.store)
+        self._embedder = embedder
+        self._now_us = now_us
+
+    def _moment(self, as_of: Any) -> int | None:
+        return None if as_of is None else moment(as_of, self._now_us())
+
+    def memory_search(
+        self,
+        query: Any,
+        speaker: Any = None,
+        limit: Any = SEARCH_LIMIT.default,
+        filters: Any = None,
+        include_superseded: Any = False,
+        user_id: Any = None,
+        max_chars: Any = None,
+        as_of: Any = None,
+    ) -> dict[str, Any]:
+        text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
+        name = None if speaker is None else check_speaker(speaker)
+        limit = SEARCH_LIMIT.integer(limit)
+        scope_filters = filter_clauses(filters)
+        include_superseded = v.boolean(include_superseded, field="include_superseded")
+        budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
+        until = self._moment(as_of)
+        handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
+        answer: dict[str, Any] = {"user_id": handle.display, "query": text}
+        if name is not None:
+            answer["speaker"] = name
+        found = self._search(handle, text, name, limit, scope_filters, include_superseded, until)
+        answer["memories"] = found if budget is None else fit(found, _text_size, budget)[0]
+        if len(answer["memories"]) < len(found):
+            answer["truncated"] = True
+        return answer
+
+    def _search(
+        self,
+        handle: StoreHandle,
+        text: str,
+        name: str | None,
+        limit: int,
+        filters: list[str],
+        superseded: bool,
+        until: int | None = None,
+        gone: list[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        # ``context``: whose words may lend full-text score to their neighbours and seed
+        # replies, and where neighbours are read: the store's current memories, or at a
+        # past moment those current then, so a memory stored later moves nothing.
+        if until is None:
+            where = search_scope(handle.key, name, superseded, filters)
+            context = search_scope(handle.key, None, False, [])
+        else:
+            gone = self.history.replaced_by(handle.key, until) if gone is None else gone
+            every_version = search_scope(handle.key, name, True, filters)
+            where = self.history.scope(handle.key, every_version, until, superseded, gone)
+            context = self.history.scope(handle.key, search_scope(handle.key, None, True, []), until, False, gone)
+        from .ranking import search_memories  # numpy: off the start-up path (spawn -> tools/list)
+
+        # Registered speakers' names in the query are who, not what: all are dropped from
+        # it (most turns that hold a name only address that person). Without a filter the
+        # speakers it names lean the ranking; with one the filter alone decides.
+        named = names_in(text, [row["name"] for row in self.registry.speakers(handle.key)])
+        query = query_without_name(query_without_names(text, named), name)
+        lean = named if name is None else ()
+        hits = search_memories(self.memories.store, self._embedder(), query, where, limit, named=lean, context=context)
+        return self.history.dated(handle.key, [memory_record(row, similarity=sim) for row, sim in hits], until)
+
+    def memory_recall(
+        self,
+        query: Any,
+        limit: Any = RECALL_LIMIT.default,
+        context_limit: Any = CONTEXT_LIMIT.default,
+        user_id: Any = None,
+        max_chars: Any = None,
+        as_of: Any = None,
+    ) -> dict[str, Any]:
+        """Prompt-ready context: recent turns, the best memories, the conversation around
+        the best. ``max_chars`` budgets the memories, then the context lines, by their text;
+        ``as_of`` answers all three as the store stood then."""
+        text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
+        limit = RECALL_LIMIT.integer(limit)
+        context_limit = CONTEXT_LIMIT.integer(context_limit)
+        budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
+        until = self._moment(as_of)
+        handle = self.registry.resolve(user_id)
+        # The versions already superseded at ``until``: read once, for the memories and the context.
+        gone = None if until is None else self.history.replaced_by(handle.key, until)
+        found = self._search(handle, text, None, limit, [], False, until, gone)
+        lines = self._around(handle, found, context_limit, until, gone)
+        memories, around = found, lines
+        if budget is not None:
+            memories, left = fit(found, _text_size, budget)
+            around, _ = fit(lines, len, left, at_least_one=False)
+        answer: dict[str, Any] = {
+            "user_id": handle.display,
+            "short_term": {"turns": self._turns(handle, context_limit, until)},
+            "long_term": {"memories": memories},
+            "context": {"around_top_memory": around},
+        }
+        if len(memories) < len(found) or len(around) < len(lines):
+            answer["truncated"] = True
+        return answer
+
+    def _around(
+        self,
+        handle: StoreHandle,
+        memories: list[dict[str, Any]],
+        reach: int,
+        until: int | None = None,
+        gone: list[str] | None = None,
+    ) -> list[str]:
+        """The conversation around the best memory, as prompt lines (as it stood ``until``)."""
+        if not memories or not reach:
+            return []
+        top = self.memories.memory_row(handle.key, memories[0]["id"])
+        rows = self.history.around(handle.key, top, reach, until)
+        if gone:
+            replaced = set(gone)
+            rows = [r for r in rows if r["memory_id"] not in replaced]
+        return [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], reach)]
+
+    def _turns(self, handle: StoreHandle, limit: int, until: int | None = None) -> list[dict[str, Any]]:
+        """The store's last ``limit`` conversation turns (stored by ``until``), oldest first."""
+        rows = self.history.recent_turns(handle.key, limit, until) if limit else []
+        return [_turn(row) for row in reversed(rows)]
+
+    def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
+        mid = v.label(memory_id, field="memory_id")
+        handle = self.registry.resolve(user_id)
+        return {"memory": self.history.dated(handle.key, [memory_record(self.memories.memory_row(handle.key, mid))])[0]}
+
+    def memory_list(
+        self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None, speaker: Any = None
+    ) -> dict[str, Any]:
+        """Every memory of the store (or of one speaker: one person's export), oldest first."""
+        limit = LIST_LIMIT.integer(limit)
+        after, after_id = _parse_cursor(cursor)
+        name = None if speaker is None else check_speaker(speaker)
+        handle = self.registry.resolve(user_id)
+        if name is not None:
+            self.registry.require_speaker(handle.key, name, writing=False)
+        rows = self.memories.after_seq(handle.key, after, limit + 1, after_id, speaker=name)
+        page = rows[:limit]
+        more = len(rows) > limit and page
+        return {
+            "user_id": handle.display,
+            "memories": self.history.dated(handle.key, [memory_record(r) for r in page]),
+            "count": len(page),
+            "next_cursor": f"{page[-1]['seq']}:{page[-1]['memory_id']}" if more else None,
+        }
+
+
+def _turn(row: dict[str, Any]) -> dict[str, Any]:
+    turn: dict[str, Any] = {"role": row["role"], "content": row["content"]}
+    if row["speaker"] is not None:
+        turn["speaker"] = row["speaker"]
+    turn["timestamp"] = format_us(row["created_us"])
+    return turn
+
+
+_CURSOR = re.compile(r"([0-9]{1,18})(?::([0-9a-f-]{36}))?")
+
+
+def _parse_cursor(cursor: Any) -> tuple[int, str | None]:
+    """(seq, memory id) of the last memory listed: ``"<seq>:<memory id>"``, or a bare
+    ``"<seq>"`` as earlier versions gave (read as "after every memory with that seq")."""
+    if cursor is None:
+        return 0, None
+    match = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+    if match is None:
+        raise InvalidRequestError(
+            ("cursor must be a next_cursor from an earlier ", Fix.of("memory_list")), field="cursor"
+        )
+    return int(match[1]), match[2]

@@ -1,0 +1,359 @@
+"""MemoryService: every rule of SPEC.md, behind one facade.
+
+The faces (MCP tools, REST, the ``Memory`` library) call these methods with SPEC's MCP
+parameter names and send back the dicts they return; refusals are ``WontoposError``s.
+The service is synchronous and thread-safe: the async faces call it through
+``anyio.to_thread.run_sync``. Defaults that do not depend on a face live here (a
+``user_id`` left out is the "default" store, for ``store_create`` too).
+
+The service owns no rows itself; each part owns one thing (the arrows point down):
+
+    service ──> stores, writes, batch_writes, reads, paging
+                  └──> commits ──> registry (registry rows), memories (chunk rows)
+                                      └──> store (LanceDB) ──> coordination
+
+Order of checks in every call (SPEC "Errors", precedence): argument shape and ranges,
+then the store, then the speaker, then the memory, then conflicts, and only then the
+model, so a call that fails early never waits for the model. Checks that depend on
+stored state are repeated inside the write lock, where they decide.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from wontopos_mcp.rules.batch_items import Origin
+from wontopos_mcp.rules.dates import to_us
+from wontopos_mcp.rules.idempotency import Idempotency
+from wontopos_mcp.rules.names import DEFAULT_STORE
+from wontopos_mcp.rules.redaction import Redactor
+
+from .batch_writes import BatchWrites
+from .bootstrap import StartupSettings, parts
+from .commits import Commits
+from .memories import Memories
+from .reads import Reads
+from .registry import Registry
+from .retagging import Identity
+from .speaker_pages import SpeakerPages
+from .stores import Stores
+from .writes import Writes
+
+if TYPE_CHECKING:
+    from wontopos_mcp.errors import ConfigError
+    from wontopos_mcp.model.embeddings import Embedder, ModelLoader
+    from wontopos_mcp.storage.adapter import Store
+
+log = logging.getLogger(__name__)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class MemoryService:
+    """The engine's one entry: each method validates, resolves the store and answers
+    through the part that owns the operation."""
+
+    def __init__(
+        self,
+        store: Store,
+        models: ModelLoader,
+        *,
+        speaker_limit: int = 50,
+        clock: Callable[[], datetime] = _utcnow,
+        model_wait: float = 20.0,
+        window_cap: int = 1024,
+        redact: str = "none",
+        on_open_failure: Callable[[Exception], None] | None = None,
+    ) -> None:
+        """``on_open_failure``: called (on the opening thread) with what the background
+        open of ``start`` raised; the server stops there (``cli.main.serve``)."""
+        self.store = store
+        self.models = models
+        self.clock = clock
+        self.registry = Registry(store, speaker_limit=speaker_limit, now_us=self._now_us)
+        self.memories = Memories(store, now_us=self._now_us)
+        self.commits = Commits(
+            store, self.registry, self.memories, models,
+            model_wait=model_wait, now_us=self._now_us, redactor=Redactor(redact),
+        )  # fmt: skip
+        self._stores = Stores(self.commits)
+        self._identity = Identity(self.commits)
+        self._writes = Writes(self.commits)
+        self._batches = BatchWrites(self.commits)
+        self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder, now_us=self._now_us)
+        self._pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self._now_us)
+        self._db_state = "opening"  # the background open's outcome: "opening", "ok" or "error"
+        self._started = False
+        self._on_open_failure = on_open_failure
+        self._start_lock = threading.Lock()
+        store.on_open(self.registry.ensure_default_store)
+
+    @classmethod
+    def open(cls, settings: StartupSettings, *, models: ModelLoader | None = None, **kwargs: Any) -> MemoryService:
+        """The composition root's way in: a database and a (not yet started) model loader."""
+        store, models, options = parts(settings, models=models)
+        return cls(store, models, **options, **kwargs)
+
+    # -- options the parts hold ----------------------------------------------------------------
+
+    @property
+    def speaker_limit(self) -> int:
+        return self.registry.speaker_limit
+
+    @property
+    def model_wait(self) -> float:
+        return self.commits.model_wait
+
+    @property
+    def window_cap(self) -> int:
+        return self._pages.window_cap
+
+    @property
+    def redact(self) -> str:
+        """The ``redact`` setting: ``"none"`` or ``"secrets"``."""
+        return self.commits.redactor.mode
+
+    def scrubbed(self, body: Any) -> Any:
+        """A write's request body as its idempotency fingerprint hashes it: with the
+        secrets the write would redact redacted, so no hash of one is kept (``Redactor.scrub``)."""
+        return self.commits.redactor.scrub(body)
+
+    def idempotency(self, key: Any, message: str) -> Idempotency:
+        """An ``Idempotency-Key`` (400 unless well formed) with the fingerprint of
+        ``message``, what identifies the request body: a keyed hash under the database's
+        secret (``idempotency``)."""
+        return Idempotency.keyed(key, self.registry.idempotency_secret, message)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the database, then load the model, in the background (later calls do nothing).
+
+        Returns at once. The database comes first and alone, so calls that need no model
+        wait only for it (the two compete for the interpreter: ``bench/first_call.py``); a
+        call that needs the model sooner starts the load itself (``ModelLoader.get``).
+        """
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._warm_up, name="wontopos-open-db", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            self.store.connect()
+            self._db_state = "ok"
+        except Exception as exc:  # the first call that needs the database reports it properly
+            self._db_state = "error"
+            if self._on_open_failure is not None:
+                self._on_open_failure(exc)
+            log.warning("opening the database in the background failed", exc_info=True)
+        finally:
+            self.models.start()
+
+    def database_state(self) -> str:
+        """Where the background open stands, without waiting: "opening", "ok" or "error"."""
+        return self._db_state
+
+    @property
+    def model_state(self) -> str:
+        """Where the model load stands, without waiting: "loading", "ready" or "failed"."""
+        return self.models.state
+
+    def open_or_refuse(self) -> None:
+        """Open the database now, or ``ConfigError`` in one line naming it and why it cannot
+        be used: what a human command calls before it runs."""
+        self.store.open_or_refuse()
+
+    def open_failure(self, exc: Exception) -> ConfigError:
+        """What opening the database raised, as the one line ``open_or_refuse`` raises."""
+        return self.store.open_failure(exc)
+
+    def claim(self) -> None:
+        """At a server's start: take what writing needs for the process's lifetime (object
+        storage with one writer: the database lease), or ``ConfigError``."""
+        self.store.claim()
+
+    def release(self) -> None:
+        """Give up what this process holds for writing, without waiting: the way out on SIGTERM."""
+        self.store.release()
+
+    def check_model(self, model_id: str) -> None:
+        """``ModelMismatch`` when the database was built with another model than ``model_id``."""
+        self.store.check_model(model_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- stores and speakers ----------------------------------------------------------------------
+
+    def store_create(self, user_id: Any = None) -> dict[str, Any]:
+        return self._stores.store_create(DEFAULT_STORE if user_id is None else user_id)
+
+    def stores_list(self) -> dict[str, Any]:
+        """Every store, oldest first."""
+        return self._stores.stores_list()
+
+    def store_delete(self, user_id: Any) -> dict[str, Any]:
+        """Delete a store with its memories and speakers (``default`` is emptied and stays)."""
+        return self._stores.store_delete(user_id)
+
+    def delete_all(self, user_id: Any) -> dict[str, Any]:
+        """Erase every memory of a store; the store and its speakers stay (REST and library only)."""
+        return self._stores.delete_all(user_id)
+
+    def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+        """Register a person (counted against the limit only here)."""
+        return self._stores.speaker_register(speaker, user_id)
+
+    def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
+        """The registered people with their memory counts."""
+        return self._stores.speakers_list(user_id)
+
+    def speaker_remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+        """End a registration; the memories stay, untagged."""
+        return self._stores.speaker_remove(speaker, user_id)
+
+    def speaker_rename(self, speaker: Any, new_name: Any, user_id: Any = None) -> dict[str, Any]:
+        """Re-tag every memory of a person and rename the registration, in one commit."""
+        return self._identity.speaker_rename(speaker, new_name, user_id)
+
+    def speaker_merge(
+        self, speaker: Any, into: Any, confirm_records: Any = None, user_id: Any = None
+    ) -> dict[str, Any]:
+        """Re-tag one person's memories as another's and end the first registration."""
+        return self._identity.speaker_merge(speaker, into, confirm_records, user_id)
+
+    # -- memories -------------------------------------------------------------------------------
+
+    def memory_add(
+        self,
+        content: Any,
+        speaker: Any = None,
+        category: Any = None,
+        event_date: Any = None,
+        conversation_id: Any = None,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+    ) -> dict[str, Any]:
+        """Store one memory, or answer the memory it restates."""
+        return self._writes.memory_add(
+            content, speaker, category, event_date, conversation_id, user_id, idempotency=idempotency
+        )
+
+    def memory_add_messages(
+        self, messages: Any, conversation_id: Any = None, user_id: Any = None, *, idempotency: Idempotency | None = None
+    ) -> dict[str, Any]:
+        """Store a conversation's messages, one labelled memory each, in one commit."""
+        return self._writes.memory_add_messages(messages, conversation_id, user_id, idempotency=idempotency)
+
+    def memory_forget(
+        self, memory_id: Any = None, speaker: Any = None, confirm_records: Any = None, user_id: Any = None
+    ) -> dict[str, Any]:
+        """Forget one memory, or all of a speaker's against a confirmed count."""
+        return self._writes.memory_forget(memory_id, speaker, confirm_records, user_id)
+
+    def memory_supersede(
+        self, memory_id: Any, content: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
+    ) -> dict[str, Any]:
+        """Replace the current version of a fact with a new memory."""
+        return self._writes.memory_supersede(memory_id, content, user_id, idempotency=idempotency)
+
+    def memory_add_batch(
+        self,
+        items: Any,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+        origins: Sequence[Origin] | None = None,
+        redacted: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """Store many memories with one embedding pass and one commit (imports)."""
+        return self._batches.memory_add_batch(
+            items, user_id, idempotency=idempotency, origins=origins, redacted=redacted
+        )
+
+    def memory_add_bulk(
+        self,
+        content: Any,
+        category: Any = None,
+        timestamp: Any = None,
+        user_id: Any = None,
+        *,
+        idempotency: Idempotency | None = None,
+    ) -> dict[str, Any]:
+        """A text blob (at most 500,000 characters) cut into memories and stored as a batch."""
+        return self._batches.memory_add_bulk(content, category, timestamp, user_id, idempotency=idempotency)
+
+    def memory_search(
+        self,
+        query: Any,
+        speaker: Any = None,
+        limit: Any = 10,
+        filters: Any = None,
+        include_superseded: Any = False,
+        user_id: Any = None,
+        max_chars: Any = None,
+        as_of: Any = None,
+    ) -> dict[str, Any]:
+        """The memories in scope that best answer ``query``, best first."""
+        return self._reads.memory_search(query, speaker, limit, filters, include_superseded, user_id, max_chars, as_of)
+
+    def memory_recall(
+        self,
+        query: Any,
+        limit: Any = 10,
+        context_limit: Any = 10,
+        user_id: Any = None,
+        max_chars: Any = None,
+        as_of: Any = None,
+    ) -> dict[str, Any]:
+        """Prompt-ready context: the search answer, lines around its best memory, recent turns."""
+        return self._reads.memory_recall(query, limit, context_limit, user_id, max_chars, as_of)
+
+    def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
+        """One memory by id."""
+        return self._reads.memory_get(memory_id, user_id)
+
+    def memory_list(
+        self, limit: Any = 100, cursor: Any = None, user_id: Any = None, speaker: Any = None
+    ) -> dict[str, Any]:
+        """Every memory of the store (or of one speaker), oldest first, a page at a time."""
+        return self._reads.memory_list(limit, cursor, user_id, speaker)
+
+    def by_speaker(
+        self, speaker: Any, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
+    ) -> dict[str, Any]:
+        """What one person said, newest first, a page at a time."""
+        return self._pages.by_speaker(speaker, limit, before, skip_ids, user_id)
+
+    # -- for tests and bench/ (thin names over the parts) ---------------------------------------------
+
+    def _now_us(self) -> int:
+        return to_us(self.clock())
+
+    def _resolve(self, user_id: Any) -> tuple[str, str]:
+        """(key, id as created) of an existing store (``Registry.resolve``)."""
+        handle = self.registry.resolve(user_id)
+        return handle.key, handle.display
+
+    def _embedder(self) -> Embedder:
+        return self.commits.embedder()
+
+    def _last_seq(self, key: str) -> int:
+        return self.commits.last_seq(key)
+
+    def _new_rows(
+        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int | None = None,
+        created: int | None = None,
+    ) -> tuple[str, list[dict[str, Any]]]:  # fmt: skip
+        """A new memory's chunk rows (``Memories.new_rows``); ``seq`` defaults to the next."""
+        seq = self.commits.last_seq(key) + 1 if seq is None else seq
+        return self.memories.new_rows(key, memory, chunks, vectors, seq=seq, created=created)

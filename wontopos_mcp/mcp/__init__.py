@@ -1,0 +1,8 @@
+"""The MCP face: the tools (``tools``, one adapter per operation), their parameters'
+schemas (``params``) and answer models (``answers``), the server that maps every refusal
+to SPEC's error body (``server``), and the transports that answer every message
+(``transport``, with ``jsonrpc`` decoding what arrives).
+
+May import: the package's ``__version__``, ``errors``, ``rules``, ``contract``, ``verbs``
+and ``engine`` (``MemoryService`` only). Holds no rule: the service checks every value.
+"""

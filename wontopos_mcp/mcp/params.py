@@ -1,0 +1,114 @@
+"""MCP tool parameters: each one's JSON schema is the documentation a model reads
+(description, range and default from :mod:`contract`); the service checks every value
+again, so these only describe and pre-check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from annotated_types import Ge, Le
+from pydantic import Field, Strict, WrapValidator
+
+from wontopos_mcp.contract import MAX_CONTENT_CHARS, MAX_MESSAGES, Param, operation
+
+__all__ = [
+    "MaxChars", "Messages", "UserId", "flag", "given", "limit_param", "optional", "optional_text", "required_text",
+]  # fmt: skip
+
+
+def _absent_is_none(value: Any, handler: Callable[[Any], Any]) -> Any:
+    return None if value is None else handler(value)
+
+
+def _drop_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def optional(kind: Any, description: str, *constraints: Any) -> Any:
+    """An optional parameter: omitted (or null) means "not given", so the service's
+    default applies; any other value must be a ``kind``.
+
+    The annotation is ``kind`` itself, not ``kind | None``, on purpose: the SDK
+    JSON-decodes string arguments whose annotation is not exactly ``str`` (a workaround
+    for clients that send objects as JSON text), which would turn a store or speaker
+    literally named ``null`` into "not given". ``constraints`` (``Strict()``, ``Ge(0)``)
+    apply to a given value, inside the null check.
+    """
+    metadata = (
+        *constraints,
+        WrapValidator(_absent_is_none),
+        Field(description=description, json_schema_extra=_drop_default),
+    )
+    arguments = (kind, *metadata)
+    return Annotated[arguments]  # an Annotated type built at run time
+
+
+def optional_text(description: str) -> Any:
+    return optional(str, description)
+
+
+def limit_param(param: Param) -> Any:
+    """An integer parameter with its range and default from the contract table; null
+    means "not given" (the default), as for every optional parameter here and in REST:
+    some tool-calling clients send null for each optional field they leave out."""
+    assert param.low is not None, f"{param.name} is not an integer parameter"
+    bounds = (Ge(param.low),) if param.high is None else (Ge(param.low), Le(param.high))
+    described = Field(description=f"{param.description} ({param.span}).")
+    arguments = (int, Strict(), *bounds, WrapValidator(_absent_is_none), described)
+    return Annotated[arguments]  # an Annotated type built at run time
+
+
+def flag(description: str) -> Any:
+    """A true/false parameter; null means "not given" (its default)."""
+    return Annotated[bool, Strict(), WrapValidator(_absent_is_none), Field(description=description)]
+
+
+def required_text(op: str, name: str) -> Any:
+    return Annotated[str, Field(description=given(op, name))]
+
+
+def given(op: str, name: str) -> str:
+    """A parameter's description, from the contract table."""
+    return operation(op).param(name).description
+
+
+UserId = optional_text(given("speakers_list", "user_id"))
+_budget = operation("memory_search").param("max_chars")
+MaxChars = optional(
+    int, f"{_budget.description} ({_budget.span}).", Strict(), Ge(_budget.low or 1), Le(_budget.high or 1)
+)
+
+
+MESSAGE_ITEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "role": {
+            "type": "string",
+            "enum": ["user", "assistant", "system", "tool"],
+            "description": 'user: the store\'s own user (untagged) unless `name` is given; assistant: you ("me") '
+            "unless `name` is given; system and tool messages are skipped.",
+        },
+        "name": {
+            "type": "string",
+            "description": "A person registered with speaker_register who said this (user or assistant role).",
+        },
+        "content": {"type": "string", "description": f"What was said (at most {MAX_CONTENT_CHARS:,} characters)."},
+    },
+    "required": ["role", "content"],
+    "additionalProperties": False,
+}
+
+
+def _messages_schema(schema: dict[str, Any]) -> None:
+    # The service checks each message (and names it: `messages[2].role`); the schema
+    # documents the shape for the model.
+    schema.update(items=MESSAGE_ITEM_SCHEMA, minItems=1, maxItems=MAX_MESSAGES)
+
+
+Messages = Annotated[
+    list[Any],
+    Strict(),
+    Field(description=given("memory_add_messages", "messages"), json_schema_extra=_messages_schema),
+]

@@ -1,0 +1,537 @@
+# mypy: disable-error-code="valid-type"
+# (the parameter annotations are Annotated types built at run time from the contract table)
+"""The MCP tools: one decorated adapter per operation of the contract table.
+
+Each tool is one async function: its signature is the input schema (ranges, defaults and
+descriptions from :mod:`contract`), its docstring the description a model reads, and its
+body one call to the service on a worker thread (:func:`_call`). The service owns every
+rule and returns JSON-ready dicts; a tool sends that dict back as structured content and
+the same JSON as text (:func:`json_result`). Refusals are mapped once, in
+:meth:`mcp.server.WontoposMCPServer.call_tool`, which turns them into
+:func:`error_result`.
+"""
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any
+
+import anyio.to_thread
+from annotated_types import Ge
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, Strict
+
+from wontopos_mcp.contract import operation
+from wontopos_mcp.errors import WontoposError
+
+from .answers import (
+    BySpeakerAnswer,
+    MemoryAddAnswer,
+    MemoryAddMessagesAnswer,
+    MemoryDuplicateAnswer,
+    MemoryForgetAnswer,
+    MemoryGetAnswer,
+    MemoryListAnswer,
+    MemoryRecallAnswer,
+    MemorySearchAnswer,
+    MemorySupersedeAnswer,
+    OrError,
+    SpeakerMergeAnswer,
+    SpeakerRegisterAnswer,
+    SpeakerRemoveAnswer,
+    SpeakerRenameAnswer,
+    SpeakersListAnswer,
+    StoreCreateAnswer,
+    StoreDeleteAnswer,
+    StoresListAnswer,
+)
+from .params import (
+    MaxChars,
+    Messages,
+    UserId,
+    flag,
+    given,
+    limit_param,
+    optional,
+    optional_text,
+    required_text,
+)
+
+if TYPE_CHECKING:
+    from wontopos_mcp.engine.service import MemoryService
+
+__all__ = ["error_result", "json_result", "tools"]
+
+_ERRORS = (
+    'Errors come back as JSON {"type": "error", "status", "error": {"type", "message", "field"}}: '
+    "branch on status, error.type and error.field, never on the message."
+)
+
+# --- results ------------------------------------------------------------------------------
+
+
+def json_result(payload: Mapping[str, Any], *, is_error: bool = False) -> CallToolResult:
+    """The same JSON as text (what the model reads) and as structured content (what the
+    host reads)."""
+    text = json.dumps(payload, ensure_ascii=False, default=str)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=json.loads(text),
+        is_error=is_error,
+    )
+
+
+def error_result(exc: WontoposError) -> CallToolResult:
+    """A refusal as MCP carries it: ``isError`` and the SPEC error body."""
+    return json_result(exc.envelope(), is_error=True)
+
+
+async def _call(method: Callable[..., dict[str, Any]], **arguments: Any) -> CallToolResult:
+    """Run one service call on a worker thread; an argument left as ``None`` is not sent,
+    so the service's own default applies."""
+    given = {name: value for name, value in arguments.items() if value is not None}
+    answer = await anyio.to_thread.run_sync(functools.partial(method, **given))
+    return json_result(answer)
+
+
+# --- the tools --------------------------------------------------------------------------------
+
+
+def _description(doc: str | None, values: Mapping[str, str]) -> str:
+    """A docstring as a model reads it: paragraphs re-flowed onto one line each, and each
+    ``{name}`` of ``values`` (``{errors}``: the sentence on the error body every tool
+    shares) replaced. Plain replacement, not ``str.format``: descriptions hold JSON braces."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
+    for name, value in {"errors": _ERRORS, **values}.items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+class _Tools:
+    """Collects the tool adapters: ``@tool(Answer, title=...)`` on an async function makes
+    it a tool. Its name is the function's, its input schema the signature, its
+    description the docstring, and its output schema ``Answer`` or the error body."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        self.tools: list[Tool] = []
+        self.values = values  # the ``{name}`` placeholders of the descriptions
+
+    def __call__(
+        self,
+        answer: Any,
+        *,
+        title: str,
+        read_only: bool = False,
+        destructive: bool = False,
+        idempotent: bool = False,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            # What the SDK validates a success against and publishes as the output schema.
+            fn.__annotations__["return"] = Annotated[CallToolResult, OrError[answer]]
+            self.tools.append(
+                Tool.from_function(
+                    fn,
+                    title=title,
+                    description=_description(fn.__doc__, self.values),
+                    annotations=ToolAnnotations(
+                        title=title,
+                        read_only_hint=read_only,
+                        destructive_hint=None if read_only else destructive,
+                        idempotent_hint=idempotent,
+                        open_world_hint=False,
+                    ),
+                    structured_output=True,
+                )
+            )
+            return fn
+
+        return register
+
+
+def _speakerlimit_param(service: "MemoryService") -> str:
+    """How many people a store may register, as the description says it: the service's
+    setting (a stand-in service without one gets the setting's name)."""
+    limit = getattr(service, "speaker_limit", None)
+    return str(limit) if isinstance(limit, int) else "`speaker_limit` (the server's setting)"
+
+
+def tools(service: "MemoryService") -> list[Tool]:
+    tool = _Tools({"speaker_limit": _speakerlimit_param(service)})
+    # The operations whose defaults the signatures below repeat as Python defaults.
+    search, recall = operation("memory_search"), operation("memory_recall")
+    listing, paging = operation("memory_list"), operation("by_speaker")
+
+    # -- memories ----------------------------------------------------------------------------
+
+    @tool(MemoryAddAnswer | MemoryDuplicateAnswer, title="Add a memory")
+    async def memory_add(
+        content: required_text("memory_add", "content"),
+        speaker: optional_text(given("memory_add", "speaker")) = None,
+        category: optional_text(given("memory_add", "category")) = None,
+        event_date: optional_text(given("memory_add", "event_date")) = None,
+        conversation_id: optional_text(given("memory_add", "conversation_id")) = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Store one memory (a fact, preference, decision, or what someone said); call it
+        whenever something is worth remembering later.
+
+        Set `speaker` to who said it: "me" for yourself (never registered), or a person
+        registered first with speaker_register; an unregistered name is refused (400, field
+        "speaker") and nothing is stored. Omit speaker for an untagged fact. Store each
+        person's words under their own name, one statement per memory.
+
+        Read `status` in the answer: "stored" (with the new `id`), or "duplicate": nothing
+        was stored because a current memory by the same speaker already says this
+        (`duplicate_of` is its id). A statement that differs in any detail (another day,
+        number, name) is stored. When a stored fact changed, use memory_supersede instead.
+        If the answer has `redacted`, the server keeps secrets out: those API keys, tokens,
+        private keys or passwords were stored as [redacted:<kind>], not as you sent them.
+
+        {errors}
+        """
+        return await _call(
+            service.memory_add,
+            content=content,
+            speaker=speaker,
+            category=category,
+            event_date=event_date,
+            conversation_id=conversation_id,
+            user_id=user_id,
+        )
+
+    @tool(MemoryAddMessagesAnswer, title="Store a conversation")
+    async def memory_add_messages(
+        messages: Messages,
+        conversation_id: optional_text(given("memory_add_messages", "conversation_id")) = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Store a conversation (chat messages), one memory per message under its speaker;
+        call it to remember a whole exchange at once instead of one memory_add per message.
+
+        Who said each message comes from its role and `name`: role "assistant" without
+        a name is you ("me"); "assistant" with a name is that registered person; role
+        "user" is the store's own user, untagged unless `name` gives a registered person.
+        Every `name` must be registered first with speaker_register: one unregistered name
+        anywhere refuses the whole call (400, field "messages[i].name", with `speaker`) and
+        nothing is stored. "system" and "tool" messages are skipped: never stored, no entry
+        in `results`, and their `name` is not checked.
+
+        All messages share `conversation_id` (the answer gives it). `results` has one
+        answer per stored message, in order: read each `status`: "stored" (with its `id`)
+        or "duplicate" (a current memory of the same speaker from another conversation
+        already says this; `duplicate_of` is its id). Repeating yourself within one
+        conversation ("OK." twice) stores both turns.
+
+        {errors}
+        """
+        return await _call(
+            service.memory_add_messages, messages=messages, conversation_id=conversation_id, user_id=user_id
+        )
+
+    @tool(MemorySearchAnswer, title="Search memories", read_only=True)
+    async def memory_search(
+        query: required_text("memory_search", "query"),
+        speaker: optional_text(given("memory_search", "speaker")) = None,
+        limit: limit_param(search.param("limit")) = search.default("limit"),
+        filters: optional(dict[str, Any], given("memory_search", "filters"), Strict()) = None,
+        include_superseded: flag(given("memory_search", "include_superseded")) = search.default("include_superseded"),
+        as_of: optional_text(given("memory_search", "as_of")) = None,
+        max_chars: MaxChars = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Search memories by meaning; call it before answering anything that may depend on
+        what you or others said before.
+
+        Returns the `limit` closest memories, best first: keep that order. Each memory's
+        `similarity` is its cosine closeness to the query, not the ranking key; do not re-sort
+        by it. With
+        `speaker`, only that speaker's words come back, never another's ("me" for yours;
+        another name must be registered, else 404). Memories a later version superseded are
+        left out unless include_superseded is true.
+
+        {errors}
+        """
+        return await _call(
+            service.memory_search,
+            query=query,
+            speaker=speaker,
+            limit=limit,
+            filters=filters,
+            include_superseded=include_superseded,
+            as_of=as_of,
+            max_chars=max_chars,
+            user_id=user_id,
+        )
+
+    @tool(MemoryRecallAnswer, title="Recall context for a prompt", read_only=True)
+    async def memory_recall(
+        query: required_text("memory_recall", "query"),
+        limit: limit_param(recall.param("limit")) = recall.default("limit"),
+        context_limit: limit_param(recall.param("context_limit")) = recall.default("context_limit"),
+        as_of: optional_text(given("memory_recall", "as_of")) = None,
+        max_chars: MaxChars = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Gather prompt-ready context in one call: recent conversation turns, the memories
+        that best match `query`, and the conversation around the best one; call it at the
+        start of a reply that may depend on earlier conversations.
+
+        `long_term.memories` is what memory_search answers for `query` (best first,
+        superseded ones left out). `context.around_top_memory` is up to `context_limit`
+        lines from the best memory's conversation (or, when it has none, the memories
+        stored just before and after it), in order, centred on it: each starts
+        "[before] ", "[match] " or "[after] ", then "[Bob] " or "[me] " when the line has a
+        speaker, then the text. `short_term.turns` is the store's last `context_limit`
+        turns stored with memory_add_messages, oldest first. context_limit 0 returns no
+        turns and no lines.
+
+        {errors}
+        """
+        return await _call(
+            service.memory_recall,
+            query=query,
+            limit=limit,
+            context_limit=context_limit,
+            as_of=as_of,
+            max_chars=max_chars,
+            user_id=user_id,
+        )
+
+    @tool(MemoryGetAnswer, title="Get a memory", read_only=True)
+    async def memory_get(memory_id: required_text("memory_get", "memory_id"), user_id: UserId = None) -> CallToolResult:
+        """Fetch one memory by its id; call it to read a memory another answer named
+        (duplicate_of, superseded_by, an id from search).
+
+        An unknown id answers 404 with `memory_id`.
+
+        {errors}
+        """
+        return await _call(service.memory_get, memory_id=memory_id, user_id=user_id)
+
+    @tool(MemoryListAnswer, title="List memories", read_only=True)
+    async def memory_list(
+        limit: limit_param(listing.param("limit")) = listing.default("limit"),
+        cursor: optional_text(given("memory_list", "cursor")) = None,
+        speaker: optional_text(given("memory_list", "speaker")) = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """List every memory of a store, oldest first, a page at a time; call it to review or
+        export a whole store.
+
+        Superseded memories are included (flagged `is_superseded`). With `speaker`, only
+        that person's memories (to export one person's data). While `next_cursor` is not
+        null, call again with cursor=next_cursor.
+
+        {errors}
+        """
+        return await _call(service.memory_list, limit=limit, cursor=cursor, speaker=speaker, user_id=user_id)
+
+    @tool(MemorySupersedeAnswer, title="Replace a changed fact")
+    async def memory_supersede(
+        memory_id: required_text("memory_supersede", "memory_id"),
+        content: required_text("memory_supersede", "content"),
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Replace a memory whose fact has changed with its new version; call it instead of
+        memory_add when something stored is no longer true.
+
+        The new memory keeps the old one's speaker, category and conversation_id. The old one
+        stays stored, flagged `is_superseded`, and leaves default search. Only the current
+        version can be superseded: an old one answers 409 with `superseded_by` (supersede
+        that id instead).
+
+        {errors}
+        """
+        return await _call(service.memory_supersede, memory_id=memory_id, content=content, user_id=user_id)
+
+    @tool(MemoryForgetAnswer, title="Forget memories", destructive=True)
+    async def memory_forget(
+        memory_id: optional_text(given("memory_forget", "memory_id")) = None,
+        speaker: optional_text(given("memory_forget", "speaker")) = None,
+        confirm_records: optional(
+            int,
+            given("memory_forget", "confirm_records"),
+            Strict(),
+            Ge(operation("memory_forget").param("confirm_records").low),
+        ) = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Delete memories permanently, one by id or all of one speaker's; call it only when
+        asked to forget something.
+
+        Give exactly one of: `memory_id`; or `speaker` with `confirm_records` set to the
+        `records_to_delete` by_speaker reported. If that number changed since, the answer is
+        409 with the current `records_to_delete` and nothing is deleted. Deleting a
+        speaker's memories keeps the registration (speaker_remove ends it). Forgetting the
+        newest version of a superseded fact makes the previous version current again.
+
+        {errors}
+        """
+        return await _call(
+            service.memory_forget,
+            memory_id=memory_id,
+            speaker=speaker,
+            confirm_records=confirm_records,
+            user_id=user_id,
+        )
+
+    # -- speakers ----------------------------------------------------------------------------
+
+    @tool(SpeakerRegisterAnswer, title="Register a speaker", idempotent=True)
+    async def speaker_register(
+        speaker: required_text("speaker_register", "speaker"),
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Register a person in a store; call it once per person before storing or searching
+        their words.
+
+        "me" is you, the assistant: never register it (any other spelling of "me", like
+        "Me", is refused). Names are exact after trimming surrounding spaces: "Bob" and "bob"
+        are two people. Registering an existing name answers status "exists" and changes
+        nothing. A store holds up to {speaker_limit} people; past it the answer is 400 with
+        `speaker_limit`. Names with invisible characters (zero-width space, ...) are refused.
+        If the answer has `similar_to`, those registered names look like this one (another
+        case, look-alike letters): it is still a new person; if it was meant to be one of
+        them, speaker_remove it and use theirs.
+
+        {errors}
+        """
+        return await _call(service.speaker_register, speaker=speaker, user_id=user_id)
+
+    @tool(SpeakersListAnswer, title="List speakers", read_only=True)
+    async def speakers_list(user_id: UserId = None) -> CallToolResult:
+        """List the people registered in a store, with how many memories each has; call it to
+        check a name's exact spelling.
+
+        "me" is never listed; it needs no registration.
+
+        {errors}
+        """
+        return await _call(service.speakers_list, user_id=user_id)
+
+    @tool(BySpeakerAnswer, title="What one person said", read_only=True)
+    async def by_speaker(
+        speaker: required_text("by_speaker", "speaker"),
+        limit: limit_param(paging.param("limit")) = paging.default("limit"),
+        before: optional_text(given("by_speaker", "before")) = None,
+        skip_ids: optional(list[str], given("by_speaker", "skip_ids"), Strict()) = None,
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """List what one person said, newest first, without a query; call it to review
+        someone's record or before deleting it.
+
+        Untagged memories never appear; superseded ones do (flagged). `records_to_delete` is
+        what memory_forget needs as confirm_records to delete all of this speaker's memories.
+        While `has_more` is true, call again with before=next_before and
+        skip_ids=next_skip_ids.
+
+        {errors}
+        """
+        return await _call(
+            service.by_speaker, speaker=speaker, limit=limit, before=before, skip_ids=skip_ids, user_id=user_id
+        )
+
+    @tool(SpeakerRemoveAnswer, title="Unregister a speaker", destructive=True)
+    async def speaker_remove(
+        speaker: required_text("speaker_remove", "speaker"),
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Unregister a person from a store; call it when someone should no longer be a
+        speaker there.
+
+        Their memories stay but lose the tag (they become untagged; `memories_untagged`
+        counts them). To delete their memories instead, first use memory_forget with speaker
+        and confirm_records. Removing "me" or an unregistered name is refused.
+
+        {errors}
+        """
+        return await _call(service.speaker_remove, speaker=speaker, user_id=user_id)
+
+    # -- fixing who said it (SPEC "Time and identity") -------------------------------------
+
+    confirm = operation("speaker_merge").param("confirm_records")
+
+    @tool(SpeakerRenameAnswer, title="Rename a speaker", idempotent=True)
+    async def speaker_rename(
+        speaker: required_text("speaker_rename", "speaker"),
+        new_name: required_text("speaker_rename", "new_name"),
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Change a registered person's name everywhere; call it to fix a misspelt
+        registration or when someone should go by another name.
+
+        Every memory of `speaker` (superseded ones included) is re-tagged `new_name` and
+        the registration renamed, at once. If `new_name` is already registered the answer
+        is 409: use speaker_merge to make the two one person. "me" cannot be renamed.
+
+        {errors}
+        """
+        return await _call(service.speaker_rename, speaker=speaker, new_name=new_name, user_id=user_id)
+
+    @tool(SpeakerMergeAnswer, title="Merge two speakers", destructive=True)
+    async def speaker_merge(
+        speaker: required_text("speaker_merge", "speaker"),
+        into: required_text("speaker_merge", "into"),
+        confirm_records: Annotated[
+            int, Field(strict=True, ge=confirm.low, description=given("speaker_merge", "confirm_records"))
+        ],
+        user_id: UserId = None,
+    ) -> CallToolResult:
+        """Make one person of two registered names; call it when someone was registered
+        twice (say "Bob" and "Robert").
+
+        `speaker`'s memories (superseded ones included) are re-tagged `into`, and
+        `speaker`'s registration ends. Pass as confirm_records the `records_to_delete`
+        by_speaker just reported for `speaker`; if it changed since, the answer is 409 with
+        the current number and nothing changes. Memories that now restate each other stay
+        two memories.
+
+        {errors}
+        """
+        return await _call(
+            service.speaker_merge, speaker=speaker, into=into, confirm_records=confirm_records, user_id=user_id
+        )
+
+    # -- stores ------------------------------------------------------------------------------
+
+    @tool(StoreCreateAnswer, title="Create a store", idempotent=True)
+    async def store_create(
+        user_id: optional_text(given("store_create", "user_id")) = None,
+    ) -> CallToolResult:
+        """Create a store, an isolated memory space for one user, agent or topic; call it once
+        before using a new user_id.
+
+        Lookup ignores case ("Alice" is "alice"); ids differing only in ".", "_" or "-"
+        cannot both exist (409 with `conflicts_with`). Creating an existing store answers
+        status "exists". The "default" store always exists.
+
+        {errors}
+        """
+        arguments = operation("store_create").with_face_defaults({"user_id": user_id})
+        return await _call(service.store_create, **arguments)
+
+    @tool(StoresListAnswer, title="List stores", read_only=True)
+    async def stores_list() -> CallToolResult:
+        """List every store with when it was created; call it to find which user_id to use.
+
+        {errors}
+        """
+        return await _call(service.stores_list)
+
+    @tool(StoreDeleteAnswer, title="Delete a store", destructive=True)
+    async def store_delete(
+        user_id: required_text("store_delete", "user_id"),
+    ) -> CallToolResult:
+        """Delete a store with all its memories and speakers, permanently; call it only when
+        asked to erase that whole memory space.
+
+        `user_id` is required. The "default" store is emptied and goes on existing.
+
+        {errors}
+        """
+        return await _call(service.store_delete, user_id=user_id)
+
+    return tool.tools

