@@ -45,7 +45,7 @@ settings.load_profile("wontopos")
 
 
 @pytest.fixture(autouse=True)
-def clean_environ(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ``WONTOPOS_*`` setting from the machine leaks into a test."""
     for name in list(os.environ):
         if name.startswith("WONTOPOS_"):

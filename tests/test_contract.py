@@ -101,11 +101,9 @@ def test_the_ranges_are_spec_s() -> None:
     }
 
 
-def test_face_defaults_fill_only_what_is_missing() -> None:
+def test_every_default_is_the_cores_own_and_a_face_fills_none() -> None:
     create = contract.operation("store_create")
-    assert create.with_face_defaults({}) == {"user_id": "default"}
-    assert create.with_face_defaults({"user_id": None}) == {"user_id": "default"}
-    assert create.with_face_defaults({"user_id": "alice"}) == {"user_id": "alice"}
+    assert create.default("user_id") == "default"  # applied by MemoryService.store_create itself
     with pytest.raises(KeyError):
         create.param("limit")
 
@@ -157,7 +155,6 @@ def test_rest_endpoints_are_the_tables_routes_and_names() -> None:
             continue
         assert endpoint.call == op.core, op.name
         assert dict(endpoint.names) == dict(op.rest.names), op.name
-        assert dict(endpoint.defaults) == {name: op.default(name) for name in op.face_defaults}
     assert contract.operation("memory_search").rest.names["max_results"] == "limit"
     assert contract.operation("memory_supersede").caller_names() == {
         "memory_id": "old_memory_id", "content": "new_content",

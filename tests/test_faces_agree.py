@@ -227,8 +227,15 @@ async def test_a_keyword_wins_over_metadata_and_none_does_not_override_it(faces:
     # A keyword of None is "not given" (as in the SDK): metadata's speaker stands.
     stored = faces.mem.add("The gate was oiled", stores["library"], metadata={"speaker": "me"}, speaker=None)
     assert _valid("memory_add", stored)["speaker"] == "me"
-    unknown = faces.library_error(lambda: faces.mem.add("x", stores["library"], metadata={"colour": "red"}))
-    assert unknown["error"]["field"] == "metadata.colour"
+    # One metadata rule (contract.split_metadata): a key outside the four memory fields is
+    # dropped and listed, by the library as by REST, whether a keyword or inside metadata.
+    dropped = faces.mem.add("The gate squeaked", stores["library"], metadata={"colour": "red"}, mood="calm")
+    assert dropped["status"] == "stored"
+    assert dropped["ignored"] == ["colour", "mood"]
+    body = {"user_id": stores["rest"], "content": "The gate squeaked", "metadata": {"colour": "red", "mood": "calm"}}
+    rest = faces.http.post("/api/v1/memory/store", json=body).json()
+    assert rest["status"] == "stored"
+    assert rest["ignored"] == dropped["ignored"]
 
 
 # --- 3. store_create without a user_id: the "default" store in every face ------------------------------

@@ -106,9 +106,8 @@ class Operation:
     ``mcp`` says whether it is an MCP tool (of the same name); ``library`` is its
     ``Memory`` method (and the SDK ``Client``'s); ``cli.main`` its ``wontopos-mcp`` command,
     ``{name}`` standing for a positional argument (the others are ``--flags``);
-    ``answers`` names its answer models in ``answers.py``.
-    ``face_defaults`` lists parameters whose default the faces fill in because the core
-    does not apply it itself (yet): see :meth:`with_face_defaults`.
+    ``answers`` names its answer models in ``answers.py``. Every default is the core's
+    own (a face passes ``None`` through for a parameter its caller left out).
     """
 
     name: str
@@ -119,7 +118,6 @@ class Operation:
     library: str | None = None
     rest: Rest | None = None
     cli: str | None = None
-    face_defaults: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param:
         for param in self.params:
@@ -134,15 +132,6 @@ class Operation:
         """Core name -> the name SDK callers use (REST body, library), where they differ."""
         return {} if self.rest is None else self.rest.caller_names()
 
-    def with_face_defaults(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """``arguments`` with each ``face_defaults`` parameter that is missing or ``None``
-        set to its table default: the one literal every face uses."""
-        filled = dict(arguments)
-        for name in self.face_defaults:
-            if filled.get(name) is None:
-                filled[name] = self.default(name)
-        return filled
-
 
 def _names(*same: str, **renamed: str) -> dict[str, str]:
     """Caller's name -> core name: ``same`` names pass unchanged, ``renamed`` as given."""
@@ -151,6 +140,13 @@ def _names(*same: str, **renamed: str) -> dict[str, str]:
 
 MEMORY_FIELDS = ("speaker", "category", "event_date", "conversation_id")  # what ``metadata`` may carry
 METADATA_NAMES = {f"metadata.{name}": name for name in MEMORY_FIELDS}
+
+
+def split_metadata(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """SPEC's one ``metadata`` rule, for REST and the library alike: (the memory fields
+    it carries, the other keys, dropped and listed in the answer's ``ignored``)."""
+    kept = {name: value for name, value in metadata.items() if name in MEMORY_FIELDS}
+    return kept, sorted(name for name in metadata if name not in MEMORY_FIELDS)
 
 
 # -- parameters several operations share -----------------------------------------------------------
@@ -231,9 +227,6 @@ _TABLE: tuple[Operation, ...] = (
         ("StoreCreateAnswer",),
         library="create_store", cli="stores create {user_id}",
         rest=Rest("POST", "/memory/collection", _names("user_id")),
-        # The core's store_create refuses None today; once it defaults to "default"
-        # itself, this goes and the faces pass None through.
-        face_defaults=("user_id",),
     ),
     _op("stores_list", (), ("StoresListAnswer",), library="list_stores", cli="stores list",
         rest=Rest("GET", "/memory/collections", _names())),

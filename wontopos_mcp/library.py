@@ -30,7 +30,7 @@ from wontopos_mcp.rules.conversation import turn_messages
 from wontopos_mcp.verbs import speak
 
 from .config import Settings
-from .contract import MEMORY_FIELDS, METADATA_NAMES, operation
+from .contract import METADATA_NAMES, operation, split_metadata
 from .errors import InvalidRequestError, WontoposError
 
 _NO_ID = object()
@@ -92,7 +92,7 @@ class Memory:
     # -- stores ---------------------------------------------------------------------------
 
     def create_store(self, user_id: str | None = None) -> dict[str, Any]:
-        return self._service.store_create(**operation("store_create").with_face_defaults({"user_id": user_id}))
+        return self._service.store_create(user_id)
 
     def list_stores(self) -> list[dict[str, Any]]:
         stores: list[dict[str, Any]] = self._service.stores_list()["stores"]
@@ -136,21 +136,20 @@ class Memory:
         as not given. ``error.field`` names the value as the caller passed it (SPEC
         "Errors"): ``speaker`` for the keyword, ``metadata.speaker`` for the key inside
         ``metadata``, which is also what REST answers for the SDK's ``add``. A key
-        outside those four is refused, naming it the same way.
+        outside those four, as a keyword or in ``metadata``, is dropped and listed in the
+        answer's ``ignored``, as the hosted service and REST do (``contract.split_metadata``).
         """
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidRequestError("metadata must be an object", field="metadata")
-        keywords = {name: value for name, value in extra.items() if value is not None}
-        from_metadata = {name: value for name, value in (metadata or {}).items() if name not in keywords}
-        for name in sorted({**from_metadata, **keywords}):
-            if name not in MEMORY_FIELDS:
-                where = f"metadata.{name}" if name in from_metadata else name
-                raise InvalidRequestError(f"unknown argument {where!r}", field=where)
+        keywords, ignored_keywords = split_metadata({k: v for k, v in extra.items() if v is not None})
+        from_metadata, ignored = split_metadata({k: v for k, v in (metadata or {}).items() if k not in keywords})
         passed_as = {core: rest for rest, core in METADATA_NAMES.items() if core in from_metadata}
         try:
-            return self._service.memory_add(content, user_id=user_id, **from_metadata, **keywords)
+            answer = self._service.memory_add(content, user_id=user_id, **from_metadata, **keywords)
         except InvalidRequestError as exc:
             raise exc.renamed_field(passed_as) from None
+        dropped = sorted({*ignored, *ignored_keywords})
+        return {**answer, "ignored": dropped} if dropped else answer
 
     def add_messages(
         self, messages: list[dict[str, Any]], user_id: str | None = None, *, conversation_id: str | None = None

@@ -40,7 +40,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from wontopos_mcp.contract import Operation, operation
+from wontopos_mcp.contract import Operation, operation, split_metadata
 from wontopos_mcp.errors import InvalidRequestError, NotImplementedAPIError, WontoposError, internal_error
 from wontopos_mcp.mcp.jsonrpc import lone_surrogate_error
 from wontopos_mcp.rules.conversation import turn_messages
@@ -92,8 +92,7 @@ class Endpoint:
     ``names`` maps the names a caller sends (``metadata.*`` flattened) to the core's;
     ``hosted`` lists hosted-only options accepted when absent, 0 or null; ``extra`` is
     merged into every answer; ``prepare`` reshapes a call that is not a plain rename;
-    ``defaults`` fills what the core does not default itself (the contract's
-    ``face_defaults``). :func:`_endpoint` builds one from a contract operation.
+    :func:`_endpoint` builds one from a contract operation.
     """
 
     method: str
@@ -105,7 +104,6 @@ class Endpoint:
     extra: Mapping[str, Any] = field(default_factory=dict)
     query: bool = False
     metadata: bool = False
-    defaults: Mapping[str, Any] = field(default_factory=dict)
     required: tuple[str, ...] = ()  # core names the body must give (the contract's ``required``)
     prepare: Callable[[dict[str, Any], dict[str, Any]], Call] | None = None
     reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -117,7 +115,7 @@ class Endpoint:
         if self.prepare is not None:
             call = self.prepare(given, body)
             return Call(call.method, call.arguments, {**fields, **call.fields}), ignored
-        arguments = {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
+        arguments = {k: v for k, v in given.items() if v is not None}
         for name in self.required:
             if name not in arguments:  # absent or null: the core would be called without it
                 raise InvalidRequestError(f"{fields.get(name, name)} is required", field=fields.get(name, name))
@@ -131,23 +129,23 @@ class Endpoint:
                 given[self.names[key]] = value
             elif key in self.hosted:
                 _refuse_hosted_option(key, value)
-            elif self.metadata and key.startswith("metadata."):
-                ignored.append(key.removeprefix("metadata."))
+            elif key == _DROPPED:
+                ignored.append(value)
             else:
                 raise InvalidRequestError(f"unknown field {key!r} for {self.method} {API_PREFIX}{self.path}", field=key)
         return given, ignored
 
 
 def _endpoint(name: str, **behaviour: Any) -> Endpoint:
-    """The endpoint of contract operation ``name``: its route, core method, names and
-    face-filled defaults from the table, plus REST's own ``behaviour``."""
+    """The endpoint of contract operation ``name``: its route, core method and names from
+    the table, plus REST's own ``behaviour``."""
     op: Operation = operation(name)
     assert op.rest is not None, name
-    defaults = {param: op.default(param) for param in op.face_defaults}
     required = tuple(p.name for p in op.params if p.required)
-    return Endpoint(
-        op.rest.method, op.rest.path, op.core, op.rest.names, defaults=defaults, required=required, **behaviour
-    )
+    return Endpoint(op.rest.method, op.rest.path, op.core, op.rest.names, required=required, **behaviour)
+
+
+_DROPPED = "metadata:dropped"  # a metadata key the memory fields do not hold (value: its name)
 
 
 def _flattened(body: dict[str, Any], metadata: bool) -> list[tuple[str, Any]]:
@@ -158,7 +156,9 @@ def _flattened(body: dict[str, Any], metadata: bool) -> list[tuple[str, Any]]:
                 continue
             if not isinstance(value, dict):
                 raise InvalidRequestError("metadata must be an object", field="metadata")
-            items += [(f"metadata.{k}", v) for k, v in value.items()]
+            kept, dropped = split_metadata(value)
+            items += [(f"metadata.{k}", v) for k, v in kept.items()]
+            items += [(_DROPPED, k) for k in dropped]
         else:
             items.append((key, value))
     return items

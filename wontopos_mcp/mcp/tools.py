@@ -510,8 +510,7 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        arguments = operation("store_create").with_face_defaults({"user_id": user_id})
-        return await _call(service.store_create, **arguments)
+        return await _call(service.store_create, user_id=user_id)
 
     @tool(StoresListAnswer, title="List stores", read_only=True)
     async def stores_list() -> CallToolResult:
