@@ -44,6 +44,25 @@ settings.register_profile(
 settings.load_profile("wontopos")
 
 
+_BROWSER_FIXTURES = {"browser", "page"}
+_EMULATOR_FIXTURES = {"s3_endpoint", "azurite", "emulator", "ddb_table"}
+_SLOW_KINDS = ("process", "browser", "emulator")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tiers from what a test uses: a browser or an emulator fixture marks it ``browser``
+    or ``emulator``; every ``process``, ``browser`` or ``emulator`` test is also ``slow``,
+    so ``pytest -m "not slow"`` leaves all of them out."""
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        if used & _BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        if used & _EMULATOR_FIXTURES:
+            item.add_marker(pytest.mark.emulator)
+        if any(item.get_closest_marker(kind) for kind in _SLOW_KINDS):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     """No ``WONTOPOS_*`` setting from the machine leaks into a test."""

@@ -42,6 +42,7 @@ def budget(clocked_service: MemoryService, clock: SteppableClock) -> dict[str, A
     return moments
 
 
+@pytest.mark.slow
 def test_each_moment_answers_the_version_current_then(budget: dict[str, Any]) -> None:
     svc = budget["svc"]
     for day, expected in [("day1", "10k"), ("day2", "12k"), ("day3", "15k")]:
@@ -54,6 +55,7 @@ def test_each_moment_answers_the_version_current_then(budget: dict[str, Any]) ->
     assert "The office plants need water on Mondays" not in _contents(first_day)  # stored later: not there
 
 
+@pytest.mark.slow
 def test_include_superseded_at_a_moment_shows_the_versions_replaced_by_then(budget: dict[str, Any]) -> None:
     svc = budget["svc"]
     answer = svc.memory_search("marketing budget", include_superseded=True, as_of=budget["day2"])
@@ -66,6 +68,7 @@ def test_include_superseded_at_a_moment_shows_the_versions_replaced_by_then(budg
     assert states["The marketing budget is 12k"]["is_superseded"] is False  # superseded only on day 3
 
 
+@pytest.mark.slow
 def test_a_forget_in_the_middle_of_the_chain(budget: dict[str, Any]) -> None:
     """Forgetting day 2's version relinks day 1's to day 3's: at day 2 the store now
     answers day 1's (the forgotten one is not there), at day 3 day 3's."""
@@ -139,6 +142,7 @@ async def test_mcp_search_and_recall_take_as_of(budget: dict[str, Any]) -> None:
         error_body(future.structured_content, 400, "invalid_request_error", field="as_of")
 
 
+@pytest.mark.slow
 def test_a_search_as_of_a_moment_ranks_as_a_search_made_then(
     clocked_service: MemoryService, clock: SteppableClock
 ) -> None:

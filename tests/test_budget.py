@@ -80,6 +80,7 @@ def test_recall_spends_the_budget_on_memories_then_context_lines(trip: MemorySer
     assert tiny["context"]["around_top_memory"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", [0, -5, 200_001, "100", True, 1.5, [10]])
 def test_a_bad_budget_is_refused_before_anything_else(trip: MemoryService, bad: Any) -> None:
     with refused(400, field="max_chars"):
@@ -88,6 +89,7 @@ def test_a_bad_budget_is_refused_before_anything_else(trip: MemoryService, bad: 
         trip.memory_recall("trip", max_chars=bad, user_id="no-such-store")  # 400 before the 404
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mcp_search_and_recall_take_the_budget(trip: MemoryService) -> None:
     async with mcp_session(trip) as session:

@@ -26,6 +26,8 @@ from uv_launch import UV, first_install, list_tools, uv_env
 import wontopos_mcp
 from wontopos_mcp.config import DEFAULT_MODEL, Settings
 
+pytestmark = pytest.mark.process
+
 try:
     import tomllib
 except ImportError:  # Python 3.10

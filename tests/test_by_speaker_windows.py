@@ -127,6 +127,7 @@ def days_ago(clock: SteppableClock, days: float) -> datetime:
     return clock.now - timedelta(days=days)
 
 
+@pytest.mark.slow
 def test_memories_spread_over_years_with_a_few_recent_page_as_unwindowed(
     services: dict[int, MemoryService], clock: SteppableClock
 ) -> None:
@@ -145,6 +146,7 @@ def test_memories_spread_over_years_with_a_few_recent_page_as_unwindowed(
     walk_every_way(services, store, "me", (5,))
 
 
+@pytest.mark.slow
 def test_equal_timestamps_across_page_boundaries_keep_write_order(
     services: dict[int, MemoryService], clock: SteppableClock
 ) -> None:
@@ -159,6 +161,7 @@ def test_equal_timestamps_across_page_boundaries_keep_write_order(
     walk_every_way(services, store, "Ann", (5, 6, 20))
 
 
+@pytest.mark.slow
 def test_a_speaker_whose_newest_memory_is_long_past_pages_as_unwindowed(
     services: dict[int, MemoryService], clock: SteppableClock
 ) -> None:
@@ -191,6 +194,7 @@ def arrivals(svc: MemoryService, store: str, clock: SteppableClock, arrived: lis
     return arrive
 
 
+@pytest.mark.slow
 def test_a_walk_returns_every_memory_that_existed_once_while_new_ones_arrive(
     services: dict[int, MemoryService], clock: SteppableClock
 ) -> None:
@@ -211,6 +215,7 @@ def test_a_walk_returns_every_memory_that_existed_once_while_new_ones_arrive(
         assert stamps == sorted(stamps, reverse=True)
 
 
+@pytest.mark.slow
 def test_a_speaker_with_no_memories_has_an_empty_last_page(
     services: dict[int, MemoryService], clock: SteppableClock
 ) -> None:
@@ -231,6 +236,7 @@ def test_a_speaker_with_no_memories_has_an_empty_last_page(
                 assert page["next_skip_ids"] == []
 
 
+@pytest.mark.slow
 def test_what_a_service_remembers_of_a_speaker_never_changes_the_answer(
     services: dict[int, MemoryService], clock: SteppableClock, tmp_path: Path, embedder: Any
 ) -> None:
@@ -258,6 +264,7 @@ WHEN = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=4)
 @given(
     items=st.lists(st.tuples(PLACES, WHEN), min_size=8, max_size=45),

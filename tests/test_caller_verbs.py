@@ -40,7 +40,7 @@ SAMPLE = {"user_id": "alice", "speaker": "Bob O'Neil", "memory_id": "m-1", "curs
 def _fixes_in_source() -> set[str]:
     """The operation of every ``Fix.of("op", ...)`` written anywhere in the package."""
     ops: set[str] = set()
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Call)

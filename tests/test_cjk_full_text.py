@@ -64,6 +64,7 @@ def said(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[tu
     svc.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("query", "text"),
     [("부산", KO_BUSAN), ("요가", KO_YOGA), ("東京", JA_TOKYO), ("大阪", JA_OSAKA), ("てんき", JA_KANA),
@@ -136,6 +137,7 @@ def _as_before_the_bigram_column(table: Any) -> None:
     assert "cjk_text" not in table.schema.names
 
 
+@pytest.mark.slow
 def test_a_table_from_before_the_bigram_column_is_upgraded_on_open(tmp_path: Path, embedder: Any) -> None:
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
     svc.store_create(STORE)

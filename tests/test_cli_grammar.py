@@ -151,6 +151,7 @@ def test_memories_list_get_and_forget(wontopos: Any, service: MemoryService) -> 
     assert "does not exist" in err
 
 
+@pytest.mark.slow
 def test_a_list_longer_than_its_limit_says_how_to_go_on_and_that_command_works(
     wontopos: Any, service: MemoryService
 ) -> None:

@@ -29,6 +29,7 @@ def test_speakers_add_says_which_registered_names_look_alike(wontopos: Any) -> N
     assert wontopos("speakers", "add", "bob")[1] == "bob: registered (2 of 50); looks like Bob (another person)\n"
 
 
+@pytest.mark.slow
 def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
     wontopos: Any, service: MemoryService, tmp_path: Path
 ) -> None:
@@ -88,6 +89,7 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     wontopos: Any, service: MemoryService, tmp_path: Path
 ) -> None:
@@ -116,6 +118,7 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
 
 # A real process (the CLI face's one): the exit code and what reaches stdout and stderr are
 # the process's, and the commands end it with os._exit, which no in-process call survives.
+@pytest.mark.slow
 def test_a_refusal_is_one_line_on_stderr_and_exit_code_1(tmp_path: Path, model_cache: Path) -> None:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO),
            "WONTOPOS_MODEL_CACHE": str(model_cache)}  # fmt: skip

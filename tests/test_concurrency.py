@@ -26,6 +26,8 @@ from support import REPO, all_memories
 
 from wontopos_mcp.engine.service import MemoryService
 
+pytestmark = pytest.mark.process
+
 LIMIT = 5
 SHARED_NAMES = ("Shared-1", "Shared-2", "Shared-3")
 SHARED_SENTENCE = "The office closes at 6 pm on Fridays."

@@ -123,6 +123,7 @@ def test_a_variable_is_not_read_when_a_flag_gives_its_setting():
         Settings.load({"port": None}, environ={"WONTOPOS_PORT": "abc"})  # no flag: the variable decides
 
 
+@pytest.mark.slow
 def test_a_bad_variable_a_flag_overrides_does_not_stop_the_cli(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "wontopos_mcp", "--port", "18982", "--db", str(tmp_path / "db"), "stores", "list"],

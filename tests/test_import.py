@@ -79,6 +79,7 @@ def _write(path: Path, lines: list[bytes]) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_an_import_with_bad_lines_round_trips_every_created_at_and_reports_the_skipped_lines(
     wontopos: Any, exported: list[bytes], tmp_path: Path
 ) -> None:
@@ -107,6 +108,7 @@ def test_an_import_with_bad_lines_round_trips_every_created_at_and_reports_the_s
     _same_memories(original, _export(wontopos, "copy"))
 
 
+@pytest.mark.slow
 def test_a_rerun_stores_nothing_and_reports_every_line_already_there(
     wontopos: Any, exported: list[bytes], tmp_path: Path
 ) -> None:
@@ -121,6 +123,7 @@ def test_a_rerun_stores_nothing_and_reports_every_line_already_there(
     _same_memories(_export(wontopos, "alice"), _export(wontopos, "copy"))
 
 
+@pytest.mark.slow
 def test_an_import_stopped_half_way_completes_on_a_rerun_without_duplicates(
     wontopos: Any, exported: list[bytes], tmp_path: Path
 ) -> None:
@@ -137,6 +140,7 @@ def test_an_import_stopped_half_way_completes_on_a_rerun_without_duplicates(
     _same_memories(_export(wontopos, "alice"), _export(wontopos, "copy"))
 
 
+@pytest.mark.slow
 def test_one_memory_is_said_in_the_singular_with_progress_a_total_and_a_rate(
     wontopos: Any, exported: list[bytes], tmp_path: Path
 ) -> None:
@@ -147,6 +151,7 @@ def test_one_memory_is_said_in_the_singular_with_progress_a_total_and_a_rate(
     assert re.search(r"import: 100%\|.*\| 3/3 \[[^]]* lines/s, stored=1, already_there=0, skipped=0\]", err)
 
 
+@pytest.mark.slow
 def test_stdin_is_read_as_bytes_and_progress_has_no_total(
     wontopos: Any, exported: list[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -195,6 +200,7 @@ def test_lines_the_core_refuses_are_skipped_with_reasons_for_a_human(
     assert clocked_service.memory_list(limit=500)["count"] == 6
 
 
+@pytest.mark.slow
 def test_a_line_whose_id_was_imported_with_other_content_is_skipped(
     wontopos: Any, exported: list[bytes], tmp_path: Path
 ) -> None:
@@ -213,6 +219,7 @@ def test_a_line_whose_id_was_imported_with_other_content_is_skipped(
     ]
 
 
+@pytest.mark.slow
 def test_a_version_whose_predecessor_was_superseded_in_the_store_meanwhile_is_skipped(
     wontopos: Any, clocked_service: MemoryService, exported: list[bytes], tmp_path: Path
 ) -> None:
@@ -271,6 +278,7 @@ def test_a_missing_file_is_one_line_and_creates_no_store(wontopos: Any, tmp_path
     assert "copy" not in [s["user_id"] for s in json.loads(wontopos("stores", "list", "--json")[1])["stores"]]
 
 
+@pytest.mark.slow
 def test_a_line_repeated_in_the_file_is_stored_once(wontopos: Any, exported: list[bytes], tmp_path: Path) -> None:
     changed = json.dumps(json.loads(exported[0]) | {"content": "Grandma's birthday is in June"}).encode()
     source = _write(tmp_path / "twice.jsonl", [exported[0], exported[0], changed])

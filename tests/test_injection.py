@@ -61,6 +61,7 @@ def crowd(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[t
     svc.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ODD_NAMES)
 def test_an_odd_name_reads_only_its_own_words(crowd: tuple[MemoryService, dict[Any, str]], name: str) -> None:
     svc, said = crowd
@@ -75,6 +76,7 @@ def test_an_odd_name_reads_only_its_own_words(crowd: tuple[MemoryService, dict[A
     assert (again["status"], again["duplicate_of"]) == ("duplicate", said[name])
 
 
+@pytest.mark.slow
 def test_odd_names_are_forgotten_and_removed_without_touching_anyone_else(service: MemoryService) -> None:
     said: dict[Any, str] = {}
     for name in NEIGHBOURS + tuple(ODD_NAMES):
@@ -158,6 +160,7 @@ def test_a_category_with_quotes_is_stored_and_filtered_as_plain_text(service: Me
     ]
 
 
+@pytest.mark.slow
 def test_skip_ids_with_quotes_skip_only_the_ids_they_name(service: MemoryService) -> None:
     service.speaker_register("Bob")
     written = [service.memory_add(f"Bob's note {i}.", speaker="Bob")["id"] for i in range(6)]

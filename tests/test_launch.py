@@ -17,6 +17,8 @@ from uv_launch import UVX, copy_checkout, first_install, list_tools, uv_env
 
 import wontopos_mcp
 
+pytestmark = pytest.mark.process
+
 pytestmark = pytest.mark.anyio
 
 

@@ -252,6 +252,7 @@ def test_the_offline_switch_of_the_default_model_is_put_back(monkeypatch: pytest
     assert os.environ["HF_HUB_OFFLINE"] == "0"
 
 
+@pytest.mark.slow
 def test_a_store_left_out_of_store_create_is_the_default_store_in_the_core(tmp_path: Path) -> None:
     from wontopos_mcp.engine.service import MemoryService
     from wontopos_mcp.model.embeddings import ModelLoader

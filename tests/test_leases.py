@@ -42,6 +42,8 @@ from wontopos_mcp.storage.locks.object_leases import (
     backend_for,
 )
 
+pytestmark = pytest.mark.emulator
+
 FAST = LeaseTiming.from_ttl_ms(1000)  # TTL 1 s, margin 0.2 s: takeovers within seconds
 DDB_TABLE = "lance-commits"
 

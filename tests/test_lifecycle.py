@@ -170,6 +170,7 @@ def test_malformed_messages_are_400_naming_the_message_and_store_nothing(
         service.memory_add_messages(messages)
 
 
+@pytest.mark.slow
 def test_exactly_100_messages_and_200000_characters_are_accepted(service: MemoryService) -> None:
     # Limits are inclusive; system messages count toward the characters but are not stored.
     messages = [{"role": "system", "content": "s" * 2_000} for _ in range(99)]
@@ -204,6 +205,7 @@ def test_a_person_repeating_themselves_in_one_conversation_stores_every_turn(fac
     assert len(face.by_speaker("Bob")["memories"]) == 3
 
 
+@pytest.mark.slow
 def test_the_same_message_restated_in_another_conversation_answers_duplicate(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     first = face.add_messages(
@@ -280,6 +282,7 @@ def conversations(
 FERRY = "[Bob] The ferry to the island leaves at 7:40 from pier 4."
 
 
+@pytest.mark.slow
 def test_recall_long_term_is_the_search_answer_for_the_query(conversations: ServiceFace) -> None:
     recalled = conversations.recall("When does the ferry leave?", limit=5, context_limit=5)
     searched = conversations.svc.memory_search("When does the ferry leave?", limit=5)
@@ -380,6 +383,7 @@ def test_recall_limits_out_of_range_are_400_naming_them(
 # -- supersede and forget ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_supersede_chain_stays_consistent_in_every_read(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     a = face.svc.memory_add("Bob lives in Leeds.", speaker="Bob", category="address", conversation_id="c-1")["id"]
@@ -409,6 +413,7 @@ def test_a_supersede_chain_stays_consistent_in_every_read(face: ServiceFace) -> 
         face.supersede(b, "Bob lives in Hull.")
 
 
+@pytest.mark.slow
 def test_forgetting_the_newest_version_makes_its_predecessor_current_again(face: ServiceFace) -> None:
     a = face.svc.memory_add("The gate code is 1111.")["id"]
     b = face.supersede(a, "The gate code is 2222.")["id"]
@@ -422,6 +427,7 @@ def test_forgetting_the_newest_version_makes_its_predecessor_current_again(face:
     assert face.supersede(b, "The gate code is 4444.")["superseded"] == b
 
 
+@pytest.mark.slow
 def test_forgetting_a_speaker_needs_the_current_count_and_deletes_every_version(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     face.svc.speaker_register("Alice")
@@ -619,6 +625,7 @@ def test_a_repeat_while_the_first_is_still_running_is_409_with_retry_after_ms(tm
 # -- search filters -------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_search_filters_narrow_the_scope(clocked_service: MemoryService, clock: SteppableClock) -> None:
     svc = clocked_service
     clock.set(datetime(2026, 7, 1, 23, 59, 59, 999999, tzinfo=timezone.utc))

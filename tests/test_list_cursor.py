@@ -33,6 +33,7 @@ def tied(service: MemoryService) -> list[str]:
     return [first, *same, last]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", [1, 2, 3, 5])
 def test_memories_sharing_a_seq_are_each_listed_once_at_every_page_size(
     service: MemoryService, tied: list[str], page: int

@@ -54,6 +54,7 @@ def test_tiers_grow_by_the_fan_in():
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_single_row_commits_rewrite_each_row_a_logarithmic_number_of_times():
     n = 20_000
     sizes, rewritten = simulate([1] * n)
@@ -66,6 +67,7 @@ def test_single_row_commits_rewrite_each_row_a_logarithmic_number_of_times():
     assert rewritten < n * n / 40 / 50
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", [1, 7, 100, 1000])
 def test_the_fragment_count_stays_bounded_by_tiers(batch: int):
     sizes, _ = simulate([batch] * (30_000 // batch))
@@ -126,6 +128,7 @@ def compacted_bytes(path: Path, scratch: Path) -> int:
 
 # Real processes: what is claimed is that many short lives, each too short for a counter
 # inside it to reach a maintenance round, still keep the database small.
+@pytest.mark.slow
 def test_twenty_short_lived_processes_keep_the_database_within_three_times_its_floor(
     tmp_path: Path, model_cache: Any, embedder: Any, make_service: Any
 ) -> None:
@@ -157,6 +160,7 @@ def test_twenty_short_lived_processes_keep_the_database_within_three_times_its_f
     assert len(fragments) <= 2 * FAN_IN * (tier(processes * writes) + 1)
 
 
+@pytest.mark.slow
 def test_rows_outside_the_indexes_are_found_by_every_read(service: Any) -> None:
     """Indexes lag the table by up to ``index_due``'s share; the newest rows are then
     read by a scan beside the index, and must be found as if indexed."""
@@ -178,6 +182,7 @@ def test_rows_outside_the_indexes_are_found_by_every_read(service: Any) -> None:
     assert again["duplicate_of"] == newest["id"]
 
 
+@pytest.mark.slow
 def test_upkeep_removes_versions_older_than_the_retention(tmp_path: Path, embedder: Any) -> None:
     """With no retention (a store argument, so a test need not wait), each cleanup round
     leaves only the versions committed since the previous one."""

@@ -81,6 +81,7 @@ def _field_of(prop: dict[str, Any], param: str, wrong: Any) -> str:
 # --- argument errors, raw, on every tool ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TOOLS))
 async def test_unknown_arguments_are_400_naming_the_argument(mcp: Session, name: str) -> None:
     error = await mcp.refused(
@@ -93,6 +94,7 @@ async def test_stores_list_takes_no_user_id(mcp: Session) -> None:
     await mcp.refused("stores_list", {"user_id": "default"}, status=400, type="invalid_request_error", field="user_id")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TOOLS))
 async def test_missing_required_arguments_are_400_naming_them(mcp: Session, name: str) -> None:
     required = _required(mcp, name)
@@ -103,6 +105,7 @@ async def test_missing_required_arguments_are_400_naming_them(mcp: Session, name
         await mcp.refused(name, {**args, param: None}, status=400, type="invalid_request_error", field=param)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TOOLS))
 async def test_wrongly_typed_arguments_are_400_naming_them(mcp: Session, name: str) -> None:
     base = _required(mcp, name)
@@ -144,6 +147,7 @@ async def test_range_errors_read_like_the_services_own(mcp: Session) -> None:
     assert "at least 0" in error["message"]
 
 
+@pytest.mark.slow
 async def test_one_unregistered_name_refuses_memory_add_messages_and_stores_nothing(mcp: Session) -> None:
     await mcp.ok("speaker_register", speaker="Bob")
     await mcp.ok("memory_add", content="Already here.")
@@ -166,6 +170,7 @@ async def test_one_unregistered_name_refuses_memory_add_messages_and_stores_noth
     assert await mcp.ok("memory_list") == before
 
 
+@pytest.mark.slow
 async def test_malformed_messages_are_400_naming_the_message(mcp: Session) -> None:
     cases: list[tuple[Any, str, dict[str, Any]]] = [
         ([{"role": "user", "content": f"Turn {i}."} for i in range(101)], "messages", {"max_items": 100}),
@@ -207,6 +212,7 @@ async def test_an_unknown_tool_is_400_naming_it(mcp: Session) -> None:
     assert result.structured_content["error"]["tool"] == "memory_delete_everything"
 
 
+@pytest.mark.slow
 async def test_null_for_an_optional_argument_means_not_given(mcp: Session) -> None:
     stored = await mcp.ok("memory_add", content="Tea at five.", speaker=None, category=None, user_id=None)
     assert "speaker" not in stored
@@ -338,7 +344,7 @@ async def test_tools_call_the_service_off_the_event_loop_and_omit_absent_argumen
     assert calls == [
         ("speakers_list", {}),
         ("speakers_list", {"user_id": "Alice"}),
-        ("store_create", {"user_id": "default"}),
+        ("store_create", {}),  # the core defaults the store itself
         ("stores_list", {}),
     ]
     loop_thread = threading.current_thread().name
@@ -346,6 +352,7 @@ async def test_tools_call_the_service_off_the_event_loop_and_omit_absent_argumen
 
 
 # A fresh interpreter: what an import loads shows only in a process that loaded nothing before.
+@pytest.mark.slow
 def test_importing_the_mcp_face_loads_no_storage_or_model_code() -> None:
     code = (
         "import sys, wontopos_mcp.mcp.server\n"

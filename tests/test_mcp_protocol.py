@@ -47,6 +47,7 @@ async def test_tools_list_names_exactly_the_contract_tools(mcp: Session) -> None
     assert set(mcp.tools) == TOOLS
 
 
+@pytest.mark.slow
 async def test_reads_are_marked_read_only_and_deletes_destructive(mcp: Session) -> None:
     for name, tool in mcp.tools.items():
         hints = tool.annotations
@@ -184,6 +185,7 @@ async def test_speaker_register_answers_registered_then_exists(mcp: Session) -> 
     assert listed["count"] == 1
 
 
+@pytest.mark.slow
 async def test_search_with_speaker_returns_only_that_speakers_words(mcp: Session) -> None:
     await _register(mcp, "Bob", "Alice")
     bob = await mcp.ok("memory_add", content="The deadline moved to Tuesday.", speaker="Bob")
@@ -215,6 +217,7 @@ async def test_search_with_speaker_returns_only_that_speakers_words(mcp: Session
     assert "superseded_by" not in untagged_record
 
 
+@pytest.mark.slow
 async def test_notes_stored_one_by_one_are_not_a_conversation(mcp: Session) -> None:
     """The budget note before Bob's plants memory lends it nothing: Bob's own budget
     answer comes first (with store order as a conversation, the plants memory won)."""
@@ -242,6 +245,7 @@ async def test_restating_a_memory_answers_duplicate_and_stores_nothing(mcp: Sess
     assert listed["next_cursor"] is None
 
 
+@pytest.mark.slow
 async def test_memory_add_keeps_event_date_category_and_conversation(mcp: Session) -> None:
     added = await mcp.ok(
         "memory_add",
@@ -257,6 +261,7 @@ async def test_memory_add_keeps_event_date_category_and_conversation(mcp: Sessio
     assert memory["conversation_id"] == "standup-0412"
 
 
+@pytest.mark.slow
 async def test_by_speaker_pages_newest_first_and_forget_needs_the_current_count(mcp: Session) -> None:
     await _register(mcp, "Bob")
     ids = []
@@ -291,6 +296,7 @@ async def test_by_speaker_pages_newest_first_and_forget_needs_the_current_count(
     assert (await mcp.ok("speakers_list"))["speakers"][0]["memories"] == 0
 
 
+@pytest.mark.slow
 async def test_get_list_supersede_and_forget_one_memory(mcp: Session) -> None:
     old = await mcp.ok("memory_add", content="The team meets on Fridays.", category="schedule")
     new = await mcp.ok("memory_supersede", memory_id=old["id"], content="The team meets on Thursdays.")
@@ -342,6 +348,7 @@ async def test_speaker_remove_untags_the_memories_it_leaves(mcp: Session) -> Non
     assert (await mcp.ok("speakers_list"))["speakers"] == []
 
 
+@pytest.mark.slow
 async def test_stores_are_created_listed_isolated_and_deleted(mcp: Session) -> None:
     assert await mcp.ok("store_create", user_id="Alice") == {"user_id": "Alice", "status": "created"}
     assert (await mcp.ok("store_create", user_id="alice"))["status"] == "exists"
@@ -361,6 +368,7 @@ async def test_stores_are_created_listed_isolated_and_deleted(mcp: Session) -> N
     await mcp.refused("memory_list", {"user_id": "alice"}, status=404, type="not_found_error")
 
 
+@pytest.mark.slow
 async def test_memory_add_messages_stores_each_message_under_its_speaker(mcp: Session) -> None:
     await _register(mcp, "Bob")
     answer = await mcp.ok(
@@ -392,6 +400,7 @@ async def test_memory_add_messages_stores_each_message_under_its_speaker(mcp: Se
     assert (await mcp.ok("memory_list"))["count"] == 3
 
 
+@pytest.mark.slow
 async def test_memory_recall_answers_turns_memories_and_the_lines_around_the_best(mcp: Session) -> None:
     await _register(mcp, "Bob")
     said = [
@@ -524,6 +533,7 @@ TRICKY_NAMES = [
 ]
 
 
+@pytest.mark.slow
 async def test_injection_like_speaker_names_work_as_plain_names(mcp: Session) -> None:
     await _register(mcp, "Bob", *TRICKY_NAMES)
     ids = {}
@@ -565,6 +575,7 @@ async def test_initialize_and_tools_list_never_wait_for_the_model(tmp_path, gate
         service.close()
 
 
+@pytest.mark.slow
 async def test_while_the_model_loads_embedding_calls_answer_503_and_the_rest_answer(tmp_path, gate) -> None:
     service = open_loading_service(tmp_path, gate, model_wait=0.2)
     try:

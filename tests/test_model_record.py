@@ -40,6 +40,7 @@ def test_a_database_without_vectors_yet_accepts_any_model(make_service: Any, tmp
     assert Store(str(tmp_path / "db")).check_model("any-model") is None
 
 
+@pytest.mark.slow
 def test_names_compare_as_loading_resolves_them(tmp_path: Path, model_cache: Path, embedder: Any) -> None:
     """``--embed-model MULTILINGUAL-E5-SMALL-Q4`` loads the default model and records its
     id; the same flag opens the database again (one function, ``model_key``, for both)."""
@@ -71,6 +72,7 @@ def _export_line(tmp_path: Path, content: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_the_flag_that_built_a_database_in_capitals_opens_it_again(
     tmp_path: Path, model_cache: Path, embedder: Any
 ) -> None:
@@ -97,6 +99,7 @@ def foreign_db(tmp_path: Path, model_cache: Path) -> Path:
     return db
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [pytest.param(["import", "EXPORT", "--user", "alice"], id="import"),
@@ -117,6 +120,7 @@ def test_a_command_that_embeds_refuses_a_database_built_with_another_model(
     assert not (foreign_db / "chunks.lance").exists(), "nothing was embedded into it"
 
 
+@pytest.mark.slow
 def test_a_command_that_embeds_nothing_still_reads_a_database_of_another_model(
     foreign_db: Path, model_cache: Path
 ) -> None:
@@ -125,6 +129,7 @@ def test_a_command_that_embeds_nothing_still_reads_a_database_of_another_model(
     assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["default", "alice"]
 
 
+@pytest.mark.slow
 def test_the_library_refuses_a_database_built_with_another_model(
     foreign_db: Path, model_cache: Path, embedder: Any
 ) -> None:

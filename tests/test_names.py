@@ -119,6 +119,7 @@ def test_an_invisible_character_anywhere_in_any_name_is_refused_naming_the_speak
         check_person(name[:at] + invisible + name[at:], field="new_name")
 
 
+@pytest.mark.slow
 @settings(max_examples=15)  # each example is a real register, write, read and search
 @given(valid_names())
 def test_any_valid_name_is_the_same_person_from_registration_to_search(service: Any, raw: str) -> None:
@@ -159,6 +160,7 @@ def test_eighty_composed_characters_fit_even_when_written_decomposed() -> None:
     assert check_speaker("e\u0301" * 80) == "\u00e9" * 80
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("raw", ["  Bob", "Bob  ", "\tBob\n", "\u3000Bob\u00a0", "\r\nBob\r\n", " Bob "])
 def test_white_space_around_a_name_is_trimmed_so_it_is_the_same_person(service: Any, raw: str) -> None:
     service.speaker_register("Bob")
@@ -319,6 +321,7 @@ def test_bob_and_bob_in_lower_case_are_two_people(service: Any) -> None:
 CYRILLIC_BOB, GREEK_BOB = "\u0412\u043eb", "\u0392\u03bfb"
 
 
+@pytest.mark.slow
 def test_a_name_like_a_registered_one_is_another_person_and_the_answer_says_which(service: Any) -> None:
     """Through the library: equal after case-folding or after mapping look-alike letters
     to one skeleton is registered (two people) with ``similar_to``; a digit for a letter
@@ -345,6 +348,7 @@ def test_a_name_like_a_registered_one_is_another_person_and_the_answer_says_whic
     assert mem.by_speaker("Bob")["memories"] == []  # look-alikes are never the same person
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_similar_to_reaches_mcp_clients_and_validates_against_the_declared_schema(service: Any) -> None:
     async with mcp_session(service) as mcp:
@@ -369,6 +373,7 @@ async def test_similar_to_reaches_mcp_clients_and_validates_against_the_declared
         assert [s["speaker"] for s in listed["speakers"]] == ["Ann", "\u0410nn"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["さくら", "Иван", "하늘", "Bob", "Zoë"])
 def test_names_in_any_script_behave_identically(service: Any, name: str) -> None:
     assert service.speaker_register(name)["status"] == "registered"

@@ -18,6 +18,7 @@ import itertools
 from collections import defaultdict
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import SteppableClock, walk_by_speaker
@@ -66,6 +67,7 @@ def assert_newest_first(memories: list[dict[str, Any]]) -> None:
     assert stamps == sorted(stamps, reverse=True)
 
 
+@pytest.mark.slow
 @settings(max_examples=5)
 @given(writes=WRITES, limits=st.lists(st.integers(min_value=5, max_value=20), min_size=3, max_size=3))
 def test_walking_by_speaker_returns_each_memory_of_that_speaker_once_newest_first(
@@ -84,6 +86,7 @@ def test_walking_by_speaker_returns_each_memory_of_that_speaker_once_newest_firs
         assert walked_ids == list(reversed(said[speaker]))
 
 
+@pytest.mark.slow
 @settings(max_examples=5)
 @given(
     writes=WRITES,
@@ -118,6 +121,7 @@ def test_a_walk_stays_exact_while_new_memories_arrive_between_pages(
     assert_newest_first(walked)
 
 
+@pytest.mark.slow
 @settings(max_examples=5)
 @given(
     writes=WRITES,

@@ -128,6 +128,7 @@ def orphan_documents(table: Path, latest: Any) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_forgotten_memories_leave_every_file_and_version(svc: MemoryService, tmp_path: Path) -> None:
     ids = remember(svc)
     assert traces(tmp_path / "db", TRACES)  # there before: the search can find them
@@ -139,6 +140,7 @@ def test_forgotten_memories_leave_every_file_and_version(svc: MemoryService, tmp
     assert len(svc.memory_search("filler note about the garden")["memories"]) == 10
 
 
+@pytest.mark.slow
 def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
     make_purging: Callable[..., MemoryService], tmp_path: Path
 ) -> None:
@@ -157,6 +159,7 @@ def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
     assert traces(tmp_path / "db", TRACES) == []
 
 
+@pytest.mark.slow
 def test_a_speakers_forgotten_memories_leave_the_disk(svc: MemoryService, tmp_path: Path) -> None:
     svc.speaker_register("Bob")
     remember(svc, speaker="Bob")
@@ -166,6 +169,7 @@ def test_a_speakers_forgotten_memories_leave_the_disk(svc: MemoryService, tmp_pa
     assert traces(tmp_path / "db", TRACES) == []
 
 
+@pytest.mark.slow
 def test_a_deleted_store_leaves_the_disk_with_its_id(svc: MemoryService, tmp_path: Path) -> None:
     svc.store_create("zstoreqq")
     svc.speaker_register(GONE, user_id="zstoreqq")
@@ -175,6 +179,7 @@ def test_a_deleted_store_leaves_the_disk_with_its_id(svc: MemoryService, tmp_pat
     assert traces(tmp_path / "db", (*TRACES, "zstoreqq", GONE)) == []
 
 
+@pytest.mark.slow
 def test_delete_all_leaves_nothing_of_the_stores_memories(svc: MemoryService, tmp_path: Path) -> None:
     svc.store_create("alice")
     remember(svc, user_id="alice")
@@ -198,6 +203,7 @@ def tagged_by_gone(svc: MemoryService) -> dict[str, Any]:
     return svc.memory_add_messages(messages, idempotency=svc.idempotency("k-messages", "both"))
 
 
+@pytest.mark.slow
 def test_a_merged_away_name_leaves_the_disk(svc: MemoryService, tmp_path: Path) -> None:
     tagged_by_gone(svc)
     count = svc.by_speaker(GONE)["records_to_delete"]
@@ -207,6 +213,7 @@ def test_a_merged_away_name_leaves_the_disk(svc: MemoryService, tmp_path: Path) 
     assert svc.speakers_list()["speakers"][0]["memories"] == 4
 
 
+@pytest.mark.slow
 def test_a_renamed_name_leaves_the_disk_and_replays_name_the_new_one(svc: MemoryService, tmp_path: Path) -> None:
     first = tagged_by_gone(svc)
     svc.speaker_rename(GONE, "Zed")
@@ -221,6 +228,7 @@ def test_a_renamed_name_leaves_the_disk_and_replays_name_the_new_one(svc: Memory
     assert again == {**first, "results": again["results"], "replayed": True}
 
 
+@pytest.mark.slow
 def test_a_removed_name_leaves_the_disk(svc: MemoryService, tmp_path: Path) -> None:
     tagged_by_gone(svc)
     assert svc.speaker_remove(GONE)["memories_untagged"] == 3
@@ -229,6 +237,7 @@ def test_a_removed_name_leaves_the_disk(svc: MemoryService, tmp_path: Path) -> N
     assert svc.memory_list()["count"] == 20  # the memories stay, untagged
 
 
+@pytest.mark.slow
 def test_a_purge_left_due_by_a_stopped_process_runs_before_the_next_first_answer(
     make_purging: Callable[..., MemoryService], tmp_path: Path
 ) -> None:
@@ -243,6 +252,7 @@ def test_a_purge_left_due_by_a_stopped_process_runs_before_the_next_first_answer
     assert second.store.registry_rows(MARKERS) == []
 
 
+@pytest.mark.slow
 def test_on_object_storage_a_leased_replica_purges_every_object_and_version(
     make_purging: Callable[..., MemoryService], s3_endpoint: str
 ) -> None:

@@ -163,6 +163,7 @@ def _ranked(service: MemoryService, query: str) -> list[str]:
     return [m["content"] for m in service.memory_search(query, speaker="Bob", limit=20)["memories"]]
 
 
+@pytest.mark.slow
 def test_the_reply_after_the_question_that_names_the_topic_comes_first_under_a_filter(
     flat: Callable[[str], MemoryService],
 ) -> None:
@@ -178,6 +179,7 @@ def test_the_reply_after_the_question_that_names_the_topic_comes_first_under_a_f
         assert set(ids(said)) == {lisbon[1], aquarium[1], others[0], others[1]}  # all four of Bob's, no more
 
 
+@pytest.mark.slow
 def test_a_forgotten_memory_lends_its_words_to_nothing(flat: Callable[[str], MemoryService]) -> None:
     forgot, never = flat("forgot"), flat("never")
     question = _say(forgot, "c1", LISBON)[0]
@@ -192,6 +194,7 @@ def test_a_forgotten_memory_lends_its_words_to_nothing(flat: Callable[[str], Mem
     assert _ranked(forgot, "Lisbon loved")[0] == AQUARIUM[1][1]
 
 
+@pytest.mark.slow
 def test_a_superseded_memory_lends_its_words_to_nothing(flat: Callable[[str], MemoryService]) -> None:
     corrected, never = flat("corrected"), flat("never")
     question = _say(corrected, "c1", LISBON)[0]
@@ -207,6 +210,7 @@ def test_a_superseded_memory_lends_its_words_to_nothing(flat: Callable[[str], Me
     assert _ranked(corrected, "Lisbon loved")[0] == AQUARIUM[1][1]
 
 
+@pytest.mark.slow
 def test_a_memory_stored_without_a_conversation_borrows_nothing_from_the_one_before(
     flat: Callable[[str], MemoryService],
 ) -> None:
@@ -233,6 +237,7 @@ def test_a_conversation_lends_nothing_to_a_memory_stored_between_its_turns(
     assert question not in said
 
 
+@pytest.mark.slow
 def test_the_best_match_lifts_the_rest_of_its_conversation(flat: Callable[[str], MemoryService]) -> None:
     service = flat("db")  # cosine ties everything; the two picnics tie on full text and neighbours
     c1 = [("Bob", "The lighthouse trip was in June."), ("Alice", "Nice weather."), ("Bob", "A picnic with apples.")]
@@ -242,6 +247,7 @@ def test_the_best_match_lifts_the_rest_of_its_conversation(flat: Callable[[str],
     assert said == [lighthouse, apples, grapes]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ["Lisbon", "aquarium", "When did Bob see the aquarium?", "kitchen"])
 def test_a_three_memory_speaker_gets_exactly_its_three_whatever_the_context_says(
     service: MemoryService, query: str
@@ -304,6 +310,7 @@ RETIRE: dict[str, Callable[[MemoryService, str], object]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retired", RETIRE)
 def test_under_a_filter_the_reply_to_the_best_match_outside_it_is_found(tmp_path: Path, retired: str) -> None:
     axis, topic = np.eye(8, dtype=np.float32)[:2]

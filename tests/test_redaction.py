@@ -390,6 +390,7 @@ def _of_length(unit: str, n: int) -> str:
     return (unit * (n // len(unit) + 1))[:n]
 
 
+@pytest.mark.slow
 def test_redacting_200k_characters_of_any_shape_costs_at_most_20_times_prose() -> None:
     """SPEC: linear whatever the text. A pattern that backtracks quadratically takes
     minutes on these (128,000 characters of ``sk-`` took 46 s before); linear ones take
@@ -407,6 +408,7 @@ def test_redacting_200k_characters_of_any_shape_costs_at_most_20_times_prose() -
     assert slow == {}
 
 
+@pytest.mark.slow
 def test_no_rule_is_slow_on_its_own_literal_repeated() -> None:
     """Each rule's literals, repeated alone or with a space, 20,000 characters: the texts
     that make a rule try itself at every position (a quadratic rule takes a second or
@@ -488,6 +490,7 @@ def _nothing_kept(svc: MemoryService, db: Path, user_id: str | None = None) -> N
         assert not _files_hold(db, secret), secret
 
 
+@pytest.mark.slow
 def test_every_kind_is_redacted_from_content_before_it_is_stored(redacting: MemoryService, tmp_path: Path) -> None:
     for kind, template, secret in SECRETS:
         answer = redacting.memory_add(_text(template, secret))
@@ -498,6 +501,7 @@ def test_every_kind_is_redacted_from_content_before_it_is_stored(redacting: Memo
     _nothing_kept(redacting, tmp_path / "db")
 
 
+@pytest.mark.slow
 def test_every_kind_is_redacted_from_messages_and_from_add_turn(redacting: MemoryService, tmp_path: Path) -> None:
     redacting.speaker_register("Bob")
     messages = [
@@ -515,6 +519,7 @@ def test_every_kind_is_redacted_from_messages_and_from_add_turn(redacting: Memor
     assert not _files_hold(tmp_path / "db", "pa55-turn-1")
 
 
+@pytest.mark.slow
 def test_every_kind_is_redacted_from_a_bulk_text_and_a_batch(redacting: MemoryService, tmp_path: Path) -> None:
     blob = "\n\n".join(_text(t, s) for _, t, s in SECRETS)
     encrypted = (
@@ -550,6 +555,7 @@ def test_a_supersede_is_redacted_and_duplicates_see_only_the_redacted_text(redac
     _no_secret_in(all_memories(redacting), ["first-pass-11", "other-pass-22", "third-pass-33"])
 
 
+@pytest.mark.slow
 def test_a_write_without_secrets_carries_no_redacted_key(redacting: MemoryService) -> None:
     for text in CLEAN:
         answer = redacting.memory_add(text)
@@ -571,6 +577,7 @@ def test_off_by_default_a_secret_is_stored_verbatim_and_the_file_grep_finds_it(
 # -- MCP and REST -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mcp_answers_list_what_was_redacted_and_validate_against_their_schemas(
     redacting: MemoryService, tmp_path: Path
@@ -599,6 +606,7 @@ def live(tmp_path: Path, embedder: Any) -> Iterator[Any]:
         yield live
 
 
+@pytest.mark.slow
 def test_rest_through_the_sdk_redacts_store_turn_bulk_and_update(live: Any, tmp_path: Path) -> None:
     with wontopos.Client(api_key=KEY, base_url=live.url, deadline=60) as mem:
         mem.create_store("rest")
@@ -616,6 +624,7 @@ def test_rest_through_the_sdk_redacts_store_turn_bulk_and_update(live: Any, tmp_
         assert not _files_hold(tmp_path / "db", _secret(kind)), kind
 
 
+@pytest.mark.slow
 def test_rest_idempotency_fingerprints_hash_the_redacted_body(live: Any, tmp_path: Path) -> None:
     """A retry whose secret differs would store the same text, so it replays; and the
     database keeps the hash of the redacted body, never one of the secret's (which a

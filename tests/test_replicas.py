@@ -42,6 +42,8 @@ import pytest
 from s3_emulator import S3Emulator, free_port
 from support import KEY, server_env
 
+pytestmark = [pytest.mark.process, pytest.mark.emulator]
+
 LIMIT = 5
 LEASE_TTL_MS = 3_000
 START_TIMEOUT = 180.0  # two processes importing LanceDB and loading the model on 2 cores

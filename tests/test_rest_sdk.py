@@ -47,6 +47,7 @@ def store(mem: wontopos.Client) -> str:
 # --- the SDK's own speaker example ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_sdks_speaker_example_works_unchanged(mem: wontopos.Client, store: str) -> None:
     registered = mem.add_speaker("Bob", user_id=store)
     assert registered["status"] == "registered"
@@ -86,6 +87,7 @@ def test_add_speaker_names_the_look_alikes_and_refuses_an_invisible_character(me
     assert mem.list_speakers(user_id=store)["count"] == 2
 
 
+@pytest.mark.slow
 def test_search_answers_what_the_sdk_reads_and_never_another_speakers_words(mem: wontopos.Client, store: str) -> None:
     mem.add_speaker("Ana", user_id=store)
     mem.add_speaker("Ben", user_id=store)
@@ -104,6 +106,7 @@ def test_search_answers_what_the_sdk_reads_and_never_another_speakers_words(mem:
     assert refused.value.details["field"] == "verify"
 
 
+@pytest.mark.slow
 def test_by_speaker_pages_with_before_and_skip_ids_return_every_memory_once(mem: wontopos.Client, store: str) -> None:
     mem.add_speaker("Chen", user_id=store)
     facts = [
@@ -151,6 +154,7 @@ def test_stores_are_created_listed_and_deleted(mem: wontopos.Client) -> None:
     assert missing.value.type == "not_found_error"
 
 
+@pytest.mark.slow
 def test_get_list_update_delete_and_delete_all(mem: wontopos.Client, store: str) -> None:
     mem.add_speaker("Dana", user_id=store)
     first = mem.add("Dana's flight lands at 10 pm", user_id=store, speaker="Dana", category="travel")
@@ -210,6 +214,7 @@ def test_add_turn_and_recall(mem: wontopos.Client, store: str) -> None:
 # --- errors as the SDK's typed exceptions --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_errors_arrive_as_the_sdks_typed_exceptions_with_their_fields(mem: wontopos.Client, store: str) -> None:
     for name in ("P1", "P2", "P3"):
         mem.add_speaker(name, user_id=store)
@@ -349,6 +354,7 @@ def _without_required() -> list[tuple[Any, str, str]]:
     return cases
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("endpoint", "name", "how"), _without_required(), ids=lambda x: x if isinstance(x, str) else f"{x.method} {x.path}"
 )

@@ -71,6 +71,7 @@ def test_case_width_spacing_contractions_and_fillers_in_their_place_still_restat
     assert restatement_key(a) == restatement_key(b)
 
 
+@pytest.mark.slow
 def test_a_one_detail_pair_is_stored_twice_and_a_restatement_once_through_the_service(
     service: MemoryService,
 ) -> None:

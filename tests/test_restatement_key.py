@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,6 +55,7 @@ def _agree(a: str, b: str) -> bool:
 # -- the key and the decision never drift ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_two_texts_of_a_language_have_one_key_exactly_when_one_restates_the_other():
     """All pairs within each language of both sets, restatements and changes crossed."""
     disagree, restated = [], 0
@@ -122,6 +124,7 @@ MUTATIONS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400)  # a pure function: hundreds of examples cost a fraction of a second
 @given(
     pair=st.sampled_from(PAIRS),
@@ -166,6 +169,7 @@ def test_the_key_is_a_32_character_hex_digest_like_the_duplicate_key():
 # -- the service: exhaustive, and the same for bulk writes -----------------------------------------
 
 
+@pytest.mark.slow
 def test_a_restatement_is_caught_behind_two_hundred_closer_vectors(service: MemoryService) -> None:
     """The stored memory is not among the new text's nearest 8 by vector (200 one-number
     variants are closer): a nearest-k candidate search would store the restatement again."""

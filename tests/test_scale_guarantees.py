@@ -134,6 +134,7 @@ def where(speaker: str | None = None) -> str:
 # -- (a) index creation ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_upkeep_builds_the_vector_index_once_the_table_passes_its_threshold(world: World) -> None:
     # The commits' own upkeep (maintenance) builds it once the rows pass INDEX_MIN and an
     # index update falls due; no explicit maintain() call is needed.
@@ -220,6 +221,7 @@ def test_the_indexed_search_of_a_large_scope_finds_the_same_top_ten_as_exact_sea
 # -- (c) maintenance never loses or duplicates rows ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_maintenance_interleaved_with_adds_supersedes_and_forgets_never_loses_or_duplicates_a_row(
     tmp_path: Path, embedder: Any
 ) -> None:
@@ -283,6 +285,7 @@ def test_maintenance_interleaved_with_adds_supersedes_and_forgets_never_loses_or
 # -- (d) full text inside the speaker scope --------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("query", "kens", "mias"),
     [
@@ -351,6 +354,7 @@ def recorded_index_size(store: Store) -> int | None:
     return int(rows[0]["value"]) if rows else None
 
 
+@pytest.mark.slow
 def test_the_vector_index_is_built_again_once_the_table_has_grown_tenfold(tmp_path: Path, embedder: Any) -> None:
     service = make_service(tmp_path / "db", embedder)
     store = service.store
@@ -405,6 +409,7 @@ def test_a_database_from_before_the_bitmap_and_the_restatement_key_is_upgraded_o
     service.close()
 
 
+@pytest.mark.slow
 def test_rows_read_by_a_row_id_that_compaction_moved_are_still_the_right_memories(
     tmp_path: Path, embedder: Any
 ) -> None:

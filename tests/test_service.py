@@ -47,6 +47,7 @@ from wontopos_mcp.storage.adapter import Store
 # -- stores ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_default_store_always_exists_and_is_used_when_no_store_is_named(face: ServiceFace) -> None:
     assert [s["user_id"] for s in face.stores()] == ["default"]
     added = face.add("The wifi password is on the fridge.")
@@ -137,6 +138,7 @@ def test_nothing_crosses_from_one_store_to_another(face: ServiceFace) -> None:
 # -- speakers ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_speaker_limit_is_counted_at_registration_only(make_face: Callable[..., ServiceFace]) -> None:
     face = make_face(speaker_limit=3)
     for count, name in enumerate(["Ann", "Ben", "Cid"], start=1):
@@ -165,6 +167,7 @@ def test_removing_a_speaker_frees_a_place_under_the_limit(make_face: Callable[..
         face.register("Ann")
 
 
+@pytest.mark.slow
 def test_a_lower_limit_on_reopening_never_refuses_storing_or_searching(
     make_service: Callable[..., MemoryService],
 ) -> None:
@@ -195,6 +198,7 @@ def test_reading_by_an_unregistered_name_is_404_with_the_speaker(face: ServiceFa
         face.search("anything", speaker="Bob") if read == "search" else face.by_speaker("Bob")
 
 
+@pytest.mark.slow
 def test_removing_a_speaker_keeps_its_memories_and_untags_them(face: ServiceFace) -> None:
     face.register("Bob")
     kept = face.add("Bob walks to work.", speaker="Bob")["id"]
@@ -219,6 +223,7 @@ def test_removing_an_unregistered_name_is_404(face: ServiceFace) -> None:
         face.remove("Bob")
 
 
+@pytest.mark.slow
 def test_speakers_list_counts_memories_superseded_included_and_never_lists_me(clocked_face: ServiceFace) -> None:
     clocked_face.register("Bob")
     clocked_face.register("Alice")
@@ -236,6 +241,7 @@ def test_speakers_list_counts_memories_superseded_included_and_never_lists_me(cl
 # -- the memory record --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_memory_has_every_field_spec_names_and_omits_the_empty_ones(
     clocked_face: ServiceFace, clock: SteppableClock
 ) -> None:
@@ -278,6 +284,7 @@ def test_a_memory_has_every_field_spec_names_and_omits_the_empty_ones(
     }
 
 
+@pytest.mark.slow
 def test_no_read_ever_answers_null(clocked_face: ServiceFace) -> None:
     clocked_face.register("Bob")
     old = clocked_face.add("Bob's bike is green.", speaker="Bob")["id"]
@@ -312,6 +319,7 @@ def test_content_of_32000_characters_is_stored_and_32001_is_refused_with_max_cha
     assert service.memory_list()["count"] == 1
 
 
+@pytest.mark.slow
 def test_a_sentence_too_long_for_the_model_is_split_again(service: MemoryService, embedder: Any) -> None:
     words = " ".join(f"word{i}" for i in range(embedder.max_chars))  # several model budgets, no sentence end
     stored = service.memory_add(words)
@@ -320,6 +328,7 @@ def test_a_sentence_too_long_for_the_model_is_split_again(service: MemoryService
     assert service.by_speaker("me")["records_to_delete"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("content", "chunks"),
     [
@@ -351,6 +360,7 @@ FACTS = [
 ]
 
 
+@pytest.mark.slow
 def test_search_returns_exactly_min_of_limit_and_scope_each_memory_once(face: ServiceFace) -> None:
     for fact in FACTS:
         face.add(fact)
@@ -362,6 +372,7 @@ def test_search_returns_exactly_min_of_limit_and_scope_each_memory_once(face: Se
     assert len(face.search("anything at all")) == 7
 
 
+@pytest.mark.slow
 def test_search_counts_memories_not_chunks(service: MemoryService) -> None:
     """One long memory whose every chunk matches must not crowd the others out of the answer."""
     long_one = " ".join(f"Miso the cat did trick number {i}." for i in range(30))
@@ -374,6 +385,7 @@ def test_search_counts_memories_not_chunks(service: MemoryService) -> None:
     assert set(found) - {many["id"]} <= others
 
 
+@pytest.mark.slow
 def test_search_puts_the_best_match_first(face: ServiceFace) -> None:
     added = {fact: face.add(fact)["id"] for fact in FACTS}
     assert face.search("What is the name of my cat?", limit=5)[0]["id"] == added["My cat is called Miso."]
@@ -384,6 +396,7 @@ def test_search_puts_the_best_match_first(face: ServiceFace) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_speaker_filter_returns_only_that_speakers_words_even_when_another_is_closer(
     service: MemoryService,
 ) -> None:
@@ -404,6 +417,7 @@ def test_a_speaker_filter_returns_only_that_speakers_words_even_when_another_is_
     assert {m["speaker"] for m in said["memories"]} == {"Bob"}
 
 
+@pytest.mark.slow
 def test_a_three_memory_speaker_among_sixty_gets_all_three(service: MemoryService) -> None:
     colours = ["red", "green", "blue", "yellow", "purple", "orange"]
     service.speaker_register("Alice")
@@ -462,6 +476,7 @@ def test_filter_by_categories(face: ServiceFace) -> None:
     assert face.search("what to do", filters={"categories": ["nothing-here"]}) == []
 
 
+@pytest.mark.slow
 def test_filter_by_when_it_happened_falls_back_to_when_it_was_stored(
     clocked_face: ServiceFace, clock: SteppableClock
 ) -> None:
@@ -496,6 +511,7 @@ def test_filter_by_when_it_was_stored_with_a_plain_day_as_the_whole_day(
     ) == [first]
 
 
+@pytest.mark.slow
 def test_filter_by_minimum_importance_includes_a_memory_at_exactly_that_importance(face: ServiceFace) -> None:
     texts = [
         "ok",
@@ -612,6 +628,7 @@ def test_a_person_repeating_themselves_in_one_conversation_is_two_turns(service:
     assert service.memory_add("OK!")["duplicate_of"] == alone["id"]  # no conversation: shares none
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("stored", "changed"),
     [
@@ -647,6 +664,7 @@ def test_restating_a_superseded_memory_stores_it_again(service: MemoryService) -
 # -- by_speaker ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_by_speaker_is_newest_first_and_counts_every_chunk_of_that_speaker(
     clocked_face: ServiceFace, clock: SteppableClock
 ) -> None:
@@ -678,6 +696,7 @@ def test_by_speaker_is_newest_first_and_counts_every_chunk_of_that_speaker(
     assert (page["has_more"], page["next_before"], page["next_skip_ids"]) == (False, None, [])
 
 
+@pytest.mark.slow
 def test_by_speaker_counts_all_chunks_even_when_the_page_shows_few(
     clocked_face: ServiceFace, clock: SteppableClock
 ) -> None:
@@ -694,6 +713,7 @@ def test_by_speaker_counts_all_chunks_even_when_the_page_shows_few(
     assert page["next_skip_ids"] == [page["memories"][-1]["id"]]
 
 
+@pytest.mark.slow
 def test_by_speaker_pages_through_memories_that_share_one_timestamp(clocked_face: ServiceFace) -> None:
     clocked_face.register("Bob")
     written = {clocked_face.add(f"Bob's note number {i}.", speaker="Bob")["id"] for i in range(12)}
@@ -732,6 +752,7 @@ def test_an_unknown_memory_is_404_with_its_id_for_get_forget_and_supersede(face:
                 call()
 
 
+@pytest.mark.slow
 def test_memory_list_is_oldest_first_with_superseded_ones_flagged_and_pages_by_cursor(
     clocked_face: ServiceFace, clock: SteppableClock
 ) -> None:
@@ -757,6 +778,7 @@ def test_memory_list_is_oldest_first_with_superseded_ones_flagged_and_pages_by_c
     assert walked[2]["superseded_by"] == newest
 
 
+@pytest.mark.slow
 def test_a_memory_stored_after_a_cursor_was_handed_out_is_reached_by_following_it(face: ServiceFace) -> None:
     """The cursor marks a place in the store's write order; what is written later comes later,
     even when the memories around the cursor were forgotten meanwhile."""
@@ -776,6 +798,7 @@ def test_a_bad_cursor_is_refused(face: ServiceFace, cursor: Any) -> None:
         face.list(cursor=cursor)
 
 
+@pytest.mark.slow
 def test_forgetting_a_memory_removes_it_from_every_read(face: ServiceFace) -> None:
     face.register("Bob")
     gone = face.add("Bob's PIN is 4321.", speaker="Bob")["id"]
@@ -816,6 +839,7 @@ def test_only_the_current_version_can_be_superseded(face: ServiceFace) -> None:
         face.supersede(old, "The wifi is called Home-3.")
 
 
+@pytest.mark.slow
 def test_forgetting_the_newest_version_makes_its_predecessor_current_again(face: ServiceFace) -> None:
     old = face.add("The gate code is 1111.")["id"]
     new = face.supersede(old, "The gate code is 2222.")["id"]
@@ -827,6 +851,7 @@ def test_forgetting_the_newest_version_makes_its_predecessor_current_again(face:
     assert face.supersede(old, "The gate code is 3333.")["status"] == "stored"
 
 
+@pytest.mark.slow
 def test_forgetting_a_middle_version_never_revives_an_older_one(face: ServiceFace) -> None:
     """A -> B -> C, then forget B: C is still the one current version, A stays retired."""
     a = face.add("The plan is version A.")["id"]
@@ -838,6 +863,7 @@ def test_forgetting_a_middle_version_never_revives_an_older_one(face: ServiceFac
     assert ids(face.search("what is the plan?")) == [c]
 
 
+@pytest.mark.slow
 def test_forgetting_by_speaker_needs_the_current_records_to_delete(face: ServiceFace) -> None:
     face.register("Bob")
     face.register("Alice")
@@ -937,6 +963,7 @@ REFUSED_CALLS: dict[str, tuple[int, Callable[[MemoryService, dict[str, Any]], An
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", REFUSED_CALLS.values(), ids=REFUSED_CALLS.keys())
 def test_a_failed_call_changes_nothing(populated: dict[str, Any], case: tuple[int, Callable[..., Any]]) -> None:
     status, call = case
@@ -978,6 +1005,7 @@ def test_the_library_names_update_fields_as_the_sdk_does(mem: Memory) -> None:
         mem.update(old, "")
 
 
+@pytest.mark.slow
 def test_the_library_get_and_delete_take_an_id_alone_or_a_store_and_an_id(mem: Memory) -> None:
     mem.create_store("alice")
     here = mem.add("In the default store.")["id"]
@@ -992,15 +1020,20 @@ def test_the_library_get_and_delete_take_an_id_alone_or_a_store_and_an_id(mem: M
     assert mem.list_memories("alice")["memories"] == []
 
 
-def test_the_library_add_takes_metadata_or_keywords_and_refuses_unknown_ones(mem: Memory) -> None:
+def test_the_library_add_takes_metadata_or_keywords_and_drops_and_lists_unknown_ones(mem: Memory) -> None:
     mem.add_speaker("Bob")
     via_metadata = mem.add("Bob plays chess.", metadata={"speaker": "Bob", "category": "hobby"})
     assert via_metadata["speaker"] == "Bob"
     assert mem.get(via_metadata["id"])["category"] == "hobby"
     via_keywords = mem.add("Bob plays go.", metadata={"speaker": "me"}, speaker="Bob", event_date="2026-01-02")
     assert via_keywords["speaker"] == "Bob"
-    with changes_nothing(mem._service), refused(400, field="colour"):
-        mem.add("Bob likes red.", speaker="Bob", colour="red")
+    dropped = mem.add("Bob likes red.", speaker="Bob", colour="red", metadata={"mood": "calm"})
+    assert dropped["ignored"] == ["colour", "mood"]
+    stored = mem.get(dropped["id"])
+    assert stored["speaker"] == "Bob"
+    assert "colour" not in stored
+    assert "mood" not in stored
+    assert "ignored" not in via_keywords  # only an answer that dropped something lists it
 
 
 def test_the_library_search_returns_a_list_best_first(mem: Memory) -> None:

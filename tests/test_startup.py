@@ -163,6 +163,7 @@ def _made(db: Path, home: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_a_command_on_a_table_lancedb_cannot_read_stops_with_one_line_naming_the_cause(tmp_path: Path) -> None:
     db = tmp_path / "db"
     _made(db, tmp_path)
@@ -199,6 +200,7 @@ def _serve_until_it_stops(db: Path, args: list[str], home: Path) -> tuple[int, s
     return code, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[1]])
 def test_a_server_whose_background_open_fails_stops_with_one_line_and_exit_2(tmp_path: Path, args: list[str]) -> None:
     """The start-up check passes (an empty table directory is writable); LanceDB's open, in
@@ -218,6 +220,7 @@ def test_a_server_whose_background_open_fails_stops_with_one_line_and_exit_2(tmp
     assert "fix:" in lines[0]
 
 
+@pytest.mark.slow
 def test_a_table_this_user_cannot_write_stops_with_one_line_naming_it(tmp_path: Path) -> None:
     """A database copied in read-only: the directory itself is writable, its table is
     not. Root writes through modes, so as root the command runs without its capabilities."""
@@ -277,6 +280,7 @@ def _s3_env(home: Path, endpoint: str, **extra: str) -> dict[str, str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[3]])
 def test_a_missing_bucket_stops_with_one_line_naming_it(tmp_path: Path, s3_endpoint: str, args: list[str]) -> None:
     env = _s3_env(tmp_path, s3_endpoint, AWS_ALLOW_HTTP="true")
@@ -284,6 +288,7 @@ def test_a_missing_bucket_stops_with_one_line_naming_it(tmp_path: Path, s3_endpo
     assert "the bucket 'no-such-bucket' does not exist" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [ENTRY_POINTS[0], ENTRY_POINTS[3]])
 def test_an_http_endpoint_without_allow_http_stops_with_one_line_naming_the_fix(
     tmp_path: Path, s3_endpoint: str, args: list[str]
@@ -294,6 +299,7 @@ def test_an_http_endpoint_without_allow_http_stops_with_one_line_naming_the_fix(
     assert "allow_http" in line
 
 
+@pytest.mark.slow
 def test_allow_http_in_the_storage_options_opens_the_bucket(tmp_path: Path, s3_endpoint: str) -> None:
     """The same endpoint works once WONTOPOS_STORAGE_OPTIONS allows http: the options reach
     both the start-up check and the database itself."""
@@ -320,6 +326,7 @@ def _s3_options(endpoint: str) -> dict[str, str]:
             "aws_access_key_id": "test", "aws_secret_access_key": "test"}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_never_answers_stops_after_the_timeout() -> None:
     with socket.create_server(("127.0.0.1", 0)) as silent:  # connections queue, nothing answers
         endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
@@ -327,6 +334,7 @@ def test_an_endpoint_that_never_answers_stops_after_the_timeout() -> None:
             Store("s3://bucket/db", storage_options=_s3_options(endpoint)).check_usable(timeout=1.0)
 
 
+@pytest.mark.slow
 def test_an_endpoint_nobody_listens_on_is_named_unreachable() -> None:
     endpoint = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(ConfigError, match="its endpoint cannot be reached; fix: check the endpoint"):

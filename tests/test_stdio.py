@@ -24,6 +24,8 @@ from support import REPO, TOOLS, server_env
 
 from wontopos_mcp.mcp.transport import EOF_GRACE, _Unanswered
 
+pytestmark = pytest.mark.process
+
 pytestmark = pytest.mark.anyio
 
 

@@ -36,6 +36,7 @@ def test_a_speaker_registered_or_removed_elsewhere_is_seen_at_once(pair: Any) ->
         b.memory_search("tea", speaker="Bob", user_id="shared")
 
 
+@pytest.mark.slow
 def test_writes_from_two_handles_interleave_in_one_strict_order_and_see_each_others_duplicates(pair: Any) -> None:
     a, b = pair
     written = []

@@ -227,6 +227,7 @@ def test_the_files_load_nothing_from_anywhere_else() -> None:
             assert imported[2:] in files, (name, imported)
 
 
+@pytest.mark.slow
 def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
     page: Any, seen: Requests, live: LiveServer
 ) -> None:
@@ -263,6 +264,7 @@ def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
 # -- the views ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     page: Any, live: LiveServer, api: httpx.Client
 ) -> None:
@@ -295,6 +297,7 @@ def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     expect(untagged.locator(".speaker")).to_have_text("untagged")
 
 
+@pytest.mark.slow
 def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
     page: Any, live: LiveServer, api: httpx.Client
 ) -> None:
@@ -326,6 +329,7 @@ def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
     assert _contents(page)[0] == notes[-1]
 
 
+@pytest.mark.slow
 def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_chain(
     page: Any, live: LiveServer, api: httpx.Client
 ) -> None:
@@ -371,6 +375,7 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
 # -- the destructive flows ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_forget_one_memory_only_after_a_confirm(page: Any, live: LiveServer, api: httpx.Client) -> None:
     from playwright.sync_api import expect
 
@@ -397,6 +402,7 @@ def test_forget_one_memory_only_after_a_confirm(page: Any, live: LiveServer, api
     expect(_row(page, "Ann").locator("td.count")).to_have_text("1")
 
 
+@pytest.mark.slow
 def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     page: Any, live: LiveServer, api: httpx.Client
 ) -> None:
@@ -436,6 +442,7 @@ def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     expect(_row(page, "Eve").locator("td.count")).to_have_text("0")  # the registration stays
 
 
+@pytest.mark.slow
 def test_supersede_a_memory(page: Any, live: LiveServer, api: httpx.Client) -> None:
     from playwright.sync_api import expect
 
@@ -459,6 +466,7 @@ def test_supersede_a_memory(page: Any, live: LiveServer, api: httpx.Client) -> N
     assert newest["content"] == "Ben's meeting is on Tuesday."
 
 
+@pytest.mark.slow
 def test_register_and_remove_a_speaker_and_refusals_shown_as_their_error(
     page: Any, live: LiveServer, api: httpx.Client
 ) -> None:
@@ -500,6 +508,7 @@ def test_register_and_remove_a_speaker_and_refusals_shown_as_their_error(
     expect(_notice(page).locator(".error-message")).to_contain_text("Gina")
 
 
+@pytest.mark.slow
 def test_rename_a_speaker_and_merge_when_the_new_name_is_taken(page: Any, live: LiveServer, api: httpx.Client) -> None:
     from playwright.sync_api import expect
 
@@ -529,6 +538,7 @@ def test_rename_a_speaker_and_merge_when_the_new_name_is_taken(page: Any, live: 
     assert speakers == {"Bob": 1, "Bobby": 1}
 
 
+@pytest.mark.slow
 def test_export_a_store_and_one_speaker_as_jsonl(page: Any, live: LiveServer, api: httpx.Client) -> None:
     from playwright.sync_api import expect
 
@@ -567,6 +577,7 @@ _FOREIGN_WRITE = """async ([url, type, mode]) => {
 }"""
 
 
+@pytest.mark.slow
 def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(
     browser: Any, embedder: Any, tmp_path: Path
 ) -> None:

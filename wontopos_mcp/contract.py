@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from wontopos_mcp.rules import validation as v
 from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS, MAX_BULK_CHARS
@@ -51,6 +51,7 @@ __all__ = [
     "operation",
 ]
 
+Kind = Literal["text", "integer", "flag", "names", "object", "messages"]
 DEFAULT_CATEGORY = "general"  # the category of a memory stored without one (SPEC "Memories")
 
 
@@ -61,7 +62,9 @@ class Param:
     ``default`` is the value the core uses when the parameter is omitted (``None``: no
     value, "not given"); ``low``/``high`` bound an integer; ``max_chars``/``max_items``
     bound text and lists. ``description`` is the copy a model (MCP) or a human (CLI)
-    reads; :attr:`span` adds the range.
+    reads; :attr:`span` adds the range. ``kind`` is the JSON type a face declares:
+    ``text``, ``integer`` (any parameter with a ``low`` bound), ``flag``, ``names`` (a
+    list of strings), ``object`` or ``messages`` (conversation messages).
     """
 
     name: str
@@ -72,6 +75,11 @@ class Param:
     high: int | None = None
     max_chars: int | None = None
     max_items: int | None = None
+    kind: Kind = "text"
+
+    def __post_init__(self) -> None:
+        if self.low is not None:
+            object.__setattr__(self, "kind", "integer")
 
     def integer(self, value: Any) -> int:
         """``value`` checked against this parameter's range: the core's one check of it."""
@@ -182,6 +190,7 @@ MESSAGES = Param(
     required=True,
     max_items=MAX_MESSAGES,
     max_chars=MAX_MESSAGES_CHARS,
+    kind="messages",
 )
 SEARCH_LIMIT = Param("limit", "How many memories to return", default=10, low=5, high=20)
 RECALL_LIMIT = Param("limit", "How many long-term memories to return", default=10, low=5, high=20)
@@ -345,8 +354,9 @@ _TABLE: tuple[Operation, ...] = (
                 "filters",
                 'Narrow the scope: {"categories": [...], "event_from", "event_to" (when it happened), '
                 '"time_from", "time_to" (when stored): YYYY-MM-DD or RFC 3339 with an offset, "min_importance": 0-1}.',
+                kind="object",
             ),
-            Param("include_superseded", "Also return memories a later version replaced.", default=False),
+            Param("include_superseded", "Also return memories a later version replaced.", default=False, kind="flag"),
             AS_OF,
             MAX_CHARS,
             USER_ID,
@@ -392,7 +402,7 @@ _TABLE: tuple[Operation, ...] = (
         (
             SPEAKER, BY_SPEAKER_LIMIT,
             Param("before", "`next_before` from the previous page."),
-            Param("skip_ids", "`next_skip_ids` from the previous page.", max_items=MAX_SKIP_IDS),
+            Param("skip_ids", "`next_skip_ids` from the previous page.", max_items=MAX_SKIP_IDS, kind="names"),
             USER_ID,
         ),
         ("BySpeakerAnswer",),

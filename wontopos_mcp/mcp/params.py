@@ -1,10 +1,12 @@
-"""MCP tool parameters: each one's JSON schema is the documentation a model reads
-(description, range and default from :mod:`contract`); the service checks every value
-again, so these only describe and pre-check.
+"""MCP tool parameters, made from the contract table: each one's JSON schema is the
+documentation a model reads (type, description, range and default from :mod:`contract`,
+by the parameter's ``kind``); the service checks every value again, so these only
+describe and pre-check.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -13,9 +15,7 @@ from pydantic import Field, Strict, WrapValidator
 
 from wontopos_mcp.contract import MAX_CONTENT_CHARS, MAX_MESSAGES, Param, operation
 
-__all__ = [
-    "MaxChars", "Messages", "UserId", "flag", "given", "limit_param", "optional", "optional_text", "required_text",
-]  # fmt: skip
+__all__ = ["parameter"]
 
 
 def _absent_is_none(value: Any, handler: Callable[[Any], Any]) -> Any:
@@ -65,22 +65,6 @@ def flag(description: str) -> Any:
     return Annotated[bool, Strict(), WrapValidator(_absent_is_none), Field(description=description)]
 
 
-def required_text(op: str, name: str) -> Any:
-    return Annotated[str, Field(description=given(op, name))]
-
-
-def given(op: str, name: str) -> str:
-    """A parameter's description, from the contract table."""
-    return operation(op).param(name).description
-
-
-UserId = optional_text(given("speakers_list", "user_id"))
-_budget = operation("memory_search").param("max_chars")
-MaxChars = optional(
-    int, f"{_budget.description} ({_budget.span}).", Strict(), Ge(_budget.low or 1), Le(_budget.high or 1)
-)
-
-
 MESSAGE_ITEM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -110,5 +94,41 @@ def _messages_schema(schema: dict[str, Any]) -> None:
 Messages = Annotated[
     list[Any],
     Strict(),
-    Field(description=given("memory_add_messages", "messages"), json_schema_extra=_messages_schema),
+    Field(
+        description=operation("memory_add_messages").param("messages").description, json_schema_extra=_messages_schema
+    ),
 ]
+
+
+def parameter(param: Param) -> inspect.Parameter:
+    """``param`` as a tool function declares it (keyword-only): the annotation its
+    ``kind`` calls for, and as Python default the table's (shown in the schema) or
+    ``None`` ("not given") for an optional parameter without one."""
+    required = inspect.Parameter.empty
+    annotation: Any
+    default: Any = None
+    if param.kind == "integer":
+        assert param.low is not None  # an integer parameter is one with a low bound
+        bounds = (Ge(param.low),) if param.high is None else (Ge(param.low), Le(param.high))
+        # The range is written out where there is one to keep to (limits, max_chars).
+        described = param.description if param.high is None else f"{param.description} ({param.span})."
+        if param.required:
+            arguments = (int, Strict(), *bounds, Field(description=described))
+            annotation, default = Annotated[arguments], required  # an Annotated type built at run time
+        elif param.default is not None:
+            annotation, default = limit_param(param), param.default
+        else:
+            annotation = optional(int, described, Strict(), *bounds)
+    elif param.kind == "flag":
+        annotation, default = flag(param.description), param.default
+    elif param.kind == "names":
+        annotation = optional(list[str], param.description, Strict())
+    elif param.kind == "object":
+        annotation = optional(dict[str, Any], param.description, Strict())
+    elif param.kind == "messages":
+        annotation, default = Messages, required
+    elif param.required:
+        annotation, default = Annotated[str, Field(description=param.description)], required
+    else:
+        annotation = optional_text(param.description)
+    return inspect.Parameter(param.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)

@@ -1,10 +1,9 @@
-# mypy: disable-error-code="valid-type"
-# (the parameter annotations are Annotated types built at run time from the contract table)
-"""The MCP tools: one decorated adapter per operation of the contract table.
+"""The MCP tools: every MCP operation of the contract table, made a tool.
 
-Each tool is one async function: its signature is the input schema (ranges, defaults and
-descriptions from :mod:`contract`), its docstring the description a model reads, and its
-body one call to the service on a worker thread (:func:`_call`). The service owns every
+The table gives each tool its parameters (types, ranges, defaults and descriptions: the
+input schema), its answer models (the output schema) and the service method it calls on
+a worker thread (:func:`_call`); this module adds what a model reads, one described
+function per tool (its docstring), with its title and hints. The service owns every
 rule and returns JSON-ready dicts; a tool sends that dict back as structured content and
 the same JSON as text (:func:`json_result`). Refusals are mapped once, in
 :meth:`mcp.server.WontoposMCPServer.call_tool`, which turns them into
@@ -15,49 +14,17 @@ import functools
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
 import anyio.to_thread
-from annotated_types import Ge
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, Strict
 
-from wontopos_mcp.contract import operation
+from wontopos_mcp.contract import Operation, operation
 from wontopos_mcp.errors import WontoposError
 
-from .answers import (
-    BySpeakerAnswer,
-    MemoryAddAnswer,
-    MemoryAddMessagesAnswer,
-    MemoryDuplicateAnswer,
-    MemoryForgetAnswer,
-    MemoryGetAnswer,
-    MemoryListAnswer,
-    MemoryRecallAnswer,
-    MemorySearchAnswer,
-    MemorySupersedeAnswer,
-    OrError,
-    SpeakerMergeAnswer,
-    SpeakerRegisterAnswer,
-    SpeakerRemoveAnswer,
-    SpeakerRenameAnswer,
-    SpeakersListAnswer,
-    StoreCreateAnswer,
-    StoreDeleteAnswer,
-    StoresListAnswer,
-)
-from .params import (
-    MaxChars,
-    Messages,
-    UserId,
-    flag,
-    given,
-    limit_param,
-    optional,
-    optional_text,
-    required_text,
-)
+from .answers import OrError, answer_models
+from .params import parameter
 
 if TYPE_CHECKING:
     from wontopos_mcp.engine.service import MemoryService
@@ -111,31 +78,39 @@ def _description(doc: str | None, values: Mapping[str, str]) -> str:
 
 
 class _Tools:
-    """Collects the tool adapters: ``@tool(Answer, title=...)`` on an async function makes
-    it a tool. Its name is the function's, its input schema the signature, its
-    description the docstring, and its output schema ``Answer`` or the error body."""
+    """Collects the tool adapters, each made from the contract table: ``@tool(title=...)``
+    on a function named after an operation makes that operation a tool. Its input schema
+    is the operation's parameters (``params.parameter``: types, ranges, defaults and
+    descriptions from the table), its output schema the operation's answer models or the
+    error body, its body one call of the service method the table names; the function
+    itself only carries the description a model reads (its docstring)."""
 
-    def __init__(self, values: Mapping[str, str]) -> None:
+    def __init__(self, service: "MemoryService", values: Mapping[str, str]) -> None:
+        self.service = service
         self.tools: list[Tool] = []
         self.values = values  # the ``{name}`` placeholders of the descriptions
 
     def __call__(
         self,
-        answer: Any,
         *,
         title: str,
         read_only: bool = False,
         destructive: bool = False,
         idempotent: bool = False,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+    ) -> Callable[[Callable[[], None]], Callable[..., Any]]:
+        def register(described: Callable[[], None]) -> Callable[..., Any]:
+            op = operation(described.__name__)
+            assert op.mcp, op.name
+            answers = answer_models(op)
+            answer = answers[0] if len(answers) == 1 else Union[answers]  # noqa: UP007 - built at run time
             # What the SDK validates a success against and publishes as the output schema.
-            fn.__annotations__["return"] = Annotated[CallToolResult, OrError[answer]]
+            adapter = _adapter(self.service, op, Annotated[CallToolResult, OrError[answer]])  # type: ignore[valid-type]  # a union built at run time
             self.tools.append(
                 Tool.from_function(
-                    fn,
+                    adapter,
+                    name=op.name,
                     title=title,
-                    description=_description(fn.__doc__, self.values),
+                    description=_description(described.__doc__, self.values),
                     annotations=ToolAnnotations(
                         title=title,
                         read_only_hint=read_only,
@@ -146,9 +121,25 @@ class _Tools:
                     structured_output=True,
                 )
             )
-            return fn
+            return adapter
 
         return register
+
+
+def _adapter(service: "MemoryService", op: Operation, returns: Any) -> Callable[..., Any]:
+    """The async function the SDK calls for ``op``: keyword arguments as the table lists
+    them and ``returns`` (its ``__signature__``, which the SDK reads for the input and
+    output schemas), one service call."""
+
+    async def adapter(**arguments: Any) -> CallToolResult:
+        return await _call(getattr(service, op.core), **arguments)
+
+    adapter.__name__ = adapter.__qualname__ = op.name
+    adapter.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [parameter(param) for param in op.params], return_annotation=returns
+    )
+    adapter.__annotations__ = {param.name: parameter(param).annotation for param in op.params} | {"return": returns}
+    return adapter
 
 
 def _speakerlimit_param(service: "MemoryService") -> str:
@@ -159,22 +150,13 @@ def _speakerlimit_param(service: "MemoryService") -> str:
 
 
 def tools(service: "MemoryService") -> list[Tool]:
-    tool = _Tools({"speaker_limit": _speakerlimit_param(service)})
-    # The operations whose defaults the signatures below repeat as Python defaults.
-    search, recall = operation("memory_search"), operation("memory_recall")
-    listing, paging = operation("memory_list"), operation("by_speaker")
+    """Every MCP operation of the contract table as a tool over ``service``."""
+    tool = _Tools(service, {"speaker_limit": _speakerlimit_param(service)})
 
     # -- memories ----------------------------------------------------------------------------
 
-    @tool(MemoryAddAnswer | MemoryDuplicateAnswer, title="Add a memory")
-    async def memory_add(
-        content: required_text("memory_add", "content"),
-        speaker: optional_text(given("memory_add", "speaker")) = None,
-        category: optional_text(given("memory_add", "category")) = None,
-        event_date: optional_text(given("memory_add", "event_date")) = None,
-        conversation_id: optional_text(given("memory_add", "conversation_id")) = None,
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Add a memory")
+    def memory_add() -> None:
         """Store one memory (a fact, preference, decision, or what someone said); call it
         whenever something is worth remembering later.
 
@@ -192,22 +174,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(
-            service.memory_add,
-            content=content,
-            speaker=speaker,
-            category=category,
-            event_date=event_date,
-            conversation_id=conversation_id,
-            user_id=user_id,
-        )
 
-    @tool(MemoryAddMessagesAnswer, title="Store a conversation")
-    async def memory_add_messages(
-        messages: Messages,
-        conversation_id: optional_text(given("memory_add_messages", "conversation_id")) = None,
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Store a conversation")
+    def memory_add_messages() -> None:
         """Store a conversation (chat messages), one memory per message under its speaker;
         call it to remember a whole exchange at once instead of one memory_add per message.
 
@@ -227,21 +196,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(
-            service.memory_add_messages, messages=messages, conversation_id=conversation_id, user_id=user_id
-        )
 
-    @tool(MemorySearchAnswer, title="Search memories", read_only=True)
-    async def memory_search(
-        query: required_text("memory_search", "query"),
-        speaker: optional_text(given("memory_search", "speaker")) = None,
-        limit: limit_param(search.param("limit")) = search.default("limit"),
-        filters: optional(dict[str, Any], given("memory_search", "filters"), Strict()) = None,
-        include_superseded: flag(given("memory_search", "include_superseded")) = search.default("include_superseded"),
-        as_of: optional_text(given("memory_search", "as_of")) = None,
-        max_chars: MaxChars = None,
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Search memories", read_only=True)
+    def memory_search() -> None:
         """Search memories by meaning; call it before answering anything that may depend on
         what you or others said before.
 
@@ -254,27 +211,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(
-            service.memory_search,
-            query=query,
-            speaker=speaker,
-            limit=limit,
-            filters=filters,
-            include_superseded=include_superseded,
-            as_of=as_of,
-            max_chars=max_chars,
-            user_id=user_id,
-        )
 
-    @tool(MemoryRecallAnswer, title="Recall context for a prompt", read_only=True)
-    async def memory_recall(
-        query: required_text("memory_recall", "query"),
-        limit: limit_param(recall.param("limit")) = recall.default("limit"),
-        context_limit: limit_param(recall.param("context_limit")) = recall.default("context_limit"),
-        as_of: optional_text(given("memory_recall", "as_of")) = None,
-        max_chars: MaxChars = None,
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Recall context for a prompt", read_only=True)
+    def memory_recall() -> None:
         """Gather prompt-ready context in one call: recent conversation turns, the memories
         that best match `query`, and the conversation around the best one; call it at the
         start of a reply that may depend on earlier conversations.
@@ -290,18 +229,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(
-            service.memory_recall,
-            query=query,
-            limit=limit,
-            context_limit=context_limit,
-            as_of=as_of,
-            max_chars=max_chars,
-            user_id=user_id,
-        )
 
-    @tool(MemoryGetAnswer, title="Get a memory", read_only=True)
-    async def memory_get(memory_id: required_text("memory_get", "memory_id"), user_id: UserId = None) -> CallToolResult:
+    @tool(title="Get a memory", read_only=True)
+    def memory_get() -> None:
         """Fetch one memory by its id; call it to read a memory another answer named
         (duplicate_of, superseded_by, an id from search).
 
@@ -309,15 +239,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.memory_get, memory_id=memory_id, user_id=user_id)
 
-    @tool(MemoryListAnswer, title="List memories", read_only=True)
-    async def memory_list(
-        limit: limit_param(listing.param("limit")) = listing.default("limit"),
-        cursor: optional_text(given("memory_list", "cursor")) = None,
-        speaker: optional_text(given("memory_list", "speaker")) = None,
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="List memories", read_only=True)
+    def memory_list() -> None:
         """List every memory of a store, oldest first, a page at a time; call it to review or
         export a whole store.
 
@@ -327,14 +251,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.memory_list, limit=limit, cursor=cursor, speaker=speaker, user_id=user_id)
 
-    @tool(MemorySupersedeAnswer, title="Replace a changed fact")
-    async def memory_supersede(
-        memory_id: required_text("memory_supersede", "memory_id"),
-        content: required_text("memory_supersede", "content"),
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Replace a changed fact")
+    def memory_supersede() -> None:
         """Replace a memory whose fact has changed with its new version; call it instead of
         memory_add when something stored is no longer true.
 
@@ -345,20 +264,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.memory_supersede, memory_id=memory_id, content=content, user_id=user_id)
 
-    @tool(MemoryForgetAnswer, title="Forget memories", destructive=True)
-    async def memory_forget(
-        memory_id: optional_text(given("memory_forget", "memory_id")) = None,
-        speaker: optional_text(given("memory_forget", "speaker")) = None,
-        confirm_records: optional(
-            int,
-            given("memory_forget", "confirm_records"),
-            Strict(),
-            Ge(operation("memory_forget").param("confirm_records").low),
-        ) = None,
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Forget memories", destructive=True)
+    def memory_forget() -> None:
         """Delete memories permanently, one by id or all of one speaker's; call it only when
         asked to forget something.
 
@@ -370,21 +278,11 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(
-            service.memory_forget,
-            memory_id=memory_id,
-            speaker=speaker,
-            confirm_records=confirm_records,
-            user_id=user_id,
-        )
 
     # -- speakers ----------------------------------------------------------------------------
 
-    @tool(SpeakerRegisterAnswer, title="Register a speaker", idempotent=True)
-    async def speaker_register(
-        speaker: required_text("speaker_register", "speaker"),
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Register a speaker", idempotent=True)
+    def speaker_register() -> None:
         """Register a person in a store; call it once per person before storing or searching
         their words.
 
@@ -399,10 +297,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.speaker_register, speaker=speaker, user_id=user_id)
 
-    @tool(SpeakersListAnswer, title="List speakers", read_only=True)
-    async def speakers_list(user_id: UserId = None) -> CallToolResult:
+    @tool(title="List speakers", read_only=True)
+    def speakers_list() -> None:
         """List the people registered in a store, with how many memories each has; call it to
         check a name's exact spelling.
 
@@ -410,16 +307,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.speakers_list, user_id=user_id)
 
-    @tool(BySpeakerAnswer, title="What one person said", read_only=True)
-    async def by_speaker(
-        speaker: required_text("by_speaker", "speaker"),
-        limit: limit_param(paging.param("limit")) = paging.default("limit"),
-        before: optional_text(given("by_speaker", "before")) = None,
-        skip_ids: optional(list[str], given("by_speaker", "skip_ids"), Strict()) = None,
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="What one person said", read_only=True)
+    def by_speaker() -> None:
         """List what one person said, newest first, without a query; call it to review
         someone's record or before deleting it.
 
@@ -430,15 +320,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(
-            service.by_speaker, speaker=speaker, limit=limit, before=before, skip_ids=skip_ids, user_id=user_id
-        )
 
-    @tool(SpeakerRemoveAnswer, title="Unregister a speaker", destructive=True)
-    async def speaker_remove(
-        speaker: required_text("speaker_remove", "speaker"),
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Unregister a speaker", destructive=True)
+    def speaker_remove() -> None:
         """Unregister a person from a store; call it when someone should no longer be a
         speaker there.
 
@@ -448,18 +332,11 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.speaker_remove, speaker=speaker, user_id=user_id)
 
     # -- fixing who said it (SPEC "Time and identity") -------------------------------------
 
-    confirm = operation("speaker_merge").param("confirm_records")
-
-    @tool(SpeakerRenameAnswer, title="Rename a speaker", idempotent=True)
-    async def speaker_rename(
-        speaker: required_text("speaker_rename", "speaker"),
-        new_name: required_text("speaker_rename", "new_name"),
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Rename a speaker", idempotent=True)
+    def speaker_rename() -> None:
         """Change a registered person's name everywhere; call it to fix a misspelt
         registration or when someone should go by another name.
 
@@ -469,17 +346,9 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.speaker_rename, speaker=speaker, new_name=new_name, user_id=user_id)
 
-    @tool(SpeakerMergeAnswer, title="Merge two speakers", destructive=True)
-    async def speaker_merge(
-        speaker: required_text("speaker_merge", "speaker"),
-        into: required_text("speaker_merge", "into"),
-        confirm_records: Annotated[
-            int, Field(strict=True, ge=confirm.low, description=given("speaker_merge", "confirm_records"))
-        ],
-        user_id: UserId = None,
-    ) -> CallToolResult:
+    @tool(title="Merge two speakers", destructive=True)
+    def speaker_merge() -> None:
         """Make one person of two registered names; call it when someone was registered
         twice (say "Bob" and "Robert").
 
@@ -491,16 +360,11 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(
-            service.speaker_merge, speaker=speaker, into=into, confirm_records=confirm_records, user_id=user_id
-        )
 
     # -- stores ------------------------------------------------------------------------------
 
-    @tool(StoreCreateAnswer, title="Create a store", idempotent=True)
-    async def store_create(
-        user_id: optional_text(given("store_create", "user_id")) = None,
-    ) -> CallToolResult:
+    @tool(title="Create a store", idempotent=True)
+    def store_create() -> None:
         """Create a store, an isolated memory space for one user, agent or topic; call it once
         before using a new user_id.
 
@@ -510,20 +374,16 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.store_create, user_id=user_id)
 
-    @tool(StoresListAnswer, title="List stores", read_only=True)
-    async def stores_list() -> CallToolResult:
+    @tool(title="List stores", read_only=True)
+    def stores_list() -> None:
         """List every store with when it was created; call it to find which user_id to use.
 
         {errors}
         """
-        return await _call(service.stores_list)
 
-    @tool(StoreDeleteAnswer, title="Delete a store", destructive=True)
-    async def store_delete(
-        user_id: required_text("store_delete", "user_id"),
-    ) -> CallToolResult:
+    @tool(title="Delete a store", destructive=True)
+    def store_delete() -> None:
         """Delete a store with all its memories and speakers, permanently; call it only when
         asked to erase that whole memory space.
 
@@ -531,6 +391,5 @@ def tools(service: "MemoryService") -> list[Tool]:
 
         {errors}
         """
-        return await _call(service.store_delete, user_id=user_id)
 
     return tool.tools
