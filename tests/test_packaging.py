@@ -29,7 +29,7 @@ def _bash_blocks(text: str) -> list[str]:
 def test_ci_runs_exactly_the_readme_test_command():
     ci_lines = [ln for ln in (ROOT / ".ci/run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     assert ci_lines[0] == "set -euo pipefail"
-    # What the tests need from the system (the browser of tests/test_ui.py), then the test line.
+    # What the tests need from the system (the browser of tests/http/test_ui.py), then the test line.
     assert ci_lines[1] == "apt-get update && apt-get install -y chromium"
     test_line = ci_lines[2]
     assert ci_lines[2:] == [test_line]

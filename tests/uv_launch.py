@@ -1,7 +1,7 @@
 """The server launched the way users launch it: by uv, from a source tree, as a new process.
 
-Two launches use this: ``uvx --from <checkout> wontopos-mcp`` (tests/test_launch.py) and
-the Claude Desktop bundle's ``uv run`` (tests/test_bundle.py). Each is installed once
+Two launches use this: ``uvx --from <checkout> wontopos-mcp`` (tests/cli/test_launch.py) and
+the Claude Desktop bundle's ``uv run`` (tests/cli/test_bundle.py). Each is installed once
 online (the first install, bounded by ``INSTALL_TIMEOUT``), then started with uv's
 network switched off and every proxy pointing at a closed port, so nothing it needs can
 come from anywhere but uv's cache, and listed with the MCP SDK's stdio client.

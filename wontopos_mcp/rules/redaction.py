@@ -39,7 +39,7 @@ from a character class at the start of a run. Every gap and every value is bound
 every unbounded repetition is one character class that what follows cannot match or that
 ends the pattern, so an attempt reads a bounded stretch or its own run once. Patterns
 succeed and their judge refuses, so finditer never reads a refused value twice.
-``bench/redaction.py`` measures it; ``tests/test_redaction.py`` bounds it.
+``bench/redaction.py`` measures it; ``tests/rules/test_redaction.py`` bounds it.
 
 Why not detect-secrets (used before): several of its patterns are quadratic on the texts
 an agent stores (128,000 characters of ``sk-sk-...`` took 46 s), it reported kinds its

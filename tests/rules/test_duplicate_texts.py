@@ -16,7 +16,7 @@ import pytest
 
 from wontopos_mcp.rules.restatement import is_restatement
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "data"  # tests/data
 
 
 def _pairs(name: str, kind: str) -> list[tuple[str, str, str]]:

@@ -27,7 +27,7 @@ from wontopos_mcp.rules.restatement import (
 from wontopos_mcp.rules.text import duplicate_key
 from wontopos_mcp.storage.where import in_store
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "data"  # tests/data
 
 
 def _sets() -> dict[str, list[tuple[str, str]]]:

@@ -66,7 +66,7 @@ def test_bad_settings_are_refused(overrides, env):
         (["--transport", "smoke"], {}),
         ([], {"WONTOPOS_PORT": "-1"}),
         ([], {"WONTOPOS_STORAGE_OPTIONS": "not json"}),
-        # A non-loopback bind without a key: tests/test_http.py (its twin, with more checks).
+        # A non-loopback bind without a key: tests/http/test_http.py (its twin, with more checks).
         (["--no-such-flag"], {}),
     ],
 )
