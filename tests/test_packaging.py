@@ -38,6 +38,15 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert "pytest" in test_line
 
 
+def test_the_pre_commit_hooks_are_the_checks_of_the_readme_test_line():
+    test_line = next(b for b in _bash_blocks(README) if "pytest" in b)
+    checks = [step.strip() for step in test_line.split("&&") if "ruff" in step or "mypy" in step]
+    config = (ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8")
+    entries = [line.split("entry:", 1)[1].strip() for line in config.splitlines() if "entry:" in line]
+    assert checks
+    assert entries == checks
+
+
 def test_readme_has_a_one_line_command_that_installs_and_runs_the_server():
     blocks = _bash_blocks(README)
     server = [b for b in blocks if "python3 -m venv" in b and "bin/wontopos-mcp" in b]
