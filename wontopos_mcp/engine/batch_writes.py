@@ -20,19 +20,18 @@ from wontopos_mcp.rules.batch_items import (
     Item,
     Origin,
     bulk_text,
-    carry_key,
     cut_text,
-    forget_marks,
     known_result,
     not_current,
     parse_items,
     stored_target,
 )
 from wontopos_mcp.rules.dates import parse_moment
-from wontopos_mcp.rules.idempotency import Idempotency
+from wontopos_mcp.rules.idempotency import Idempotency, answer_json
 from wontopos_mcp.rules.redaction import tally, with_redactions
 from wontopos_mcp.rules.restatement import restatement_key
 from wontopos_mcp.rules.text import duplicate_key
+from wontopos_mcp.storage.rows import ChunkRow
 
 from .commits import Embedded, Written
 from .memories import restates
@@ -40,7 +39,7 @@ from .memories import restates
 if TYPE_CHECKING:
     from .commits import Commits
 
-Row = dict[str, Any]
+Row = ChunkRow
 Mark = tuple[str, "str | None"]  # (a duplicate key, the speaker)
 
 
@@ -215,11 +214,11 @@ class _BatchDecision:
         memory_id, new_rows = self._store(item, old)
         if old is not None:
             for row in old:
-                row.update(superseded=True, superseded_by=memory_id)
-            forget_marks(self.seen, old[0])
+                row["superseded"], row["superseded_by"] = True, memory_id
+            _forget_marks(self.seen, old[0])
             out.updated += old if target in self.stored_olds else []
         if origin is not None:
-            carry_key(new_rows, origin, {"user_id": self.display, "id": memory_id, "status": "stored"})
+            _carry_key(new_rows, origin, {"user_id": self.display, "id": memory_id, "status": "stored"})
             self.batch_rows[memory_id] = new_rows
             self.known[origin.idem.key] = (memory_id, origin.idem.fingerprint)  # the same line again: exists
         for mark in marks:
@@ -234,8 +233,27 @@ class _BatchDecision:
         self.seq += 1
         like = {"speaker": item.speaker, "category": item.category, "conversation_id": item.conversation_id}
         if old is not None:
-            like = {k: old[0][k] for k in like}
+            first = old[0]
+            like = {
+                "speaker": first["speaker"],
+                "category": first["category"],
+                "conversation_id": first["conversation_id"],
+            }
         memory = {**like, "content": item.content, "event": item.event, "role": None}
         memory["category"] = memory["category"] or DEFAULT_CATEGORY
         chunks, vecs = self.vectors[item.index]
         return self.memories.new_rows(self.key, memory, chunks, vecs, seq=self.seq, created=item.created_us)
+
+
+def _forget_marks(seen: dict[tuple[str, str | None], list[Row]], row: Row) -> None:
+    """A memory superseded within a batch is no longer current: nothing later restates it."""
+    for mark in ((row["dup_key"], row["speaker"]), (row["restate_key"], row["speaker"])):
+        if mark in seen:
+            seen[mark] = [o for o in seen[mark] if o["memory_id"] != row["memory_id"]]
+
+
+def _carry_key(rows: list[Row], origin: Origin, answer: dict[str, Any]) -> None:
+    """An import item's own idempotency key on its rows, committed with them."""
+    kept = answer_json(answer)
+    for row in rows:
+        row["idem_key"], row["idem_fp"], row["idem_answer"] = origin.idem.key, origin.idem.fingerprint, kept

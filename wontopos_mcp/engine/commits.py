@@ -16,6 +16,7 @@ from wontopos_mcp.errors import ConflictError, Fix
 from wontopos_mcp.rules.idempotency import WINDOW_US, Idempotency, Running, answer_json, replayed
 from wontopos_mcp.rules.redaction import Redactor
 from wontopos_mcp.rules.text import chunk_text
+from wontopos_mcp.storage.rows import ChunkRow
 
 from .registry import store_in_fix
 
@@ -41,9 +42,9 @@ class Embedded:
 class Written:
     """What a write decided under the lock: new rows, rows updated with them, the answer."""
 
-    rows: list[dict[str, Any]]
+    rows: list[ChunkRow]
     answer: dict[str, Any]
-    updated: list[dict[str, Any]] = field(default_factory=list)
+    updated: list[ChunkRow] = field(default_factory=list)
 
 
 class Commits:
@@ -139,7 +140,7 @@ class Commits:
         if idem is not None:
             kept = answer_json(answer)
             for row in rows:
-                row.update(idem_key=idem.key, idem_fp=idem.fingerprint, idem_answer=kept)
+                row["idem_key"], row["idem_fp"], row["idem_answer"] = idem.key, idem.fingerprint, kept
             if not rows:
                 record = (idem.key, idem.fingerprint, kept, self.now_us())
                 self.registry.keep_idempotency_records(key, [record])
@@ -163,7 +164,7 @@ class Commits:
         """Call inside the write lock before deleting memories of the store ``key``."""
         self.registry.record_seq(key, self.last_seq(key))
 
-    def delete_memories(self, key: str, where: str, *, updated: list[dict[str, Any]] | None = None) -> None:
+    def delete_memories(self, key: str, where: str, *, updated: list[ChunkRow] | None = None) -> None:
         """Delete the memories ``where`` selects (inside the store's write lock), keeping
         the store's sequence high-water mark first; rows in ``updated`` are rewritten in
         the same commit as the delete. Their idempotency records go with their rows (SPEC:

@@ -36,6 +36,7 @@ from wontopos_mcp.storage.where import (
 
 if TYPE_CHECKING:
     from wontopos_mcp.storage.adapter import Store
+    from wontopos_mcp.storage.rows import ChunkRow
 
 Record = dict[str, Any]
 
@@ -66,7 +67,7 @@ class History:
             columns=("memory_id", "superseded_by"),
         )
         successors = self._stored(key, {r["superseded_by"] for r in old if r["superseded_by"]})
-        return sorted(r["memory_id"] for r in old if successors.get(r["superseded_by"], until + 1) <= until)
+        return sorted(r["memory_id"] for r in old if successors.get(r["superseded_by"] or "", until + 1) <= until)
 
     def scope(
         self, key: str, every_version: str, until: int, include_superseded: bool, gone: list[str] | None = None
@@ -95,7 +96,7 @@ class History:
                 record["superseded_at"] = format_us(times[successor])
         return records
 
-    def around(self, key: str, top: Record, reach: int, until: int | None = None) -> list[Record]:
+    def around(self, key: str, top: ChunkRow, reach: int, until: int | None = None) -> list[ChunkRow]:
         """Current memories near ``top`` in write order (``until``: every version stored by
         then): its conversation, or (without one) ``reach`` sequence numbers either side."""
         stored = in_store(key) + FIRST_CHUNK
@@ -106,7 +107,7 @@ class History:
             same += seq_between(top["seq"] - reach, top["seq"] + reach)
         return self.store.rows(same, order=(("seq", True),))
 
-    def recent_turns(self, key: str, limit: int, until: int | None = None) -> list[Record]:
+    def recent_turns(self, key: str, limit: int, until: int | None = None) -> list[ChunkRow]:
         """The store's newest conversation turns (memories with a role, stored by ``until``), newest first."""
         where = in_store(key) + FIRST_CHUNK + with_role() + ("" if until is None else created_by(until))
         return self.store.rows(where, order=(("seq", False),), limit=limit)

@@ -20,12 +20,13 @@ from wontopos_mcp.rules.records import RECORD_FIELDS
 from wontopos_mcp.rules.restatement import is_restatement, restatement_key
 from wontopos_mcp.rules.text import cjk_text, duplicate_key, full_text, importance
 from wontopos_mcp.storage import where as clause
+from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import FIRST_CHUNK, in_store, memories_in, memory_is, said_by, speaker_is
 
 if TYPE_CHECKING:
     from wontopos_mcp.storage.adapter import Store
 
-Row = dict[str, Any]
+Row = ChunkRow
 _LOOKUP_BATCH = 500  # keys per IN (...) look-up
 _NEWEST_FIRST = (("created_us", False), ("seq", False))
 
@@ -46,37 +47,37 @@ class Memories:
         created = self._now_us() if created is None else created
         event = memory["event"]
         when = event[0] if event else created
-        shared = {
-            "memory_id": memory_id,
-            "n_chunks": len(chunks),
-            "user_id": key,
-            "speaker": memory["speaker"],
-            "content": memory["content"],
-            "dup_key": duplicate_key(memory["content"]),
-            "restate_key": restatement_key(memory["content"]),
-            "created_us": created,
-            "seq": seq,
-            "event_date": event[1] if event else None,
-            "event_us": event[0] if event else None,
-            "when_us": when,
-            "time_bucket": month_bucket(when),
-            "category": memory["category"],
-            "importance": importance(memory["content"]),
-            "superseded": False,
-            "superseded_by": None,
-            "conversation_id": memory["conversation_id"],
-            "role": memory["role"],
-        }
+        shared = ChunkRow(
+            memory_id=memory_id,
+            n_chunks=len(chunks),
+            user_id=key,
+            speaker=memory["speaker"],
+            content=memory["content"],
+            dup_key=duplicate_key(memory["content"]),
+            restate_key=restatement_key(memory["content"]),
+            created_us=created,
+            seq=seq,
+            event_date=event[1] if event else None,
+            event_us=event[0] if event else None,
+            when_us=when,
+            time_bucket=month_bucket(when),
+            category=memory["category"],
+            importance=importance(memory["content"]),
+            superseded=False,
+            superseded_by=None,
+            conversation_id=memory["conversation_id"],
+            role=memory["role"],
+        )
         words = [full_text(memory["content"], i) for i in range(len(chunks))]  # what BM25 indexes
         rows = [
-            {
+            ChunkRow(
                 **shared,
-                "chunk_id": f"{memory_id}:{i}",
-                "chunk_idx": i,
-                "vector": vectors[i].tolist(),
-                "text": text,
-                "cjk_text": cjk_text(text),
-            }
+                chunk_id=f"{memory_id}:{i}",
+                chunk_idx=i,
+                vector=vectors[i].tolist(),
+                text=text,
+                cjk_text=cjk_text(text),
+            )
             for i, text in enumerate(words)
         ]
         return memory_id, rows
@@ -169,7 +170,7 @@ class Memories:
         """(fingerprint, answer JSON) carried by a memory written under this key since then."""
         where = in_store(key) + clause.idempotency_key_is(idem_key, since_us)
         rows = self.store.rows(where, columns=("idem_fp", "idem_answer"), limit=1)
-        return (rows[0]["idem_fp"], rows[0]["idem_answer"]) if rows else None
+        return (rows[0]["idem_fp"] or "", rows[0]["idem_answer"] or "") if rows else None
 
     def imported(self, key: str, idem_keys: Sequence[str]) -> dict[str, tuple[str, str]]:
         """(memory id, fingerprint) by idempotency key, of the store's memories written
@@ -180,7 +181,7 @@ class Memories:
             batch = wanted[start : start + _LOOKUP_BATCH]
             where = clause.first_chunks(in_store(key)) + clause.idempotency_keys_in(batch)
             for row in self.store.rows(where, columns=("idem_key", "idem_fp", "memory_id")):
-                found[row["idem_key"]] = (row["memory_id"], row["idem_fp"])
+                found[row["idem_key"] or ""] = (row["memory_id"], row["idem_fp"] or "")
         return found
 
     # -- counts and pages -----------------------------------------------------------------------

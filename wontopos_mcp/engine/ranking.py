@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wontopos_mcp.rules.records import RECORD_FIELDS
+from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import among, memories_in, search_scope, seq_windows
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ _KEYS = ("memory_id", "user_id", "conversation_id", "seq")
 
 @dataclass
 class Candidate:
-    row: dict[str, Any]
+    row: ChunkRow
     dense: float
     bm25: float = 0.0
     in_scope: bool = True
@@ -121,7 +122,7 @@ def search_memories(
     mode: str = "hybrid",
     named: Collection[str] = (),
     context: str | None = None,
-) -> list[tuple[dict[str, Any], float]]:
+) -> list[tuple[ChunkRow, float]]:
     """The best ``limit`` memories in scope as (row, cosine similarity), best first.
 
     ``mode`` is for evaluation (``bench/retrieval.py``): ``vector`` ranks by cosine
@@ -170,7 +171,7 @@ def search_memories(
     return _with_memory_fields(store, ranked)
 
 
-def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[dict[str, Any], float]]:
+def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[ChunkRow, float]]:
     """The winners' memory rows, best first, with their cosine similarity."""
     if not ranked:
         return []
@@ -181,18 +182,18 @@ def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[dic
 
 def _fetch(
     store: Store, store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...]
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[ChunkRow]]:
     """Chunk rows of these memories (memory id -> row ids of its chunks, as a query gave
     them a moment ago) read by row id, ~5x faster than by a filter at 1M rows. Each row
     is checked; a memory any of whose rows moved (compaction) or went (a delete) since
     is looked up by its id instead (all its chunks)."""
     columns = columns if "memory_id" in columns else (*columns, "memory_id")
     taken = store.take([rid for rids in wanted.values() for rid in rids], columns)
-    found: dict[str, list[dict[str, Any]]] = {}
+    found: dict[str, list[ChunkRow]] = {}
     for mid, rids in wanted.items():
         rows = [taken.get(rid) for rid in rids]
         if all(row is not None and row["memory_id"] == mid for row in rows):
-            found[mid] = [{**row, "_rowid": rid} for row, rid in zip(rows, rids)]  # type: ignore[dict-item]
+            found[mid] = [{**row, "_rowid": rid} for row, rid in zip(rows, rids) if row is not None]
     missing = [mid for mid in wanted if mid not in found]
     if missing:
         for row in store.rows(memories_in(store_key, missing), columns=columns, row_ids=True):
@@ -207,7 +208,7 @@ def _dense_candidates(
     wanted: int,
     scope_rows: int,
     *,
-    first: list[dict[str, Any]] | None = None,
+    first: list[ChunkRow] | None = None,
     keys: tuple[str, ...] = _KEYS,
 ) -> dict[str, Candidate]:
     """At least ``wanted`` distinct in-scope memories by cosine (more chunks until then),
@@ -228,7 +229,7 @@ def _dense_candidates(
         k *= 4
 
 
-def _add_bm25(vector: Any, matches: list[dict[str, Any]], candidates: dict[str, Candidate]) -> None:
+def _add_bm25(vector: Any, matches: list[ChunkRow], candidates: dict[str, Candidate]) -> None:
     """BM25 scores for the candidates, and BM25-only hits added with their cosine."""
     for row in matches:
         score = float(row.pop("_score"))
@@ -240,7 +241,7 @@ def _add_bm25(vector: Any, matches: list[dict[str, Any]], candidates: dict[str, 
 
 
 def _replies(
-    store: Store, vector: Any, matches: list[dict[str, Any]], where: str, candidates: dict[str, Candidate],
+    store: Store, vector: Any, matches: list[ChunkRow], where: str, candidates: dict[str, Candidate],
     keys: tuple[str, ...] = _KEYS, base: str | None = None,
 ) -> dict[str, Candidate]:  # fmt: skip
     """Seeds: the first ``REPLY_SEEDS`` of ``matches`` (chunk rows, best first) that are
@@ -255,13 +256,13 @@ def _replies(
     wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
     if not wanted:
         return {}
-    chunks: dict[str, list[dict[str, Any]]] = {}
+    chunks: dict[str, list[ChunkRow]] = {}
     for row in store.rows(among(where, sorted(wanted)), columns=(*keys, "vector"), row_ids=True):
         chunks.setdefault(row["memory_id"], []).append(row)
     return {mid: _by_best_chunk(vector, rows) for mid, rows in chunks.items()}
 
 
-def _best_bm25(rows: list[dict[str, Any]]) -> dict[str, float]:
+def _best_bm25(rows: list[ChunkRow]) -> dict[str, float]:
     """Each memory's best full-text score among these rows."""
     best: dict[str, float] = {}
     for row in rows:
@@ -370,11 +371,11 @@ class _Lines:
             if row["chunk_idx"] == 0 and row["conversation_id"] is not None:
                 self._line(row).append((row["seq"], row["memory_id"]))
 
-    def _line(self, row: dict[str, Any]) -> list[tuple[int, str]]:
+    def _line(self, row: ChunkRow) -> list[tuple[int, str]]:
         span = bisect.bisect_right(self.spans, (row["seq"], float("inf"))) - 1
         return self.lines.setdefault((row["conversation_id"], span), [])
 
-    def around(self, row: dict[str, Any], offsets: Collection[int]) -> list[tuple[int, str]]:
+    def around(self, row: ChunkRow, offsets: Collection[int]) -> list[tuple[int, str]]:
         """(offset, memory id) of the memories at these offsets from ``row``'s memory in
         its conversation, at most ``NEIGHBOUR_SPAN`` apart in write order."""
         if row["conversation_id"] is None:  # a note stored on its own has no neighbours
@@ -412,7 +413,7 @@ def _neighbour_candidates(
     return {mid: _by_best_chunk(vector, chunks, in_scope=False) for mid, chunks in rows.items()}
 
 
-def _by_best_chunk(vector: Any, chunks: list[dict[str, Any]], *, in_scope: bool = True) -> Candidate:
+def _by_best_chunk(vector: Any, chunks: list[ChunkRow], *, in_scope: bool = True) -> Candidate:
     """A memory as a candidate from its chunk rows (with vectors): its best chunk's row
     (the vector dropped) and cosine."""
     best = max(chunks, key=lambda row: float(np.dot(vector, row["vector"])))

@@ -19,6 +19,7 @@ from wontopos_mcp.rules.dates import format_us
 from wontopos_mcp.rules.names import check_speaker
 from wontopos_mcp.rules.query_names import names_in, query_without_name, query_without_names
 from wontopos_mcp.rules.records import memory_record
+from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import filter_clauses, search_scope
 
 from .history import History, moment
@@ -200,7 +201,7 @@ class Reads:
         }
 
 
-def _turn(row: dict[str, Any]) -> dict[str, Any]:
+def _turn(row: ChunkRow) -> dict[str, Any]:
     turn: dict[str, Any] = {"role": row["role"], "content": row["content"]}
     if row["speaker"] is not None:
         turn["speaker"] = row["speaker"]

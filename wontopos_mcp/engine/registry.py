@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from wontopos_mcp.errors import ConflictError, Fix, InvalidRequestError, NotFoundError
 from wontopos_mcp.rules.names import DEFAULT_STORE, ME, check_store_id, store_key, store_skeleton
 from wontopos_mcp.storage import where
+from wontopos_mcp.storage.rows import RegistryRow
 
 if TYPE_CHECKING:
     from wontopos_mcp.storage.adapter import Store
@@ -98,10 +99,10 @@ class Registry:
                 return {"user_id": self._store_rows(store_id)[0]["name"], "status": "exists"}
         return {"user_id": store_id, "status": "created"}
 
-    def _store_rows(self, store_id: str) -> list[dict[str, Any]]:
+    def _store_rows(self, store_id: str) -> list[RegistryRow]:
         return self.store.registry_rows(where.registry_store(store_key(store_id)))
 
-    def stores(self) -> list[dict[str, Any]]:
+    def stores(self) -> list[RegistryRow]:
         """Every store's row, oldest first."""
         return sorted(self.store.registry_rows(where.REGISTRY_STORES), key=lambda r: (r["created_us"], r["name"]))
 
@@ -125,7 +126,7 @@ class Registry:
 
     # -- speakers --------------------------------------------------------------------------
 
-    def speaker(self, key: str, name: str) -> dict[str, Any] | None:
+    def speaker(self, key: str, name: str) -> RegistryRow | None:
         rows = self.store.registry_rows(where.registry_key_is(_speaker_key(key, name)))
         return rows[0] if rows else None
 
@@ -135,7 +136,7 @@ class Registry:
         row = self.speaker(key, name) if people else None
         _unregistered_among(key, people, {} if row is None else {row["key"]: row}, writing=writing)
 
-    def speakers(self, key: str) -> list[dict[str, Any]]:
+    def speakers(self, key: str) -> list[RegistryRow]:
         """The store's speaker rows, oldest first."""
         rows = self.store.registry_rows(where.registry_of_store(("speaker",), key))
         return sorted(rows, key=lambda r: (r["created_us"], r["name"]))
@@ -143,7 +144,7 @@ class Registry:
     def speaker_count(self, key: str) -> int:
         return self.store.registry_count(where.registry_of_store(("speaker",), key))
 
-    def register_speaker(self, handle: StoreHandle, name: str) -> tuple[dict[str, Any], str, int]:
+    def register_speaker(self, handle: StoreHandle, name: str) -> tuple[RegistryRow, str, int]:
         """(speaker row, "registered" or "exists", speakers now) once the store is
         confirmed inside the write lock; 400 past the speaker limit. "registered" only
         when this call's row was the one inserted."""
@@ -174,7 +175,7 @@ class Registry:
         """Inside the write lock: the speaker's registration goes."""
         self.store.registry_delete(where.registry_key_is(_speaker_key(key, name)))
 
-    def begin_rename(self, key: str, row: dict[str, Any], new_name: str) -> bool:
+    def begin_rename(self, key: str, row: RegistryRow, new_name: str) -> bool:
         """Inside the write lock: register ``new_name`` as the renamed ``row`` (its
         registration date kept, outside the limit), marked as a rename in progress; False
         when ``new_name`` is registered as anyone else. A rename cut short (a crash
@@ -205,7 +206,7 @@ class Registry:
                 with self.store.write_lock():
                     self.store.registry_insert([row])
                 rows = self.store.registry_rows(where.registry_key_is(_SECRET))
-            self._secret = bytes.fromhex(rows[0]["value"])
+            self._secret = bytes.fromhex(rows[0]["value"] or "")
         return self._secret
 
     def idempotency_record(self, key: str, idem_key: str, since_us: int) -> tuple[str, str] | None:
@@ -213,7 +214,7 @@ class Registry:
         records = self.store.registry_rows(where.registry_record(_record_key(key, idem_key), since_us))
         if not records:
             return None
-        fingerprint, answer_json = records[0]["value"].split("\n", 1)
+        fingerprint, answer_json = (records[0]["value"] or "\n").split("\n", 1)
         return fingerprint, answer_json
 
     def keep_idempotency_records(self, key: str, records: Sequence[tuple[str, str, str, int]]) -> None:
@@ -234,7 +235,9 @@ def _people(speakers: Speakers) -> list[tuple[str, str]]:
     return [(name, field) for name, field in speakers if name is not None and name != ME]
 
 
-def _unregistered_among(key: str, people: Sequence[tuple[str, str]], found: dict[str, Any], *, writing: bool) -> None:
+def _unregistered_among(
+    key: str, people: Sequence[tuple[str, str]], found: dict[str, RegistryRow], *, writing: bool
+) -> None:
     """Refuse the first of ``people`` whose registration is not among the ``found`` rows:
     a write naming an unregistered speaker is 400, a read or removal 404."""
     for name, field in people:
@@ -286,20 +289,20 @@ def _record_key(key: str, idem_key: str) -> str:
     return f"idem:{key}:{idem_key}"
 
 
-def _recorded_seq(store_row: dict[str, Any]) -> int:
+def _recorded_seq(store_row: RegistryRow) -> int:
     return int(store_row["value"]) if store_row["value"] else 0
 
 
 def _registry_row(
     kind: str, key: str, user_key: str, name: str, created_us: int, value: str | None = None
-) -> dict[str, Any]:
-    return {"key": key, "kind": kind, "user_id": user_key, "name": name, "created_us": created_us, "value": value}
+) -> RegistryRow:
+    return RegistryRow(key=key, kind=kind, user_id=user_key, name=name, created_us=created_us, value=value)
 
 
-def _store_row(store_id: str, created_us: int) -> dict[str, Any]:
+def _store_row(store_id: str, created_us: int) -> RegistryRow:
     key = store_key(store_id)
     return _registry_row("store", _store_row_key(key), key, store_id, created_us)
 
 
-def _idempotency_row(key: str, idem_key: str, fingerprint: str, answer_json: str, created_us: int) -> dict[str, Any]:
+def _idempotency_row(key: str, idem_key: str, fingerprint: str, answer_json: str, created_us: int) -> RegistryRow:
     return _registry_row("idem", _record_key(key, idem_key), key, idem_key, created_us, f"{fingerprint}\n{answer_json}")

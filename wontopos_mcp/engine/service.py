@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from wontopos_mcp.errors import ConfigError
     from wontopos_mcp.model.embeddings import Embedder, ModelLoader
     from wontopos_mcp.storage.adapter import Store
+    from wontopos_mcp.storage.rows import ChunkRow
 
 log = logging.getLogger(__name__)
 
@@ -353,7 +354,7 @@ class MemoryService:
     def _new_rows(
         self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int | None = None,
         created: int | None = None,
-    ) -> tuple[str, list[dict[str, Any]]]:  # fmt: skip
+    ) -> tuple[str, list[ChunkRow]]:  # fmt: skip
         """A new memory's chunk rows (``Memories.new_rows``); ``seq`` defaults to the next."""
         seq = self.commits.last_seq(key) + 1 if seq is None else seq
         return self.memories.new_rows(key, memory, chunks, vectors, seq=seq, created=created)

@@ -38,6 +38,7 @@ from wontopos_mcp.rules import validation as v
 from wontopos_mcp.rules.dates import format_us, parse_moment, to_us
 from wontopos_mcp.rules.names import check_speaker
 from wontopos_mcp.rules.records import memory_record
+from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import FIRST_CHUNK, created_after, created_by, not_among, said_by
 
 from .history import History
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from .memories import Memories
     from .registry import Registry
 
-Row = dict[str, Any]
+Row = ChunkRow
 HintKey = tuple[str, str, bool]  # (store, speaker, first page or not)
 
 _COLD_SPAN_US = 86_400_000_000  # a day: the first window for a speaker not seen yet

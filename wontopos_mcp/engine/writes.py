@@ -19,6 +19,7 @@ from wontopos_mcp.rules.dates import parse_moment
 from wontopos_mcp.rules.idempotency import Idempotency
 from wontopos_mcp.rules.names import check_speaker
 from wontopos_mcp.rules.redaction import with_redactions
+from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import memory_is, said_by
 
 from .commits import Embedded, Written, require_confirmed
@@ -128,18 +129,19 @@ class Writes:
         found = self.commits.redactor.redact(text)
         text, redacted = found.text, found.counts
 
-        def check() -> dict[str, Any]:
+        def check() -> ChunkRow:
             self.registry.confirm(handle)
             return _refuse_superseded(self.memories.memory_row(key, mid))
 
-        def write(embedded: Embedded, old: dict[str, Any]) -> Written:
+        def write(embedded: Embedded, old: ChunkRow) -> Written:
             memory = {
                 "content": text, "speaker": old["speaker"], "category": old["category"], "event": None,
                 "conversation_id": old["conversation_id"], "role": None,  # a correction, not a turn said
             }  # fmt: skip
             seq = self.commits.last_seq(key) + 1
             new_id, rows = self.memories.new_rows(key, memory, embedded.chunks[0], embedded.vectors[0], seq=seq)
-            marked = [{**r, "superseded": True, "superseded_by": new_id} for r in self.memories.every_chunk(key, mid)]
+            old_rows = self.memories.every_chunk(key, mid)
+            marked: list[ChunkRow] = [{**r, "superseded": True, "superseded_by": new_id} for r in old_rows]
             answer = {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
             return Written(rows, with_redactions(answer, redacted), updated=marked)
 
@@ -179,7 +181,7 @@ class Writes:
             # forgetting the newest version makes its predecessor current again; forgetting
             # a middle one links its predecessor to its successor (A -> B -> C becomes A -> C).
             successor = row["superseded_by"]
-            relinked = [
+            relinked: list[ChunkRow] = [
                 {**r, "superseded": successor is not None, "superseded_by": successor}
                 for r in self.memories.superseded_by(key, memory_id)
             ]
@@ -218,7 +220,7 @@ def duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:
     }
 
 
-def _refuse_superseded(row: dict[str, Any]) -> dict[str, Any]:
+def _refuse_superseded(row: ChunkRow) -> ChunkRow:
     if row["superseded"]:
         raise ConflictError(
             f"memory '{row['memory_id']}' was already superseded; supersede its current version",

@@ -14,7 +14,7 @@ from wontopos_mcp.errors import InvalidRequestError
 
 from . import validation as v
 from .dates import parse_moment
-from .idempotency import Idempotency, answer_json
+from .idempotency import Idempotency
 from .names import check_speaker
 from .text import split_sentences
 
@@ -140,17 +140,3 @@ def not_current(missing: bool) -> str:
     if missing:
         return "the memory it supersedes is no longer in this store"
     return "the memory it supersedes was already superseded in this store; only a current version can be"
-
-
-def forget_marks(seen: dict[tuple[str, str | None], list[dict[str, Any]]], row: dict[str, Any]) -> None:
-    """A memory superseded within a batch is no longer current: nothing later restates it."""
-    for mark in ((row["dup_key"], row["speaker"]), (row["restate_key"], row["speaker"])):
-        if mark in seen:
-            seen[mark] = [o for o in seen[mark] if o["memory_id"] != row["memory_id"]]
-
-
-def carry_key(rows: list[dict[str, Any]], origin: Origin, answer: dict[str, Any]) -> None:
-    """An import item's own idempotency key on its rows, committed with them."""
-    kept = answer_json(answer)
-    for row in rows:
-        row.update(idem_key=origin.idem.key, idem_fp=origin.idem.fingerprint, idem_answer=kept)

@@ -8,8 +8,9 @@ for every face); ``context_window`` and ``context_line`` shape what
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from wontopos_mcp.errors import InvalidRequestError
 
@@ -114,7 +115,10 @@ def _parse_one(index: int, message: Any) -> Message:
     return Message(index, role, content, speaker)
 
 
-def context_window(rows: list[dict[str, Any]], match_id: str, size: int) -> list[tuple[str, dict[str, Any]]]:
+R = TypeVar("R", bound=Mapping[str, Any])  # a stored row, as the caller types it
+
+
+def context_window(rows: list[R], match_id: str, size: int) -> list[tuple[str, R]]:
     """Up to ``size`` rows around the match (in order), each tagged before/match/after.
 
     The window is centred on the match; when one side runs short the other side gets
@@ -130,7 +134,7 @@ def context_window(rows: list[dict[str, Any]], match_id: str, size: int) -> list
     return [("before" if i < before else "match" if i == before else "after", row) for i, row in enumerate(window)]
 
 
-def context_line(position: str, row: dict[str, Any]) -> str:
+def context_line(position: str, row: Mapping[str, Any]) -> str:
     """``[match] [Bob] text``: where it sits, who said it (nothing when untagged), the text."""
     who = f"[{row['speaker']}] " if row.get("speaker") is not None else ""
     return f"[{position}] {who}{row['content']}"

@@ -4,6 +4,7 @@ when they have no value, never ``null``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .dates import format_us
@@ -16,7 +17,7 @@ RECORD_FIELDS = (
 )  # fmt: skip
 
 
-def memory_record(row: dict[str, Any], *, similarity: float | None = None) -> dict[str, Any]:
+def memory_record(row: Mapping[str, Any], *, similarity: float | None = None) -> dict[str, Any]:
     """Build the public record from a stored chunk row (any chunk of the memory)."""
     record: dict[str, Any] = {"id": row["memory_id"], "content": row["content"]}
     if row.get("speaker") is not None:

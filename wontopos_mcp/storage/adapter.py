@@ -28,6 +28,7 @@ from .chunk_search import ChunkReads, Found, RegistryReads, run
 from .locks.coordination import LOCK_FILE, coordinator_for
 from .locks.lease import LeaseTiming
 from .purge import Purges, PurgeTiming
+from .rows import ChunkRow, RegistryRow
 from .schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, registry_schema, upgrade
 from .upkeep import Upkeep
 from .upkeep_policy import RETAIN, RETAIN_REMOTE
@@ -70,8 +71,8 @@ class ModelRecord:
         self,
         uri: str,
         remote: bool,
-        registry_rows: Callable[[str], list[dict[str, Any]]],
-        registry_insert: Callable[[list[dict[str, Any]]], int],
+        registry_rows: Callable[[str], list[RegistryRow]],
+        registry_insert: Callable[[Sequence[RegistryRow]], int],
     ) -> None:
         self._uri, self._remote = uri, remote
         self._rows, self._insert = registry_rows, registry_insert
@@ -86,7 +87,7 @@ class ModelRecord:
             except (OSError, ValueError, KeyError, TypeError):
                 return None
         rows = self._rows(REGISTRY_META)
-        return (rows[0]["name"], int(rows[0]["value"])) if rows else None
+        return (rows[0]["name"], int(rows[0]["value"] or 0)) if rows else None
 
     def check(self, model_id: str) -> None:
         """Stop when the database was built with another model (vectors not comparable);
@@ -106,7 +107,7 @@ class ModelRecord:
     def record(self, model_id: str, dim: int) -> None:
         """Record the model when the chunks table is created (inside the write lock)."""
         if not self._rows(REGISTRY_META):
-            meta = {"key": "meta", "kind": "meta", "user_id": "", "name": model_id, "created_us": 0, "value": str(dim)}
+            meta = RegistryRow(key="meta", kind="meta", user_id="", name=model_id, created_us=0, value=str(dim))
             self._insert([meta])
         if not self._remote:
             with open(os.path.join(self._uri, META_FILE), "w", encoding="utf-8") as fh:
@@ -292,14 +293,14 @@ class Store:
             self._aregistry = run(self._adb.open_table(REGISTRY))
         return self._aregistry
 
-    def registry_rows(self, where: str) -> list[dict[str, Any]]:
+    def registry_rows(self, where: str) -> list[RegistryRow]:
         """Registry rows ``where`` selects (from memory while the registry's version holds)."""
         return self._registry_reads.rows(where)
 
     def registry_count(self, where: str) -> int:
         return len(self.registry_rows(where))
 
-    def registry_insert(self, rows: list[dict[str, Any]]) -> int:
+    def registry_insert(self, rows: Sequence[RegistryRow]) -> int:
         """Insert the rows whose ``key`` is absent; answers how many were inserted.
 
         One ``merge_insert`` on the primary key: LanceDB records the inserted keys in
@@ -311,7 +312,7 @@ class Store:
         self._after_write()
         return int(result.num_inserted_rows)
 
-    def registry_upsert(self, rows: list[dict[str, Any]]) -> None:
+    def registry_upsert(self, rows: Sequence[RegistryRow]) -> None:
         """Insert the rows, replacing those already kept under the same ``key`` (one
         commit: a row is never absent in between, nor kept twice)."""
         merge = self.registry.merge_insert("key").when_matched_update_all().when_not_matched_insert_all()
@@ -390,35 +391,15 @@ class Store:
         self,
         where: str,
         *,
-        columns: Sequence[str] | None = (
-            "memory_id",
-            "user_id",
-            "speaker",
-            "content",
-            "n_chunks",
-            "created_us",
-            "seq",
-            "event_date",
-            "event_us",
-            "when_us",
-            "time_bucket",
-            "category",
-            "importance",
-            "superseded",
-            "superseded_by",
-            "conversation_id",
-            "role",
-            "dup_key",
-            "restate_key",
-        ),
+        columns: Sequence[str] | None = MEMORY_FIELDS,
         order: Sequence[tuple[str, bool]] = (),
         limit: int | None = None,
         row_ids: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkRow]:
         """Chunk rows ``where`` selects (``columns=None``: every column; ``row_ids`` adds ``_rowid``)."""
         return self._reads.rows(where, columns=columns, order=order, limit=limit, row_ids=row_ids)
 
-    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, dict[str, Any]]:
+    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, ChunkRow]:
         """Chunk rows by the ``_rowid`` an earlier query gave, keyed by it (a direct read)."""
         return self._reads.take(row_ids, columns)
 
@@ -428,11 +409,11 @@ class Store:
 
     def vector_search(
         self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkRow]:
         """Cosine search inside ``where``; rows carry ``_distance`` and ``_rowid``."""
         return self._reads.vector_search(vector, where, k, columns, scope_rows=scope_rows)
 
-    def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+    def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[ChunkRow]:
         """BM25 full-text search inside ``where``; rows carry ``_score`` and ``_rowid``."""
         return self._reads.text_search(text, where, k, columns)
 
@@ -455,11 +436,11 @@ class Store:
 
     # -- chunk writes (call inside write_lock) ----------------------------------------------
 
-    def add_chunks(self, table: Any, rows: list[dict[str, Any]]) -> None:
+    def add_chunks(self, table: Any, rows: Sequence[ChunkRow]) -> None:
         self._commit(lambda: table.add(arrow(rows, table.schema)))
         self._after_write(table)
 
-    def upsert_chunks(self, table: Any, rows: list[dict[str, Any]], delete_where: str | None = None) -> None:
+    def upsert_chunks(self, table: Any, rows: Sequence[ChunkRow], delete_where: str | None = None) -> None:
         """Update/insert ``rows`` by chunk id and delete ``delete_where`` in ONE commit."""
         merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
         if delete_where:

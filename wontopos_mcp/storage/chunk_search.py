@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from wontopos_mcp.rules.text import has_cjk
 
+from .rows import ChunkRow, RegistryRow
 from .schema import CJK_TEXT, MEMORY_FIELDS, indexes_on
 
 log = logging.getLogger(__name__)
@@ -64,9 +65,9 @@ class Found(NamedTuple):
     the full-text matches; inside the wider context, the full-text matches, best first
     (empty when there is no context)."""
 
-    nearest: list[dict[str, Any]]
-    matches: list[dict[str, Any]]
-    context_matches: list[dict[str, Any]]
+    nearest: list[ChunkRow]
+    matches: list[ChunkRow]
+    context_matches: list[ChunkRow]
     vector: Any = None  # the query's vector, when the search computed it
 
 
@@ -98,7 +99,7 @@ class ChunkReads:
         order: Sequence[tuple[str, bool]] = (),
         limit: int | None = None,
         row_ids: bool = False,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkRow]:
         """Rows ``where`` selects (``columns=None``: every column); ``row_ids`` adds each
         row's ``_rowid`` (see ``take``)."""
         table = self._table()
@@ -115,10 +116,10 @@ class ChunkReads:
             query = query.order_by([ColumnOrdering(column_name=c, ascending=asc) for c, asc in order])
         if limit is not None:
             query = query.limit(limit)
-        rows: list[dict[str, Any]] = run(query.to_arrow()).to_pylist()
+        rows: list[ChunkRow] = run(query.to_arrow()).to_pylist()
         return rows
 
-    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, dict[str, Any]]:
+    def take(self, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, ChunkRow]:
         """Rows by the ``_rowid`` an earlier query gave, keyed by it: a direct read, about
         five times faster than a filtered look-up at 1M rows. Row ids change when
         fragments are compacted and vanish with deletes, so a caller checks what came
@@ -138,13 +139,13 @@ class ChunkReads:
 
     def vector_search(
         self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkRow]:
         """Cosine search inside ``where``, never fewer rows than exist (up to ``k``);
         rows carry ``_distance`` and ``_rowid`` (flat or indexed: see the class)."""
         table = self._table()
         return [] if table is None else run(self.nearest(table, vector, where, k, columns, scope_rows))
 
-    def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+    def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[ChunkRow]:
         """BM25 full-text search of chunk text inside ``where``; rows carry ``_score`` and
         ``_rowid``; a query the tokenizer cannot use answers no rows."""
         table = self._table()
@@ -166,14 +167,14 @@ class ChunkReads:
 
     async def nearest(
         self, table: Any, vector: Any, where: str, k: int, columns: Sequence[str], scope_rows: int | None
-    ) -> list[dict[str, Any]]:
+    ) -> list[ChunkRow]:
         def query() -> Any:
             return (
                 table.query().nearest_to(vector).column("vector").distance_type("cosine")
                 .where(where).select([*columns]).with_row_id().limit(k)
             )  # fmt: skip
 
-        found: list[dict[str, Any]]
+        found: list[ChunkRow]
         if not await self._has_vector_index(table):
             found = (await query().bypass_vector_index().to_arrow()).to_pylist()
             return found
@@ -187,13 +188,13 @@ class ChunkReads:
             found = (await query().refine_factor(refine).maximum_nprobes(0).to_arrow()).to_pylist()
         return found
 
-    async def bm25(self, table: Any, text: str, where: str, k: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+    async def bm25(self, table: Any, text: str, where: str, k: int, columns: Sequence[str]) -> list[ChunkRow]:
         """Any text is a plain match query (no query syntax); a query the tokenizer cannot
         use answers no rows rather than an error: full text is one signal of several."""
         try:
             query = table.query().nearest_to_text(full_text_query(text)).where(where).select([*columns])
             query = query.with_row_id().limit(k)
-            rows: list[dict[str, Any]] = (await query.to_arrow()).to_pylist()
+            rows: list[ChunkRow] = (await query.to_arrow()).to_pylist()
             return rows
         except Exception as exc:  # noqa: BLE001 - see the docstring
             # The kind only: the exception's message may quote the query, which no log may hold.
@@ -228,14 +229,14 @@ class RegistryReads:
     def __init__(self, table: Callable[[], Any], size: int = 256) -> None:
         self._table = table  # the registry through the async API (opens the database)
         self._size = size  # answers kept, least recently used dropped first
-        self._held: OrderedDict[str, tuple[int, list[dict[str, Any]]]] = OrderedDict()
+        self._held: OrderedDict[str, tuple[int, list[RegistryRow]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def rows(self, where: str) -> list[dict[str, Any]]:
+    def rows(self, where: str) -> list[RegistryRow]:
         """Registry rows ``where`` selects (from memory while the registry's version holds)."""
         table = self._table()
 
-        async def read() -> tuple[int, list[dict[str, Any]]]:
+        async def read() -> tuple[int, list[RegistryRow]]:
             version = await table.version()
             held = self._held.get(where)
             if held is not None and held[0] == version:
@@ -250,7 +251,7 @@ class RegistryReads:
             self._held.move_to_end(where)
             while len(self._held) > self._size:
                 self._held.popitem(last=False)
-        return [dict(row) for row in rows]
+        return [RegistryRow(**row) for row in rows]  # copies: a caller may change its own
 
     def clear(self) -> None:
         with self._lock:

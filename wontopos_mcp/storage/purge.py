@@ -44,12 +44,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from .rows import RegistryRow
 from .schema import create_indexes
 from .upkeep_policy import Claim, fragments_of
 from .where import REGISTRY_PURGES, registry_keys_in
@@ -73,8 +74,8 @@ class PurgeTiming:
         return self.within.total_seconds() / 6
 
 
-def marker(now_us: int) -> dict[str, Any]:
-    return {"key": f"purge:{uuid.uuid4()}", "kind": "purge", "user_id": "", "name": "", "created_us": now_us}
+def marker(now_us: int) -> RegistryRow:
+    return RegistryRow(key=f"purge:{uuid.uuid4()}", kind="purge", user_id="", name="", created_us=now_us, value=None)
 
 
 def rewrite(table: Any, reindex: bool) -> int:
@@ -126,8 +127,8 @@ class Purges:
         *,
         chunks: Callable[[], Any | None],
         registry: Callable[[], Any],
-        registry_rows: Callable[[str], list[dict[str, Any]]],
-        registry_insert: Callable[[list[dict[str, Any]]], int],
+        registry_rows: Callable[[str], list[RegistryRow]],
+        registry_insert: Callable[[Sequence[RegistryRow]], int],
         registry_delete: Callable[[str], None],
         lock: Callable[[], AbstractContextManager[Any]],
         claim: Claim,

@@ -13,7 +13,7 @@ called (``store`` is the module the rest of the engine talks to).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -82,7 +82,7 @@ def chunk_schema(dim: int) -> Any:
     )
 
 
-def arrow(rows: list[dict[str, Any]], schema: Any) -> Any:
+def arrow(rows: Sequence[Mapping[str, Any]], schema: Any) -> Any:
     import pyarrow as pa
 
     return pa.Table.from_pylist(rows, schema=schema)

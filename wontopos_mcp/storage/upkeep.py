@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from .rows import RegistryRow
 from .schema import arrow, indexes_on, registry_schema
 from .upkeep_policy import Claim, maintain, vector_index_due
 from .where import registry_key_is
@@ -23,7 +24,7 @@ _VECTOR_INDEX_KEY = "index:vector"  # registry row: table size when the vector i
 
 class Upkeep:
     def __init__(
-        self, retain: timedelta, vector_index_min_rows: int, registry_rows: Callable[[str], list[dict[str, Any]]]
+        self, retain: timedelta, vector_index_min_rows: int, registry_rows: Callable[[str], list[RegistryRow]]
     ) -> None:
         self.retain = retain
         self.vector_index_min_rows = vector_index_min_rows
@@ -61,7 +62,7 @@ class Upkeep:
         if not has_index and rows < self.vector_index_min_rows:
             return
         record = self._registry_rows(registry_key_is(_VECTOR_INDEX_KEY))
-        built_at = int(record[0]["value"]) if record else (rows if has_index else 0)
+        built_at = int(record[0]["value"] or 0) if record else (rows if has_index else 0)
         if not vector_index_due(rows, has_index=has_index, built_at=built_at):
             if not record:
                 _record_index_size(registry, rows)
