@@ -16,6 +16,7 @@ an answer show their state at T: superseded later means not superseded yet.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
@@ -56,9 +57,23 @@ def moment(raw: Any, now_us: int) -> int:
     )
 
 
+@dataclass(frozen=True)
+class AsOf:
+    """A past moment a read answers at (SPEC ``as_of``): ``until`` in microseconds, and
+    ``gone``, the versions already superseded then (read once per call, for every part of
+    its answer)."""
+
+    until: int
+    gone: tuple[str, ...]
+
+
 class History:
     def __init__(self, store: Store) -> None:
         self.store = store
+
+    def as_of(self, key: str, until: int) -> AsOf:
+        """The store ``key`` as it stood at ``until``."""
+        return AsOf(until, tuple(self.replaced_by(key, until)))
 
     def replaced_by(self, key: str, until: int) -> list[str]:
         """Ids of the versions already superseded at ``until`` (their successor stored by then)."""
@@ -69,16 +84,12 @@ class History:
         successors = self._stored(key, {r["superseded_by"] for r in old if r["superseded_by"]})
         return sorted(r["memory_id"] for r in old if successors.get(r["superseded_by"] or "", until + 1) <= until)
 
-    def scope(
-        self, key: str, every_version: str, until: int, include_superseded: bool, gone: list[str] | None = None
-    ) -> str:
-        """``every_version`` (a scope that leaves superseded versions in) as it stood at
-        ``until``; ``gone``: ``replaced_by(key, until)`` when the caller has just read it."""
-        where = every_version + created_by(until)
-        if not include_superseded:
-            gone = self.replaced_by(key, until) if gone is None else gone
-            if gone:
-                where += not_among(gone)
+    @staticmethod
+    def scope(every_version: str, at: AsOf, include_superseded: bool) -> str:
+        """``every_version`` (a scope that leaves superseded versions in) as it stood ``at``."""
+        where = every_version + created_by(at.until)
+        if not include_superseded and at.gone:
+            where += not_among(at.gone)
         return where
 
     def dated(self, key: str, records: list[Record], until: int | None = None) -> list[Record]:

@@ -22,7 +22,7 @@ from wontopos_mcp.rules.records import memory_record
 from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import filter_clauses, search_scope
 
-from .history import History, moment
+from .history import AsOf, History, moment
 
 if TYPE_CHECKING:
     from wontopos_mcp.model.embeddings import Embedder
@@ -74,10 +74,11 @@ class Reads:
         budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
         until = self._moment(as_of)
         handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
+        at = None if until is None else self.history.as_of(handle.key, until)
         answer: dict[str, Any] = {"user_id": handle.display, "query": text}
         if name is not None:
             answer["speaker"] = name
-        found = self._search(handle, text, name, limit, scope_filters, include_superseded, until)
+        found = self._search(handle, text, name, limit, scope_filters, include_superseded, at)
         answer["memories"] = found if budget is None else fit(found, _text_size, budget)[0]
         if len(answer["memories"]) < len(found):
             answer["truncated"] = True
@@ -91,20 +92,17 @@ class Reads:
         limit: int,
         filters: list[str],
         superseded: bool,
-        until: int | None = None,
-        gone: list[str] | None = None,
+        at: AsOf | None = None,
     ) -> list[dict[str, Any]]:
         # ``context``: whose words may lend full-text score to their neighbours and seed
         # replies, and where neighbours are read: the store's current memories, or at a
         # past moment those current then, so a memory stored later moves nothing.
-        if until is None:
+        if at is None:
             where = search_scope(handle.key, name, superseded, filters)
             context = search_scope(handle.key, None, False, [])
         else:
-            gone = self.history.replaced_by(handle.key, until) if gone is None else gone
-            every_version = search_scope(handle.key, name, True, filters)
-            where = self.history.scope(handle.key, every_version, until, superseded, gone)
-            context = self.history.scope(handle.key, search_scope(handle.key, None, True, []), until, False, gone)
+            where = self.history.scope(search_scope(handle.key, name, True, filters), at, superseded)
+            context = self.history.scope(search_scope(handle.key, None, True, []), at, False)
         from .ranking import search_memories  # numpy: off the start-up path (spawn -> tools/list)
 
         # Registered speakers' names in the query are who, not what: all are dropped from
@@ -114,7 +112,8 @@ class Reads:
         query = query_without_name(query_without_names(text, named), name)
         lean = named if name is None else ()
         hits = search_memories(self.memories.store, self._embedder(), query, where, limit, named=lean, context=context)
-        return self.history.dated(handle.key, [memory_record(row, similarity=sim) for row, sim in hits], until)
+        records = [memory_record(row, similarity=sim) for row, sim in hits]
+        return self.history.dated(handle.key, records, None if at is None else at.until)
 
     def memory_recall(
         self,
@@ -134,17 +133,16 @@ class Reads:
         budget = None if max_chars is None else MAX_CHARS.integer(max_chars)
         until = self._moment(as_of)
         handle = self.registry.resolve(user_id)
-        # The versions already superseded at ``until``: read once, for the memories and the context.
-        gone = None if until is None else self.history.replaced_by(handle.key, until)
-        found = self._search(handle, text, None, limit, [], False, until, gone)
-        lines = self._around(handle, found, context_limit, until, gone)
+        at = None if until is None else self.history.as_of(handle.key, until)  # for all three parts
+        found = self._search(handle, text, None, limit, [], False, at)
+        lines = self._around(handle, found, context_limit, at)
         memories, around = found, lines
         if budget is not None:
             memories, left = fit(found, _text_size, budget)
             around, _ = fit(lines, len, left, at_least_one=False)
         answer: dict[str, Any] = {
             "user_id": handle.display,
-            "short_term": {"turns": self._turns(handle, context_limit, until)},
+            "short_term": {"turns": self._turns(handle, context_limit, at)},
             "long_term": {"memories": memories},
             "context": {"around_top_memory": around},
         }
@@ -157,22 +155,21 @@ class Reads:
         handle: StoreHandle,
         memories: list[dict[str, Any]],
         reach: int,
-        until: int | None = None,
-        gone: list[str] | None = None,
+        at: AsOf | None = None,
     ) -> list[str]:
-        """The conversation around the best memory, as prompt lines (as it stood ``until``)."""
+        """The conversation around the best memory, as prompt lines (as it stood ``at``)."""
         if not memories or not reach:
             return []
         top = self.memories.memory_row(handle.key, memories[0]["id"])
-        rows = self.history.around(handle.key, top, reach, until)
-        if gone:
-            replaced = set(gone)
+        rows = self.history.around(handle.key, top, reach, None if at is None else at.until)
+        if at is not None and at.gone:
+            replaced = set(at.gone)
             rows = [r for r in rows if r["memory_id"] not in replaced]
         return [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], reach)]
 
-    def _turns(self, handle: StoreHandle, limit: int, until: int | None = None) -> list[dict[str, Any]]:
-        """The store's last ``limit`` conversation turns (stored by ``until``), oldest first."""
-        rows = self.history.recent_turns(handle.key, limit, until) if limit else []
+    def _turns(self, handle: StoreHandle, limit: int, at: AsOf | None = None) -> list[dict[str, Any]]:
+        """The store's last ``limit`` conversation turns (stored by then), oldest first."""
+        rows = self.history.recent_turns(handle.key, limit, None if at is None else at.until) if limit else []
         return [_turn(row) for row in reversed(rows)]
 
     def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
