@@ -205,7 +205,19 @@ def report() -> str:
         "largest classes          "
         + ", ".join(f"{c.removeprefix('wontopos_mcp.')} {n}" for n, c in sorted(classes)[-5:]),
     ]
+    lines.append(f"mypy strict scope         {_mypy_scope()}")
     return "\n".join(lines)
+
+
+def _mypy_scope() -> str:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    relaxed = [o["module"] for o in mypy.get("overrides", []) if o.get("disallow_untyped_calls") is False]
+    scope = ", ".join(mypy["files"]) if mypy.get("strict") else "none"
+    return scope + (f" (untyped calls allowed in {', '.join(relaxed)})" if relaxed else "")
 
 
 if __name__ == "__main__":
