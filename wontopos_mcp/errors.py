@@ -241,7 +241,7 @@ class ModelMismatch(RuntimeError):
 
 
 class StorageError(RuntimeError):
-    """A failure of the database itself, as ``store`` names it (never sent as-is: a face
+    """A failure of the database itself, as ``storage.adapter`` names it (never sent as-is: a face
     that meets one sends ``internal_error``)."""
 
 

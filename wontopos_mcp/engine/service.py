@@ -8,9 +8,9 @@ The service is synchronous and thread-safe: the async faces call it through
 
 The service owns no rows itself; each part owns one thing (the arrows point down):
 
-    service ──> stores, writes, batch_writes, reads, paging
+    service ──> stores, writes, batch_writes, retagging, reads, speaker_pages
                   └──> commits ──> registry (registry rows), memories (chunk rows)
-                                      └──> store (LanceDB) ──> coordination
+                                      └──> storage.adapter (LanceDB) ──> storage.locks
 
 Order of checks in every call (SPEC "Errors", precedence): argument shape and ranges,
 then the store, then the speaker, then the memory, then conflicts, and only then the

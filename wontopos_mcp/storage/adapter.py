@@ -222,22 +222,22 @@ class Store:
 
     def open_failure(self, exc: Exception) -> ConfigError:
         """What ``connect`` raised, as the one line ``open_or_refuse`` raises."""
-        from . import startup_checks as db_checks
+        from . import startup_checks
 
-        return exc if isinstance(exc, ConfigError) else db_checks.open_failure(self.uri, exc, remote=self._remote)
+        return exc if isinstance(exc, ConfigError) else startup_checks.open_failure(self.uri, exc, remote=self._remote)
 
     def check_usable(self, timeout: float = _CHECK_TIMEOUT_S) -> None:
         """Raise ``ConfigError`` (one line: the problem and the fix) unless the database
         can be opened and written; the CLI asks this before serving anything. A local
         directory is checked on the filesystem alone, in about a millisecond and without
         importing LanceDB; object storage is asked to list the tables (``startup_checks``)."""
-        from . import startup_checks as db_checks
+        from . import startup_checks
 
         if not self._remote:
-            db_checks.check_directory(self.uri, LOCK_FILE)
+            startup_checks.check_directory(self.uri, LOCK_FILE)
             return
         options = self.storage_options or None
-        db_checks.check_remote(
+        startup_checks.check_remote(
             self.uri, lambda: _lancedb().connect(self.uri, storage_options=options).list_tables(), timeout
         )
 

@@ -1,6 +1,6 @@
 """The two tables' layout: their schemas, the indexes every filter uses, and the upgrade
 of a table an earlier version made. Imports pyarrow and ``lancedb.index`` only when
-called (``store`` is the module the rest of the engine talks to).
+called (``adapter`` is the module the rest of the engine talks to).
 
 * ``registry``: one row per store, per registered speaker and per kept idempotency
   record (``registry`` owns those), plus the store's own bookkeeping: a ``meta`` row

@@ -40,7 +40,7 @@ from .lease import Lease, LeaseBackend, LeaseBusy, Leases, LeaseTiming
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".wontopos.lock"  # a local database's file lock
-PRIVATE_DIR = 0o700  # a database directory made here (db_checks or attach): nobody else may list or read it
+PRIVATE_DIR = 0o700  # a database directory made here (startup_checks or attach): nobody else may list or read it
 DATABASE = "database"  # the database lease's name
 
 
