@@ -693,6 +693,8 @@ def test_by_speaker_is_newest_first_and_counts_every_chunk_of_that_speaker(
     assert [m["is_superseded"] for m in page["memories"]] == [False, False, False, True]
     assert page["returned"] == 4
     assert page["chunks"] == page["records_to_delete"] == page["points_to_delete"] == chunks == 7
+    # What a person recognises: 4 memories (the superseded one included), beside 7 records.
+    assert page["memories_to_delete"] == 4
     assert (page["has_more"], page["next_before"], page["next_skip_ids"]) == (False, None, [])
 
 

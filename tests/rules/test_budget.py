@@ -74,10 +74,31 @@ def test_recall_spends_the_budget_on_memories_then_context_lines(trip: MemorySer
     assert cut["long_term"]["memories"] == memories
     assert cut["context"]["around_top_memory"] == lines[:2]
     assert cut["truncated"] is True
-    assert cut["short_term"] == full["short_term"]  # the recent turns are not budgeted
+    assert cut["short_term"]["turns"] == []  # nothing left for the recent turns
     tiny = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10, max_chars=1)
     assert tiny["long_term"]["memories"] == memories[:1]
     assert tiny["context"]["around_top_memory"] == []
+    assert tiny["short_term"]["turns"] == []
+
+
+def test_recall_budgets_the_whole_answer_turns_last_and_newest_first(trip: MemoryService) -> None:
+    """SPEC: max_chars bounds the whole answer's texts: memories, then context lines, then
+    the short-term turns (the newest kept first, shown oldest first as always)."""
+    full = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10)
+    memories, lines = full["long_term"]["memories"], full["context"]["around_top_memory"]
+    turns = full["short_term"]["turns"]
+    assert len(turns) == 5
+    spent = sum(_sizes(memories)) + sum(len(line) for line in lines)
+    two_newest = len(turns[-1]["content"]) + len(turns[-2]["content"])
+    cut = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10, max_chars=spent + two_newest)
+    assert cut["long_term"]["memories"] == memories
+    assert cut["context"]["around_top_memory"] == lines
+    assert cut["short_term"]["turns"] == turns[-2:]
+    assert cut["truncated"] is True
+    whole = spent + sum(len(t["content"]) for t in turns)
+    roomy = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10, max_chars=whole)
+    assert roomy["short_term"] == full["short_term"]
+    assert "truncated" not in roomy
 
 
 @pytest.mark.slow

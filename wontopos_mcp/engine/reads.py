@@ -125,8 +125,10 @@ class Reads:
         as_of: Any = None,
     ) -> dict[str, Any]:
         """Prompt-ready context: recent turns, the best memories, the conversation around
-        the best. ``max_chars`` budgets the memories, then the context lines, by their text;
-        ``as_of`` answers all three as the store stood then."""
+        the best. ``max_chars`` budgets the whole answer's texts (SPEC): the memories, then
+        the context lines, then the short-term turns, newest first (an older turn goes
+        before a newer one: the newest is what the conversation is about now); ``as_of``
+        answers all three as the store stood then."""
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         limit = RECALL_LIMIT.integer(limit)
         context_limit = CONTEXT_LIMIT.integer(context_limit)
@@ -136,17 +138,20 @@ class Reads:
         at = None if until is None else self.history.as_of(handle.key, until)  # for all three parts
         found = self._search(handle, text, None, limit, [], False, at)
         lines = self._around(handle, found, context_limit, at)
-        memories, around = found, lines
+        recent = self._turns(handle, context_limit, at)
+        memories, around, turns = found, lines, recent
         if budget is not None:
             memories, left = fit(found, _text_size, budget)
-            around, _ = fit(lines, len, left, at_least_one=False)
+            around, left = fit(lines, len, left, at_least_one=False)
+            newest_first, _ = fit(recent[::-1], _text_size, left, at_least_one=False)
+            turns = newest_first[::-1]
         answer: dict[str, Any] = {
             "user_id": handle.display,
-            "short_term": {"turns": self._turns(handle, context_limit, at)},
+            "short_term": {"turns": turns},
             "long_term": {"memories": memories},
             "context": {"around_top_memory": around},
         }
-        if len(memories) < len(found) or len(around) < len(lines):
+        if len(memories) < len(found) or len(around) < len(lines) or len(turns) < len(recent):
             answer["truncated"] = True
         return answer
 

@@ -83,6 +83,7 @@ class SpeakerPages:
         skip = [] if skip_ids is None else v.string_list(skip_ids, field="skip_ids", max_items=v.MAX_SKIP_IDS)
         handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
         chunks = self.memories.count(said_by(handle.key, name))
+        memories = self.memories.count_memories(said_by(handle.key, name)) if chunks else 0
         rows = self.newest_said(handle.key, name, before_us, skip, limit + 1, chunks) if chunks else []
         page, has_more = rows[:limit], len(rows) > limit
         next_before, next_skip = None, []
@@ -99,6 +100,7 @@ class SpeakerPages:
             "chunks": chunks,
             "records_to_delete": chunks,
             "points_to_delete": chunks,
+            "memories_to_delete": memories,
             "has_more": has_more,
             "next_before": next_before,
             "next_skip_ids": next_skip,

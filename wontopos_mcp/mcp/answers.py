@@ -185,6 +185,9 @@ class BySpeakerAnswer(_Answer):
     chunks: int = Field(ge=0, description="Chunk records a delete of all this speaker's memories would remove.")
     records_to_delete: int = Field(ge=0, description="Same as chunks: pass it to memory_forget as confirm_records.")
     points_to_delete: int = Field(ge=0, description="Deprecated alias of records_to_delete.")
+    memories_to_delete: int = Field(
+        ge=0, description="Memories a delete of all this speaker's memories would remove (what a person recognises)."
+    )
     has_more: bool
     next_before: str | None = Field(description="Pass as `before` for the next page; null on the last page.")
     next_skip_ids: list[str] = Field(description="Pass as `skip_ids` for the next page; empty on the last page.")
