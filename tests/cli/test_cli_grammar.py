@@ -215,6 +215,7 @@ def test_help_shows_examples_and_the_database_a_run_would_use(tmp_path: Path) ->
     done = _process(tmp_path, "--help", WONTOPOS_DB=str(tmp_path / "from-env"))
     assert done.returncode == 0
     assert "examples:\n  wontopos-mcp " in done.stdout
+    assert "memory browser at http://HOST:PORT/ui/" in " ".join(done.stdout.split())
     assert "wontopos-mcp stores create alice" in done.stdout
     assert f"database: {tmp_path / 'from-env'} (from WONTOPOS_DB;" in done.stdout
     done = _process(tmp_path, "--db", str(tmp_path / "flag"), "stores", "delete", "--help")

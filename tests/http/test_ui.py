@@ -188,6 +188,10 @@ def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(li
         moved = bare.get("/ui")
         assert moved.status_code == 308
         assert moved.headers["location"] == "/ui/"
+        home = bare.get("/")  # whoever opens the bare address finds the page, key or not
+        assert home.status_code == 308
+        assert home.headers["location"] == "/ui/"
+        assert home.headers["x-content-type-options"] == "nosniff"
         index = bare.get("/ui/")
         assert index.status_code == 200
         assert index.headers["content-type"].startswith("text/html")

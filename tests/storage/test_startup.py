@@ -212,7 +212,10 @@ def test_a_server_whose_background_open_fails_stops_with_one_line_and_exit_2(tmp
     assert "Traceback" not in err
     lines = err.strip().splitlines()
     if args:  # HTTP announces where it serves first
-        assert lines.pop(0).startswith("wontopos-mcp: serving MCP at http://127.0.0.1:"), err
+        announced = lines.pop(0)
+        assert announced.startswith("wontopos-mcp: serving MCP at http://127.0.0.1:"), err
+        assert "the memory browser at http://127.0.0.1:" in announced
+        assert announced.endswith("/ui/")
     else:  # stdio answered initialize before the open failed
         assert json.loads(out.splitlines()[0])["id"] == 1
     assert len(lines) == 1, err

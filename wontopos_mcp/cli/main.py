@@ -92,7 +92,8 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="wontopos-mcp",
         description="Memory that knows who said it: an offline MCP memory server. "
-        "With no command it serves MCP (stdio by default; --transport http or sse for HTTP).",
+        "With no command it serves MCP (stdio by default; --transport http or sse for HTTP, "
+        "which also serves the memory browser at http://HOST:PORT/ui/).",
         epilog=f"{EXAMPLES}\n\n{where}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -242,7 +243,8 @@ def _serve_http(service: Any, settings: Settings, listener: socket.socket) -> No
     config = server_config(build_app(service, settings), settings)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(
-        f"wontopos-mcp: serving MCP at http://{host}:{settings.port}/mcp (SSE /sse, REST /api/v1, /healthz)",
+        f"wontopos-mcp: serving MCP at http://{host}:{settings.port}/mcp (SSE /sse, REST /api/v1, /healthz); "
+        f"the memory browser at http://{host}:{settings.port}/ui/",
         file=sys.stderr,
         flush=True,
     )

@@ -104,7 +104,7 @@ __all__ = ["Guard", "SecurityHeaders", "build_app", "error_response"]
 logger = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-OPEN_PATHS = ("/healthz",)
+OPEN_PATHS = ("/healthz", "/")  # "/" only redirects to the memory browser
 UI_PATH = "/ui"  # the memory browser: static files in the package (``wontopos_mcp/ui``)
 UI_FILES = Path(__file__).resolve().parent / "ui"
 WELL_KNOWN = "/.well-known/"
@@ -200,7 +200,8 @@ def _ui(path: str) -> bool:
 
 
 def _open(path: str) -> bool:
-    """Served without the API key: the health check and the browser's static files."""
+    """Served without the API key: the health check, the browser's static files and the
+    redirect of ``/`` to them (none of them holds data)."""
     return path in OPEN_PATHS or _ui(path)
 
 
@@ -476,6 +477,7 @@ def build_app(service: MemoryService, settings: Settings, *, key_failures: KeyFa
     return _App(
         routes=[
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/", to_ui, methods=["GET", "HEAD"]),  # a person who opens the address finds the page
             Route(UI_PATH, to_ui, methods=["GET", "HEAD"]),
             Mount(UI_PATH, app=StaticFiles(directory=UI_FILES, html=True), name="ui"),
             *rest_routes(service),
