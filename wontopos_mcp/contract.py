@@ -301,7 +301,8 @@ _TABLE: tuple[Operation, ...] = (
             CATEGORY, EVENT_DATE, CONVERSATION_ID, USER_ID,
         ),
         ("MemoryAddAnswer", "MemoryDuplicateAnswer"),
-        library="add", rest=Rest("POST", "/memory/store", _names("user_id", "content", **METADATA_NAMES)),
+        library="add", cli="add {content}",
+        rest=Rest("POST", "/memory/store", _names("user_id", "content", **METADATA_NAMES)),
     ),
     _op(
         "memory_add_messages",

@@ -4,6 +4,7 @@ the session's real model; one subprocess checks that a refusal is one line on st
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -27,6 +28,39 @@ def wontopos(service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Any:
 def test_speakers_add_says_which_registered_names_look_alike(wontopos: Any) -> None:
     assert wontopos("speakers", "add", "Bob")[1] == "Bob: registered (1 of 50)\n"
     assert wontopos("speakers", "add", "bob")[1] == "bob: registered (2 of 50); looks like Bob (another person)\n"
+
+
+def test_add_stores_a_memory_from_the_command_line_or_stdin(
+    wontopos: Any, service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's CLI block can add what it then lists: `add TEXT` with the memory's
+    fields as flags, `-` reads the text from stdin; a refusal names the CLI's own verb."""
+    wontopos("stores", "create", "alice")
+    wontopos("speakers", "add", "Bob", "--user", "alice")
+    code, out, _ = wontopos(
+        "add", "The deadline moved to Tuesday.", "--user", "alice", "--speaker", "Bob",
+        "--category", "work", "--conversation", "standup-1", "--event-date", "2026-03-02",
+    )  # fmt: skip
+    assert code == 0
+    memory_id = re.match(r"stored memory (\S+) \(Bob\) in 'alice'$", out.strip()).group(1)
+    stored = service.memory_get(memory_id, user_id="alice")["memory"]
+    assert (stored["speaker"], stored["category"], stored["conversation_id"]) == ("Bob", "work", "standup-1")
+    assert stored["event_date"].startswith("2026-03-02")
+    monkeypatch.setattr("sys.stdin", io.StringIO("Read from stdin, as a pipe gives it.\n"))
+    code, out, _ = wontopos("add", "-", "--user", "alice", "--json")
+    assert code == 0
+    piped = json.loads(out)
+    assert (
+        service.memory_get(piped["id"], user_id="alice")["memory"]["content"] == "Read from stdin, as a pipe gives it."
+    )
+    code, out, _ = wontopos("add", "The deadline moved to Tuesday.", "--user", "alice", "--speaker", "Bob")
+    assert code == 0
+    assert out.strip() == f"not stored: it restates memory {memory_id}"
+    code, out, err = wontopos("add", "Carol's words.", "--user", "alice", "--speaker", "Carol")
+    assert code == 1
+    assert out == ""
+    assert "wontopos-mcp speakers add Carol --user alice" in err
+    assert service.memory_list(user_id="alice")["count"] == 2
 
 
 @pytest.mark.slow

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from wontopos_mcp.config import Settings
     from wontopos_mcp.engine.service import MemoryService
 
-EMBEDS = frozenset({"search", "import"})  # refuse a database of another model, as the server does
+EMBEDS = frozenset({"add", "search", "import"})  # refuse a database of another model, as the server does
 # The first run of a command that needs the model may convert it (seconds); wait longer
 # than a server call would.
 MODEL_WAIT = 180.0
@@ -63,6 +63,7 @@ examples:
   wontopos-mcp info                                 where the database is, its stores, the model
   wontopos-mcp stores create alice
   wontopos-mcp speakers add Bob --user alice
+  wontopos-mcp add "The deadline moved to Tuesday." --user alice --speaker Bob
   wontopos-mcp search "what did Bob say?" --user alice --speaker Bob --limit 5
   wontopos-mcp memories list --user alice --speaker Bob
   wontopos-mcp memories forget MEMORY_ID --user alice
@@ -170,6 +171,25 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
     command(
         "forget", "forget one memory", "wontopos-mcp memories forget MEMORY_ID --user alice", parent=memories
     ).add_argument("memory_id", metavar="ID")
+
+    added = command(
+        "add",
+        "store one memory (TEXT, or '-' to read it from stdin)",
+        'wontopos-mcp add "The deadline moved to Tuesday." --user alice --speaker Bob',
+    )
+    added.add_argument("content", metavar="TEXT")
+    added.add_argument("--speaker", metavar="NAME", help='who said it: "me" or a registered name (default: untagged)')
+    added.add_argument("--category", help='a label to group memories (default: "general")')
+    added.add_argument(
+        "--conversation",
+        "--conversation-id",
+        dest="conversation_id",
+        metavar="ID",
+        help="the conversation it was said in",
+    )
+    added.add_argument(
+        "--event-date", dest="event_date", metavar="DATE", help="when it happened: YYYY-MM-DD or RFC 3339"
+    )
 
     search = command(
         "search",
@@ -398,6 +418,26 @@ def _memories_forget(service: MemoryService, args: dict[str, Any], out: TextIO) 
     _emit(out, args, answer, f"forgot memory {args['memory_id']} in {answer['user_id']!r}")
 
 
+def _add(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    # From stdin, the one line break that ends what `echo` or a file gives is not the memory's.
+    content = _one_line_break_off(sys.stdin.read()) if args["content"] == "-" else args["content"]
+    service.start()
+    answer = service.memory_add(
+        content, speaker=args["speaker"], category=args["category"], event_date=args["event_date"],
+        conversation_id=args["conversation_id"], user_id=args["user_id"],
+    )  # fmt: skip
+    if answer["status"] == "duplicate":
+        text = f"not stored: it restates memory {answer['duplicate_of']}"
+    else:
+        who = f" ({answer['speaker']})" if "speaker" in answer else ""
+        text = f"stored memory {answer['id']}{who} in {answer['user_id']!r}"
+    _emit(out, args, answer, text)
+
+
+def _one_line_break_off(text: str) -> str:
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+
+
 def _search(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     service.start()
     answer = service.memory_search(args["query"], speaker=args["speaker"], limit=args["limit"], user_id=args["user_id"])
@@ -491,6 +531,7 @@ _HANDLERS: dict[str, Callable[[MemoryService, dict[str, Any], TextIO], int | Non
     "memories list": _memories_list,
     "memories get": _memories_get,
     "memories forget": _memories_forget,
+    "add": _add,
     "search": _search,
     "export": _export,
     "import": _import,
