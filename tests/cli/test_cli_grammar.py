@@ -167,10 +167,15 @@ def test_a_list_longer_than_its_limit_says_how_to_go_on_and_that_command_works(
     assert (code, err) == (0, "")
     assert [line.split("  ")[0] for line in out.splitlines()] == stored[3:]
 
+    service.memory_add("Not Bob's.", user_id="many")
     code, out, err = wontopos("memories", "list", "--user", "many", "--speaker", "Bob", "--limit", "2")
     assert code == 0
-    assert [line.split("  ")[0] for line in out.splitlines()] == stored[::-1][:2]
-    assert "raise --limit" in err
+    assert [line.split("  ")[0] for line in out.splitlines()] == stored[:2]
+    assert err.startswith("wontopos-mcp: more: wontopos-mcp memories list --user many --speaker Bob --cursor ")
+    more = shlex.split(err.removeprefix("wontopos-mcp: more: "))
+    code, out, err = wontopos(*more[1:])
+    assert (code, err) == (0, "")
+    assert [line.split("  ")[0] for line in out.splitlines()] == stored[2:]  # Bob's only, each once
     code, out, err = wontopos("memories", "list", "--user", "many", "--speaker", "Bob", "--limit", "30")
     assert code == 0
     assert err == ""

@@ -23,8 +23,9 @@ checked by the parser, before the database is opened or the model loaded.
 ``stores create --user NAME``, the spelling of earlier versions, still works (``NAME``
 given both ways must agree); ``stores delete`` takes the name only, and asks before it
 deletes (``--yes`` does not ask; with nobody to answer, nothing is deleted).
-``memories list`` pages through a store oldest first (``--cursor`` continues); with
-``--speaker`` it lists that person's memories newest first (``by_speaker``).
+``memories list`` pages through a store, or with ``--speaker`` through one person's
+memories, oldest first (``memory_list``); ``--cursor`` continues either, and the command
+for the next page is printed on stderr.
 ``import`` is :mod:`importing`.
 """
 
@@ -160,11 +161,11 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
     merged.add_argument("--yes", action="store_true", help="do not ask")
 
     memories = group("memories", "list, show or forget a store's memories")
-    listed = command("list", "list memories, oldest first (with --speaker: that person's, newest first)",
+    listed = command("list", "list memories, oldest first (with --speaker: that person's only)",
                      "wontopos-mcp memories list --user alice --speaker Bob --limit 20", parent=memories)  # fmt: skip
     listed.add_argument("--speaker", metavar="NAME", help="only this person's memories")
     listed.add_argument("--limit", type=ranged(_LIST), default=_LIST.default, help=f"how many ({_LIST.span})")
-    listed.add_argument("--cursor", help="continue after an earlier list (without --speaker)")
+    listed.add_argument("--cursor", help="continue after an earlier list (the command for it is printed)")
     command("get", "show one memory", "wontopos-mcp memories get MEMORY_ID --user alice", parent=memories).add_argument(
         "memory_id", metavar="ID"
     )
@@ -378,33 +379,12 @@ def _memory_line(m: dict[str, Any]) -> str:
 
 
 def _memories_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
-    user_id, limit = args["user_id"], args["limit"]
-    if args["speaker"] is None:
-        answer = service.memory_list(limit=limit, cursor=args["cursor"], user_id=user_id)
-        more = answer["next_cursor"]
-        if more is not None:
-            _say(f"more: {render(Fix.of('memory_list', user_id=user_id, cursor=more), 'cli')}")
-    else:
-        if args["cursor"] is not None:
-            raise InvalidRequestError("--cursor continues a list without --speaker; raise --limit", field="cursor")
-        answer = _said_by(service, args["speaker"], user_id, limit)
-        if answer["has_more"]:
-            _say(f"more of {answer['speaker']}'s memories: raise --limit (at most {_LIST.high})")
+    user_id, speaker = args["user_id"], args["speaker"]
+    answer = service.memory_list(limit=args["limit"], cursor=args["cursor"], user_id=user_id, speaker=speaker)
+    more = answer["next_cursor"]
+    if more is not None:
+        _say(f"more: {render(Fix.of('memory_list', user_id=user_id, speaker=speaker, cursor=more), 'cli')}")
     _emit(out, args, answer, "\n".join(map(_memory_line, answer["memories"])) or "(no memories)")
-
-
-def _said_by(service: MemoryService, speaker: str, user_id: str | None, limit: int) -> dict[str, Any]:
-    """Up to ``limit`` of one speaker's memories, newest first, walking ``by_speaker``'s pages."""
-    memories: list[dict[str, Any]] = []
-    before, skip_ids = None, None
-    while True:
-        page = service.by_speaker(speaker, limit=_SPEAKER_PAGE, before=before, skip_ids=skip_ids, user_id=user_id)
-        memories += page["memories"]
-        if not page["has_more"] or len(memories) >= limit:
-            has_more = page["has_more"] or len(memories) > limit
-            return {"user_id": page["user_id"], "speaker": page["speaker"], "memories": memories[:limit],
-                    "has_more": has_more}  # fmt: skip
-        before, skip_ids = page["next_before"], page["next_skip_ids"]
 
 
 def _memories_get(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
