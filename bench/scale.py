@@ -434,7 +434,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     said = in_store("u0") + " AND speaker = 'Alice'"
     # The time window the reads above settled on (none: a speaker this small is sorted whole).
     span = service._pages.spans.get((service._resolve("u0")[0], "Alice", True))
-    window = said + " AND chunk_idx = 0" + ("" if span is None else f" AND created_us > {service._now_us() - span}")
+    window = said + " AND chunk_idx = 0" + ("" if span is None else f" AND created_us > {service.now_us() - span}")
     page_steps = {
         "_resolve + require_speaker (registry)": lambda r: (
             service._resolve("u0"), service.registry.require_speaker("u0", "Alice", writing=False)),

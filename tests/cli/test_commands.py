@@ -131,7 +131,7 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     bad = [
         "not json at all",
         json.dumps({"id": "x1", "content": "Hi", "speaker": "Me"}),
-        json.dumps({"content": "no id"}),
+        json.dumps({"id": "x2", "content": "From the future.", "created_at": "2999-01-01T00:00:00Z"}),
     ]
     source = tmp_path / "mixed.jsonl"
     source.write_text("\n".join(good[:60] + bad + good[60:]) + "\n", encoding="utf-8")
@@ -143,11 +143,35 @@ def test_import_skips_bad_lines_with_their_reasons_and_reports_progress(
     assert [s["line"] for s in summary["skipped"]] == [61, 62, 63]
     assert "not valid JSON" in summary["skipped"][0]["reason"]
     assert "reserved" in summary["skipped"][1]["reason"]
+    assert "created_at 2999-01-01T00:00:00Z is later than now" in summary["skipped"][2]["reason"]
     # The progress bar (tqdm, on stderr) after each batch: lines of the file's total, the rate, what was stored.
     assert re.search(r"import: +67%\|.*\| 103/153 \[[^]]* lines/s, stored=100, already_there=0, skipped=3", err)
     assert re.search(r"\| 153/153 \[[^]]* lines/s, stored=150, already_there=0, skipped=3\]", err)
     assert "skipped line 62" in err
     assert service.memory_list(limit=500)["count"] == 150
+
+
+def test_import_takes_hand_written_lines_with_content_alone_and_a_rerun_adds_nothing(
+    wontopos: Any, service: MemoryService, tmp_path: Path
+) -> None:
+    service.speaker_register("Bob")
+    lines = [
+        {"content": "Bob's sister lives in Porto."},
+        {"content": "Bob waters the plants after 9am.", "speaker": "Bob", "category": "home"},
+        {"content": "The review moved to the 14th.", "event_date": "2026-03-14"},
+    ]
+    source = tmp_path / "notes.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    code, out, _ = wontopos("import", str(source), "--json")
+    assert code == 0
+    assert json.loads(out)["stored"] == 3
+    stored = {m["content"]: m for m in service.memory_list()["memories"]}
+    assert set(stored) == {line["content"] for line in lines}
+    assert stored["Bob waters the plants after 9am."]["speaker"] == "Bob"
+    assert stored["Bob waters the plants after 9am."]["category"] == "home"
+    again = json.loads(wontopos("import", str(source), "--json")[1])
+    assert (again["stored"], again["already_there"]) == (0, 3)
+    assert service.memory_list()["count"] == 3
 
 
 # A real process (the CLI face's one): the exit code and what reaches stdout and stderr are

@@ -693,3 +693,12 @@ def test_importance_is_between_0_and_1_and_follows_the_documented_heuristic(serv
     assert all(0 <= value <= 1 for value in got.values())
     assert got["I am allergic to 2 kinds of nuts."] > got["ok"]
     assert importance("x" * 80) == 0.4  # 80 characters or more adds 0.1
+
+
+def test_a_batch_item_stored_in_the_future_refuses_the_batch_and_stores_nothing(service: MemoryService) -> None:
+    """``as_of`` refuses a moment later than now, so no memory may claim to be stored then:
+    the batch (an import's, the library's ``add_many``) is refused naming the item."""
+    items = [{"content": "Stored yesterday.", "created_at": "2026-01-01"}, {"content": "Stored in 2999.",
+             "created_at": "2999-01-01T00:00:00Z"}]  # fmt: skip
+    with changes_nothing(service), refused(400, field="items[1].created_at"):
+        service.memory_add_batch(items)

@@ -27,6 +27,7 @@ longer there, and a re-run imports it again.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import stat
@@ -146,7 +147,7 @@ class _Import:
         if not text.strip():
             return None
         try:
-            line = _read_line(number, text, self.service.scrubbed, self.service.idempotency)
+            line = _read_line(number, text, self.service.scrubbed, self.service.idempotency, self.service.now_us())
         except _Unreadable as exc:
             self.skip(number, str(exc))
             return None
@@ -214,12 +215,15 @@ class _Unreadable(Exception):
 
 
 def _read_line(
-    number: int, text: str, scrubbed: Callable[[Any], Any], keyed: Callable[[str, str], Idempotency]
+    number: int, text: str, scrubbed: Callable[[Any], Any], keyed: Callable[[str, str], Idempotency], now_us: int
 ) -> _Line:
     """A line as an exported memory, checked as ``memory_add_batch`` will check it; its
     fingerprint (``keyed``: the database's keyed hash) is of the fields as they will be
     stored (``scrubbed``: secrets redacted when the store redacts them, so no hash of a
-    secret is kept)."""
+    secret is kept).
+
+    A hand-written line needs only ``content`` (the other fields are optional): without an
+    ``id`` it is keyed by its fields, so a re-run finds it already there."""
     try:
         memory = json.loads(text.rstrip("\r\n"))
     except json.JSONDecodeError as exc:  # "Unterminated string starting at", "Expecting value"...
@@ -227,15 +231,19 @@ def _read_line(
         raise _Unreadable(f"not valid JSON ({where}): cut short or damaged") from None
     except RecursionError:
         raise _Unreadable("nested too deeply to be an exported memory") from None
-    if not isinstance(memory, dict) or not isinstance(memory.get("id"), str) or "content" not in memory:
-        raise _Unreadable('not an exported memory: it needs an "id" and a "content"')
+    if not isinstance(memory, dict) or "content" not in memory:
+        raise _Unreadable('not a memory: it needs at least a "content"')
+    if memory.get("id") is not None and not isinstance(memory["id"], str):
+        raise _Unreadable('its "id" is not a string')
     item = {k: memory[k] for k in _IMPORTED if memory.get(k) is not None}
     try:
         fields = json.dumps(scrubbed(item), sort_keys=True, ensure_ascii=False)
         fields.encode("utf-8")  # the check itself: a lone surrogate cannot be encoded, so it is refused here
     except UnicodeEncodeError:
         raise _Unreadable("it holds a lone surrogate escape (such as \\ud800), which is not text") from None
-    check_item(item)
+    check_item(item, now_us)
+    if memory.get("id") is None:  # a hand-written line: its own fields name it
+        memory["id"] = "line-" + hashlib.sha256(fields.encode("utf-8")).hexdigest()[:40]
     try:
         idem = keyed(f"import:{memory['id']}", fields)
     except InvalidRequestError:

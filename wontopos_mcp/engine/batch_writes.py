@@ -86,7 +86,7 @@ class BatchWrites:
         Secrets in the items' texts are redacted first (the ``redact`` setting);
         ``redacted``: what was redacted from the text the items were cut from (bulk).
         """
-        parsed = parse_items(items)
+        parsed = parse_items(items, self.commits.now_us())
         handle = self.registry.resolve(user_id)
         key = handle.key
         if origins is not None and (idempotency is not None or len(origins) != len(parsed)):

@@ -77,18 +77,18 @@ class MemoryService:
         self.store = store
         self.models = models
         self.clock = clock
-        self.registry = Registry(store, speaker_limit=speaker_limit, now_us=self._now_us)
-        self.memories = Memories(store, now_us=self._now_us)
+        self.registry = Registry(store, speaker_limit=speaker_limit, now_us=self.now_us)
+        self.memories = Memories(store, now_us=self.now_us)
         self.commits = Commits(
             store, self.registry, self.memories, models,
-            model_wait=model_wait, now_us=self._now_us, redactor=Redactor(redact),
+            model_wait=model_wait, now_us=self.now_us, redactor=Redactor(redact),
         )  # fmt: skip
         self._stores = Stores(self.commits)
         self._identity = Identity(self.commits)
         self._writes = Writes(self.commits)
         self._batches = BatchWrites(self.commits)
-        self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder, now_us=self._now_us)
-        self._pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self._now_us)
+        self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder, now_us=self.now_us)
+        self._pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self.now_us)
         self._db_state = "opening"  # the background open's outcome: "opening", "ok" or "error"
         self._started = False
         self._on_open_failure = on_open_failure
@@ -337,7 +337,8 @@ class MemoryService:
 
     # -- for tests and bench/ (thin names over the parts) ---------------------------------------------
 
-    def _now_us(self) -> int:
+    def now_us(self) -> int:
+        """The service's clock, in microseconds (a test sets it with ``clock``)."""
         return to_us(self.clock())
 
     def _resolve(self, user_id: Any) -> tuple[str, str]:

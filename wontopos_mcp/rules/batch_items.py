@@ -37,23 +37,24 @@ class Item:
     created_us: int | None
 
 
-def parse_items(items: Any) -> list[Item]:
-    """Checked batch items; a bad one refuses the whole batch (400 naming ``items[i].x``)."""
+def parse_items(items: Any, now_us: int) -> list[Item]:
+    """Checked batch items; a bad one refuses the whole batch (400 naming ``items[i].x``).
+    ``now_us``: a ``created_at`` later than this is refused (``as_of`` could never see it)."""
     if not isinstance(items, list) or not items:
         raise InvalidRequestError("items must be a non-empty list of memories", field="items")
     if len(items) > MAX_BATCH_ITEMS:
         raise InvalidRequestError(f"at most {MAX_BATCH_ITEMS} items per batch", field="items")
-    return [_parse_item(i, item, f"items[{i}].") for i, item in enumerate(items)]
+    return [_parse_item(i, item, f"items[{i}].", now_us) for i, item in enumerate(items)]
 
 
-def check_item(item: dict[str, Any]) -> Item:
+def check_item(item: dict[str, Any], now_us: int) -> Item:
     """One item checked on its own, its fields named as written (``event_date``, not
     ``items[0].event_date``): the import checks each line before it joins a batch, so
     one bad line is one skipped line, told in the file's own terms."""
-    return _parse_item(0, item, "")
+    return _parse_item(0, item, "", now_us)
 
 
-def _parse_item(index: int, item: Any, prefix: str) -> Item:
+def _parse_item(index: int, item: Any, prefix: str, now_us: int) -> Item:
     where = prefix.rstrip(".") or "item"
     if not isinstance(item, dict):
         raise InvalidRequestError(f"{where} must be an object with content", field=where)
@@ -62,6 +63,12 @@ def _parse_item(index: int, item: Any, prefix: str) -> Item:
         raise InvalidRequestError(f"{where} has an unknown key {unknown[0]!r}", field=f"{prefix}{unknown[0]}")
     speaker = item.get("speaker")
     event, created = item.get("event_date"), item.get("created_at")
+    created_us = None if created is None else parse_moment(created, field=f"{prefix}created_at")[0]
+    if created_us is not None and created_us > now_us:
+        raise InvalidRequestError(
+            f"{prefix}created_at {created} is later than now: a memory cannot have been stored in the future",
+            field=f"{prefix}created_at",
+        )
     return Item(
         index=index,
         content=v.text(item.get("content"), field=f"{prefix}content", max_chars=v.MAX_CONTENT_CHARS),
@@ -69,7 +76,7 @@ def _parse_item(index: int, item: Any, prefix: str) -> Item:
         category=v.optional_label(item.get("category"), field=f"{prefix}category"),
         event=None if event is None else parse_moment(event, field=f"{prefix}event_date"),
         conversation_id=v.optional_label(item.get("conversation_id"), field=f"{prefix}conversation_id"),
-        created_us=None if created is None else parse_moment(created, field=f"{prefix}created_at")[0],
+        created_us=created_us,
     )
 
 
