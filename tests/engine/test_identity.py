@@ -326,7 +326,8 @@ def test_the_cli_renames_merges_after_asking_and_exports_one_person(
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     code, out, err = wontopos("speakers", "merge", "Robert", "Carol")
     assert (code, out) == (1, "")
-    assert "3 memories move" in err
+    records = bob.by_speaker("Robert")["records_to_delete"]
+    assert f"3 memories ({records} records) move" in err  # memories first, what a person recognises
     assert "nothing merged" in err
     assert len(_said(bob, "Robert")) == 3
     code, out, _ = wontopos("export", "--speaker", "Robert")

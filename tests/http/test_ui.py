@@ -316,8 +316,11 @@ def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
     _row(page, "Dana").get_by_role("button", name="Show the memories of Dana").click()
     expect(page.locator("#memories > li")).to_have_count(20)
     assert _contents(page) == notes[::-1][:20]
-    records = _by_speaker(api, store, "Dana")["records_to_delete"]
-    expect(page.locator("#results-summary")).to_contain_text(f"{records} records in all would be deleted")
+    counts = _by_speaker(api, store, "Dana")
+    expect(page.locator("#results-summary")).to_contain_text(
+        f"20 memories on this page; \"Forget memories\" would delete {counts['memories_to_delete']} memories "
+        f"({counts['records_to_delete']} records) in all."
+    )
     expect(page.get_by_role("button", name="Newer")).to_be_hidden()
     _screenshot(page, "speaker-memories")
 
@@ -416,28 +419,28 @@ def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     _add(api, store, "Eve said one thing. And then another.", speaker="Eve")
     _add(api, store, "Eve said a second thing.", speaker="Eve")
     records = _by_speaker(api, store, "Eve")["records_to_delete"]
-    assert records == 3  # chunks, not memories: the count shown must be this one
+    assert records == 3  # chunks, not memories: what is confirmed; the person reads 2 memories first
 
     _open_store(page, live, store)
     forget_all = page.get_by_role("button", name="Forget every memory of Eve")
     forget_all.click()
     dialog = page.get_by_role("dialog")
-    expect(dialog).to_contain_text(f"This deletes {records} records.")
+    expect(dialog).to_contain_text(f"This deletes 2 memories ({records} records).")
     page.keyboard.press("Escape")
     assert _by_speaker(api, store, "Eve")["records_to_delete"] == records
 
     forget_all.click()
-    expect(dialog.get_by_role("button", name=f"Delete {records} records")).to_be_visible()
+    expect(dialog.get_by_role("button", name="Delete 2 memories")).to_be_visible()
     _screenshot(page, "confirm")
     _add(api, store, "Eve said a third thing meanwhile.", speaker="Eve")  # the count changes
-    dialog.get_by_role("button", name=f"Delete {records} records").click()
+    dialog.get_by_role("button", name="Delete 2 memories").click()
     expect(dialog.locator("#confirm-error")).to_contain_text("409 conflict_error")
     expect(dialog.locator('#confirm-error dd[data-field="records_to_delete"]')).to_have_text(str(records + 1))
-    expect(dialog).to_contain_text(f"The count changed meanwhile: {records + 1} records now.")
+    expect(dialog).to_contain_text(f"The count changed meanwhile: 3 memories ({records + 1} records) now.")
     assert _by_speaker(api, store, "Eve")["records_to_delete"] == records + 1  # nothing deleted
     _screenshot(page, "confirm-changed")
 
-    dialog.get_by_role("button", name=f"Delete {records + 1} records").click()
+    dialog.get_by_role("button", name="Delete 3 memories").click()
     expect(page.locator("#status")).to_have_text("Deleted 3 memories of Eve")
     expect(dialog).to_be_hidden()
     after = _by_speaker(api, store, "Eve")

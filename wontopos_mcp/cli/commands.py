@@ -358,9 +358,10 @@ def _speakers_rename(service: MemoryService, args: dict[str, Any], out: TextIO) 
 
 def _speakers_merge(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
     name, into, user_id = args["speaker"], args["into"], args["user_id"]
-    records = service.by_speaker(name, user_id=user_id)["records_to_delete"]  # also the 404 of a stranger
-    said = next(s["memories"] for s in service.speakers_list(user_id=user_id)["speakers"] if s["speaker"] == name)
-    question = f"merge {name!r} into {into!r}: {many(said, 'memory', 'memories')} move, {name!r} is unregistered?"
+    counted = service.by_speaker(name, user_id=user_id)  # also the 404 of a stranger
+    records = counted["records_to_delete"]
+    moving = f"{many(counted['memories_to_delete'], 'memory', 'memories')} ({many(records, 'record', 'records')})"
+    question = f"merge {name!r} into {into!r}: {moving} move, {name!r} is unregistered?"
     if not args["yes"] and not _confirmed(question):
         _say("nothing merged")
         return EXIT_REFUSED

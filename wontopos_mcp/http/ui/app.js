@@ -150,6 +150,17 @@ async function renameSpeaker(name, count) {
   }
 }
 
+/** ``n`` with the word that goes with it: "1 memory", "2 memories". */
+function many(n, one, more) {
+  return `${n} ${n === 1 ? one : more}`;
+}
+
+/** What a delete of every memory of a speaker removes, as a person checks it: the
+ * memories first, the indexed records (what ``confirm_records`` counts) beside them. */
+function deleteCount(page) {
+  return `${many(page.memories_to_delete, "memory", "memories")} (${many(page.records_to_delete, "record", "records")})`;
+}
+
 async function mergeSpeaker(name, into, count) {
   const records = (await rest.bySpeaker(state.store, name, { limit: 5 })).records_to_delete;
   const sure = await confirmDialog({
@@ -213,7 +224,7 @@ function showSpeaker(name) {
       const next = answer.has_more ? { before: answer.next_before, skip_ids: answer.next_skip_ids } : null;
       return {
         memories: answer.memories,
-        summary: `${answer.returned} memories on this page; ${answer.records_to_delete} records in all would be deleted by "Forget memories".`,
+        summary: `${many(answer.returned, "memory", "memories")} on this page; "Forget memories" would delete ${deleteCount(answer)} in all.`,
         next,
       };
     },
@@ -296,29 +307,30 @@ async function showChain(memory, trigger) {
 /** Forget every memory of ``name``: the count by_speaker reports is shown and confirmed;
  * when it changed meanwhile (409), the new count is shown and confirmed again. */
 async function forgetSpeaker(name) {
-  let count = (await rest.bySpeaker(state.store, name, { limit: 5 })).records_to_delete;
+  let counted = await rest.bySpeaker(state.store, name, { limit: 5 });
   let failure = null;
   for (;;) {
+    const count = deleteCount(counted);
     const sure = await confirmDialog({
       title: `Forget every memory of ${name}?`,
       body: [
-        failure ? `The count changed meanwhile: ${count} records now.` : `This deletes ${count} records.`,
+        failure ? `The count changed meanwhile: ${count} now.` : `This deletes ${count}.`,
         `Every memory ${name} said goes, superseded versions included (a record is one indexed sentence of a memory). The registration stays.`,
       ],
-      confirmLabel: `Delete ${count} records`,
+      confirmLabel: `Delete ${many(counted.memories_to_delete, "memory", "memories")}`,
       failure,
     });
     if (!sure) return;
     try {
-      const answer = await rest.forgetSpeaker(state.store, name, count);
+      const answer = await rest.forgetSpeaker(state.store, name, counted.records_to_delete);
       await refresh();
-      notify(`Deleted ${answer.deleted} memories of ${name}`);
+      notify(`Deleted ${many(answer.deleted, "memory", "memories")} of ${name}`);
       return;
     } catch (refused) {
       if (!(refused instanceof ApiError && refused.status === 409 && Number.isInteger(refused.error.records_to_delete))) {
         throw refused;
       }
-      count = refused.error.records_to_delete;
+      counted = await rest.bySpeaker(state.store, name, { limit: 5 });  // both counts, as they are now
       failure = refused;
     }
   }
