@@ -318,7 +318,7 @@ def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
     assert _contents(page) == notes[::-1][:20]
     counts = _by_speaker(api, store, "Dana")
     expect(page.locator("#results-summary")).to_contain_text(
-        f"20 memories on this page; \"Forget memories\" would delete {counts['memories_to_delete']} memories "
+        f'20 memories on this page; "Forget memories" would delete {counts["memories_to_delete"]} memories '
         f"({counts['records_to_delete']} records) in all."
     )
     expect(page.get_by_role("button", name="Newer")).to_be_hidden()
