@@ -1,8 +1,8 @@
 """The chunk table in the engine's words: memories' rows, and the look-ups the rules
 make (a memory, duplicates, idempotency keys, pages, the next sequence number).
 
-``Memories`` is the only builder of chunk rows and of the chunk-table clauses that are
-not shared (the shared ones are in ``where``). It decides nothing: the parts above it
+``Memories`` is the only builder of chunk rows (``storage.rows.ChunkRow``); every clause
+it reads with comes from ``storage.where``. It decides nothing: the parts above it
 (``writes``, ``reads``, ``speaker_pages``) apply SPEC's rules to what it answers.
 """
 

@@ -1,6 +1,8 @@
 """The registry: stores, speakers, sequence high-water marks and kept idempotency
 records (SPEC "Stores", "Speakers"). ``Registry`` is the only reader and writer of
-those rows; their layout (kinds, keys, the row builder) is defined here and nowhere else.
+those rows; their keys, kinds and what ``value`` means for each are defined here and
+nowhere else (the row's type is ``storage.rows.RegistryRow``; the model record and the
+purge markers are storage's own rows, kept by ``storage.adapter`` and ``storage.purge``).
 
 ``resolve`` parses a ``user_id`` once per call and answers a ``StoreHandle``; the rule
 "a named speaker must be registered, and ``me`` needs no registration" is
