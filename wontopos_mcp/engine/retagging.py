@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 CONFIRM_RECORDS = operation("speaker_merge").param("confirm_records")
 
 
-class Identity:
+class Retagging:
     def __init__(self, commits: Commits) -> None:
         self.registry = commits.registry
         self.memories = commits.memories

@@ -38,7 +38,7 @@ from .commits import Commits
 from .memories import Memories
 from .reads import Reads
 from .registry import Registry
-from .retagging import Identity
+from .retagging import Retagging
 from .speaker_pages import SpeakerPages
 from .stores import Stores
 from .writes import Writes
@@ -84,7 +84,7 @@ class MemoryService:
             model_wait=model_wait, now_us=self.now_us, redactor=Redactor(redact),
         )  # fmt: skip
         self._stores = Stores(self.commits)
-        self._identity = Identity(self.commits)
+        self._retagging = Retagging(self.commits)
         self._writes = Writes(self.commits)
         self._batches = BatchWrites(self.commits)
         self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder, now_us=self.now_us)
@@ -223,13 +223,13 @@ class MemoryService:
 
     def speaker_rename(self, speaker: Any, new_name: Any, user_id: Any = None) -> dict[str, Any]:
         """Re-tag every memory of a person and rename the registration, in one commit."""
-        return self._identity.speaker_rename(speaker, new_name, user_id)
+        return self._retagging.speaker_rename(speaker, new_name, user_id)
 
     def speaker_merge(
         self, speaker: Any, into: Any, confirm_records: Any = None, user_id: Any = None
     ) -> dict[str, Any]:
         """Re-tag one person's memories as another's and end the first registration."""
-        return self._identity.speaker_merge(speaker, into, confirm_records, user_id)
+        return self._retagging.speaker_merge(speaker, into, confirm_records, user_id)
 
     # -- memories -------------------------------------------------------------------------------
 
