@@ -85,9 +85,9 @@ def first_chunks(where: str) -> str:
     return where + FIRST_CHUNK
 
 
-def seq_above(us_or_seq: int) -> str:
-    """A clause to append: written after sequence number ``us_or_seq``."""
-    return f" AND seq > {int(us_or_seq)}"
+def seq_above(seq: int) -> str:
+    """A clause to append: written after sequence number ``seq``."""
+    return f" AND seq > {int(seq)}"
 
 
 def seq_between(low: int, high: int) -> str:
