@@ -131,8 +131,8 @@ def test_memories_list_get_and_forget(wontopos: Any, service: MemoryService) -> 
     code, out, _ = wontopos("memories", "list", "--user", "alice", "--speaker", "Bob", "--json")
     said = json.loads(out)
     assert code == 0
-    assert [m["id"] for m in said["memories"]] == [newer["id"], first["id"]]
-    assert said["has_more"] is False
+    assert [m["id"] for m in said["memories"]] == [first["id"], newer["id"]]  # one person's, oldest first
+    assert said["next_cursor"] is None
 
     code, out, _ = wontopos("memories", "get", second["id"], "--user", "alice")
     assert code == 0

@@ -333,34 +333,6 @@ def tools(service: "MemoryService") -> list[Tool]:
         {errors}
         """
 
-    # -- fixing who said it (SPEC "Time and identity") -------------------------------------
-
-    @tool(title="Rename a speaker", idempotent=True)
-    def speaker_rename() -> None:
-        """Change a registered person's name everywhere; call it to fix a misspelt
-        registration or when someone should go by another name.
-
-        Every memory of `speaker` (superseded ones included) is re-tagged `new_name` and
-        the registration renamed, at once. If `new_name` is already registered the answer
-        is 409: use speaker_merge to make the two one person. "me" cannot be renamed.
-
-        {errors}
-        """
-
-    @tool(title="Merge two speakers", destructive=True)
-    def speaker_merge() -> None:
-        """Make one person of two registered names; call it when someone was registered
-        twice (say "Bob" and "Robert").
-
-        `speaker`'s memories (superseded ones included) are re-tagged `into`, and
-        `speaker`'s registration ends. Pass as confirm_records the `records_to_delete`
-        by_speaker just reported for `speaker`; if it changed since, the answer is 409 with
-        the current number and nothing changes. Memories that now restate each other stay
-        two memories.
-
-        {errors}
-        """
-
     # -- stores ------------------------------------------------------------------------------
 
     @tool(title="Create a store", idempotent=True)
@@ -388,6 +360,34 @@ def tools(service: "MemoryService") -> list[Tool]:
         asked to erase that whole memory space.
 
         `user_id` is required. The "default" store is emptied and goes on existing.
+
+        {errors}
+        """
+
+    # -- fixing who said it (SPEC "Time and identity") -------------------------------------
+
+    @tool(title="Rename a speaker", idempotent=True)
+    def speaker_rename() -> None:
+        """Change a registered person's name everywhere; call it to fix a misspelt
+        registration or when someone should go by another name.
+
+        Every memory of `speaker` (superseded ones included) is re-tagged `new_name` and
+        the registration renamed, at once. If `new_name` is already registered the answer
+        is 409: use speaker_merge to make the two one person. "me" cannot be renamed.
+
+        {errors}
+        """
+
+    @tool(title="Merge two speakers", destructive=True)
+    def speaker_merge() -> None:
+        """Make one person of two registered names; call it when someone was registered
+        twice (say "Bob" and "Robert").
+
+        `speaker`'s memories (superseded ones included) are re-tagged `into`, and
+        `speaker`'s registration ends. Pass as confirm_records the `records_to_delete`
+        by_speaker just reported for `speaker`; if it changed since, the answer is 409 with
+        the current number and nothing changes. Memories that now restate each other stay
+        two memories.
 
         {errors}
         """
