@@ -118,6 +118,7 @@ def test_speaking_again_starts_from_the_parts_and_an_error_without_a_fix_is_unto
 # -- MCP ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mcp_fixes_name_the_tools_and_every_404_carries_field(service: MemoryService) -> None:
     async with mcp_session(service) as mcp:
@@ -158,6 +159,7 @@ def sdk(live: Any) -> Iterator[wontopos.Client]:
         yield client
 
 
+@pytest.mark.slow
 def test_rest_fixes_name_the_sdk_methods_never_a_tool(sdk: wontopos.Client) -> None:
     with pytest.raises(wontopos.NotFoundError) as missing:
         sdk.list_speakers(user_id="nobody")

@@ -213,6 +213,7 @@ def _call(service: MemoryService, op: contract.Operation, **arguments: Any) -> d
     return getattr(service, op.core)(**given, **arguments)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("op", "param"), RANGED, ids=[f"{op.name}.{p.name}" for op, p in RANGED])
 def test_the_core_refuses_exactly_outside_the_tables_range(
     service: MemoryService, op: contract.Operation, param: contract.Param

@@ -164,6 +164,7 @@ def test_the_core_imports_no_face_framework(module: str) -> None:
     assert imports(module)[1] & set(FORBIDDEN_IN_CORE) == set()
 
 
+@pytest.mark.slow
 def test_the_readers_see_arrows_and_cycles() -> None:
     """The checks above could pass by reading nothing: the service imports its parts, and
     a loop between two modules is found."""

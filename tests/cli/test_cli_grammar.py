@@ -62,6 +62,7 @@ def test_stores_create_takes_the_name_and_the_old_user_flag_still_works(wontopos
     assert [s["user_id"] for s in listed["stores"]] == ["default", "alice", "bob"]
 
 
+@pytest.mark.slow
 def test_stores_delete_asks_with_the_counts_and_deletes_only_on_yes(
     wontopos: Any, service: MemoryService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,6 +115,7 @@ def test_deleting_the_default_store_says_it_is_emptied(
 # -- memories -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_memories_list_get_and_forget(wontopos: Any, service: MemoryService) -> None:
     service.store_create("alice")
     service.speaker_register("Bob", user_id="alice")
@@ -216,6 +218,7 @@ def test_info_names_the_database_its_size_stores_and_model_state(
     assert not (tmp_path / "empty-cache").exists()  # info converts nothing
 
 
+@pytest.mark.slow
 def test_help_shows_examples_and_the_database_a_run_would_use(tmp_path: Path) -> None:
     done = _process(tmp_path, "--help", WONTOPOS_DB=str(tmp_path / "from-env"))
     assert done.returncode == 0

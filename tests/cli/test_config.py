@@ -84,6 +84,7 @@ def test_a_bad_setting_stops_the_server_with_one_line_and_no_traceback(tmp_path,
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_opening_a_database_built_with_another_model_stops_naming_both(tmp_path):
     from wontopos_mcp.storage.adapter import META_FILE
 

@@ -168,6 +168,7 @@ def test_stdin_is_read_as_bytes_and_progress_has_no_total(
     assert re.search(r"wontopos-mcp: import: 3 lines \[[^]]* lines/s, stored=2, already_there=0, skipped=1\]", err)
 
 
+@pytest.mark.slow
 def test_lines_the_core_refuses_are_skipped_with_reasons_for_a_human(
     wontopos: Any, clocked_service: MemoryService, tmp_path: Path
 ) -> None:
@@ -251,6 +252,7 @@ class _SpeakerRemovedAfterRegistration(MemoryService):
         return answer
 
 
+@pytest.mark.slow
 def test_a_batch_refused_as_a_whole_is_written_line_by_line_skipping_only_the_line_at_fault(
     clocked_service: MemoryService, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -81,6 +81,7 @@ def test_a_forget_in_the_middle_of_the_chain(budget: dict[str, Any]) -> None:
     assert svc.memory_get(budget["first"])["memory"]["superseded_by"] == budget["third"]
 
 
+@pytest.mark.slow
 def test_superseded_at_is_on_every_read_of_a_superseded_memory(budget: dict[str, Any]) -> None:
     svc = budget["svc"]
     stamp = svc.memory_get(budget["second"])["memory"]["created_at"]
@@ -92,6 +93,7 @@ def test_superseded_at_is_on_every_read_of_a_superseded_memory(budget: dict[str,
     assert said[budget["first"]]["superseded_at"] == stamp
 
 
+@pytest.mark.slow
 def test_recall_as_of_answers_memories_context_and_turns_as_they_stood(
     clocked_service: MemoryService, clock: SteppableClock
 ) -> None:
@@ -111,6 +113,7 @@ def test_recall_as_of_answers_memories_context_and_turns_as_they_stood(
     assert len(now["long_term"]["memories"]) == 2
 
 
+@pytest.mark.slow
 def test_dates_as_of_understands_and_refuses(budget: dict[str, Any], clock: SteppableClock) -> None:
     svc = budget["svc"]
     today = clock.now.date().isoformat()
@@ -127,6 +130,7 @@ def test_dates_as_of_understands_and_refuses(budget: dict[str, Any], clock: Step
             svc.memory_recall("marketing budget", as_of=bad, user_id="no-such-store")  # before the 404
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mcp_search_and_recall_take_as_of(budget: dict[str, Any]) -> None:
     async with mcp_session(budget["svc"]) as session:

@@ -103,6 +103,7 @@ def test_a_bad_rename_is_refused_and_changes_nothing(
     assert {s["speaker"] for s in bob.speakers_list()["speakers"]} == {"Bob", "Carol"}
 
 
+@pytest.mark.slow
 def test_a_rename_and_a_merge_do_not_count_against_the_limit(make_service: Callable[..., MemoryService]) -> None:
     svc = make_service(speaker_limit=2)
     svc.speaker_register("Bob")
@@ -145,6 +146,7 @@ def test_a_merge_needs_the_current_count_and_retags_into_the_target(bob: MemoryS
     assert {s["speaker"] for s in bob.speakers_list()["speakers"]} == {"Carol"}
 
 
+@pytest.mark.slow
 def test_memories_that_restate_each_other_after_a_merge_stay_two(service: MemoryService) -> None:
     for name in ("Bob", "Robert"):
         service.speaker_register(name)
@@ -204,6 +206,7 @@ def test_memory_list_by_speaker_lists_one_person_oldest_first_every_page(bob: Me
 # --- the faces ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_library_renames_and_merges(make_service: Callable[..., MemoryService]) -> None:
     memory = Memory(service=make_service())
     try:
@@ -240,6 +243,7 @@ async def test_mcp_tools_rename_and_merge(bob: MemoryService) -> None:
         assert {m["speaker"] for m in listed.structured_content["memories"]} == {"Carol"}
 
 
+@pytest.mark.slow
 def test_rest_extensions_rename_and_merge(tmp_path: Path, embedder: Any) -> None:
     with served(tmp_path, embedder, api_key=KEY) as live:
         with httpx.Client(base_url=f"{live.url}/api/v1", headers={"X-API-Key": KEY}, timeout=60) as client:

@@ -44,6 +44,7 @@ def contents(memories: list[dict[str, Any]]) -> list[str]:
 # -- memory_add_messages: who said each message ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_each_role_and_name_becomes_the_right_speaker_and_system_and_tool_are_skipped(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     face.svc.speaker_register("Carol")
@@ -74,6 +75,7 @@ def test_each_role_and_name_becomes_the_right_speaker_and_system_and_tool_are_sk
     assert {s["speaker"] for s in face.svc.speakers_list()["speakers"]} == {"Bob", "Carol"}  # "calendar" not added
 
 
+@pytest.mark.slow
 def test_each_message_is_an_atomic_memory_found_under_its_speaker(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     answer = face.add_messages(
@@ -88,6 +90,7 @@ def test_each_message_is_an_atomic_memory_found_under_its_speaker(face: ServiceF
     assert face.get(bob_id)["content"] == "I moved to Lisbon in March."
 
 
+@pytest.mark.slow
 def test_a_given_conversation_id_is_kept_on_every_memory(face: ServiceFace) -> None:
     answer = face.add_messages(
         [{"role": "user", "content": "Where shall we eat?"}, {"role": "assistant", "content": "The noodle bar."}],
@@ -98,6 +101,7 @@ def test_a_given_conversation_id_is_kept_on_every_memory(face: ServiceFace) -> N
     assert {face.get(r["id"])["conversation_id"] for r in answer["results"]} == {"dinner-0710"}
 
 
+@pytest.mark.slow
 def test_without_a_conversation_id_each_call_gets_a_fresh_one(service: MemoryService) -> None:
     first = service.memory_add_messages([{"role": "user", "content": "Hello there."}])
     second = service.memory_add_messages([{"role": "user", "content": "Good morning."}])
@@ -117,6 +121,7 @@ def test_only_system_and_tool_messages_store_nothing_and_answer_no_results(servi
     assert answer["conversation_id"]
 
 
+@pytest.mark.slow
 def test_one_unregistered_name_anywhere_refuses_the_whole_call_and_stores_nothing(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     face.svc.memory_add("Something stored before.")
@@ -189,6 +194,7 @@ def test_bad_messages_are_refused_before_the_store_is_looked_up(service: MemoryS
         service.memory_add_messages([{"role": "user", "content": "hi"}], user_id="nobody")
 
 
+@pytest.mark.slow
 def test_a_person_repeating_themselves_in_one_conversation_stores_every_turn(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     first = face.add_messages(
@@ -293,6 +299,7 @@ def test_recall_long_term_is_the_search_answer_for_the_query(conversations: Serv
     assert set(recalled) == {"user_id", "short_term", "long_term", "context"}
 
 
+@pytest.mark.slow
 def test_recall_shows_the_best_memorys_conversation_centred_on_it(conversations: ServiceFace) -> None:
     around = conversations.recall("When does the ferry leave?", context_limit=5)["context"]["around_top_memory"]
     # The work conversation stored in between is not part of it; untagged lines carry no name.
@@ -455,6 +462,7 @@ def idem(key: str, fingerprint: str = "body-1") -> Idempotency:
     return Idempotency.of(key, fingerprint)
 
 
+@pytest.mark.slow
 def test_a_repeated_write_with_the_same_key_and_body_replays_the_first_answer(service: MemoryService) -> None:
     first = service.memory_add("The boiler was serviced.", idempotency=idem("k-1"))
     assert first["status"] == "stored"
@@ -475,6 +483,7 @@ def test_the_same_key_with_another_body_is_422_and_stores_nothing(service: Memor
     assert error["error"]["field"] == "Idempotency-Key"
 
 
+@pytest.mark.slow
 def test_a_duplicate_outcome_replays_too(service: MemoryService) -> None:
     original = service.memory_add("The spare key is under the mat.")["id"]
     first = service.memory_add("the spare key is under the mat", idempotency=idem("k-dup"))
@@ -487,6 +496,7 @@ def test_a_duplicate_outcome_replays_too(service: MemoryService) -> None:
     assert service.memory_list()["count"] == 0
 
 
+@pytest.mark.slow
 def test_keys_are_kept_per_store(service: MemoryService) -> None:
     service.store_create("alice")
     home = service.memory_add("The boiler was serviced.", idempotency=idem("k-1"))
@@ -498,6 +508,7 @@ def test_keys_are_kept_per_store(service: MemoryService) -> None:
     assert service.memory_list(user_id="alice")["count"] == 1
 
 
+@pytest.mark.slow
 def test_a_repeat_through_another_service_on_the_same_database_replays(
     make_service: Callable[..., MemoryService],
 ) -> None:
@@ -517,6 +528,7 @@ def test_a_repeat_through_another_service_on_the_same_database_replays(
     assert two.memory_list()["count"] == 2
 
 
+@pytest.mark.slow
 def test_a_repeated_supersede_replays_instead_of_answering_409(service: MemoryService) -> None:
     old = service.memory_add("The meeting room is A1.")["id"]
     first = service.memory_supersede(old, "The meeting room is B2.", idempotency=idem("k-sup"))
@@ -525,6 +537,7 @@ def test_a_repeated_supersede_replays_instead_of_answering_409(service: MemorySe
     assert service.memory_list()["count"] == 2
 
 
+@pytest.mark.slow
 def test_a_refused_write_records_no_key(service: MemoryService) -> None:
     with refused(400, speaker="Bob"):
         service.memory_add("Bob's flight lands at 9.", speaker="Bob", idempotency=idem("k-1"))
@@ -534,6 +547,7 @@ def test_a_refused_write_records_no_key(service: MemoryService) -> None:
     assert "replayed" not in stored
 
 
+@pytest.mark.slow
 def test_a_forgotten_memory_takes_its_idempotency_record_with_it(service: MemoryService) -> None:
     """SPEC: the record is removed with the memory it stored, so nothing of the forgotten
     write is kept; the same key and body afterwards is a new write."""
@@ -546,6 +560,7 @@ def test_a_forgotten_memory_takes_its_idempotency_record_with_it(service: Memory
     assert ids(all_memories(service)) == [again["id"]]
 
 
+@pytest.mark.slow
 def test_fingerprints_are_keyed_by_a_secret_the_database_keeps(make_service: Callable[..., MemoryService]) -> None:
     one, two = make_service(), make_service()  # two processes on one database
     keyed = one.idempotency("k-1", "POST /api/v1/memory/store\n{}")
@@ -561,6 +576,7 @@ def test_fingerprints_are_keyed_by_a_secret_the_database_keeps(make_service: Cal
     assert len(one.store.registry_rows("kind = 'secret'")) == 1
 
 
+@pytest.mark.slow
 def test_a_record_an_older_version_kept_as_a_plain_digest_still_matches_its_body(service: MemoryService) -> None:
     """Decision: a record of before keyed hashes (a plain SHA-256 of the same message) is
     honoured until it ages out: the same body replays, another is 422."""
@@ -593,6 +609,7 @@ def test_a_key_is_free_again_after_24_hours(clocked_service: MemoryService, cloc
     assert "replayed" not in later
 
 
+@pytest.mark.slow
 def test_a_repeat_while_the_first_is_still_running_is_409_with_retry_after_ms(tmp_path, gate: Gate) -> None:
     svc = MemoryService(Store(str(tmp_path / "db")), gate.loader(), model_wait=30)
     outcome: list[Any] = []
@@ -680,6 +697,7 @@ def test_the_same_plain_day_as_from_and_to_is_that_whole_day(service: MemoryServ
 # -- importance ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_importance_is_between_0_and_1_and_follows_the_documented_heuristic(service: MemoryService) -> None:
     texts = {
         "ok": 0.3,

@@ -49,6 +49,7 @@ def test_memories_sharing_a_seq_are_each_listed_once_at_every_page_size(
     assert seen == tied
 
 
+@pytest.mark.slow
 def test_a_bare_seq_cursor_of_an_earlier_version_still_pages(service: MemoryService, tied: list[str]) -> None:
     """Read as "after every memory with that seq", as it was."""
     first = service.memory_list(limit=1)

@@ -115,6 +115,7 @@ def test_full_text_indexes_the_whole_memory_once() -> None:
     assert full_text("One. Two.", 1) == ""
 
 
+@pytest.mark.slow
 def test_words_from_different_sentences_of_one_memory_count_together(service: MemoryService) -> None:
     both = service.memory_add("We drove to the coast. The lighthouse was closed for repairs.")["id"]
     service.memory_add("The coast road was busy. Traffic was slow all day.")
@@ -225,6 +226,7 @@ def test_a_memory_stored_without_a_conversation_borrows_nothing_from_the_one_bef
     assert [m["content"] for m in noted.memory_search("Lisbon", limit=5)["memories"]][0] == LISBON[0][1]
 
 
+@pytest.mark.slow
 def test_a_conversation_lends_nothing_to_a_memory_stored_between_its_turns(
     flat: Callable[[str], MemoryService],
 ) -> None:
@@ -264,6 +266,7 @@ def test_a_three_memory_speaker_gets_exactly_its_three_whatever_the_context_says
     assert {m["speaker"] for m in said} == {"Carol"}
 
 
+@pytest.mark.slow
 def test_a_category_filter_stays_exact_while_the_context_lends_score(flat: Callable[[str], MemoryService]) -> None:
     service = flat("db")
     service.memory_add(LISBON[0][1], speaker="Alice", conversation_id="c1")

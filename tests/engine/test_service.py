@@ -55,6 +55,7 @@ def test_the_default_store_always_exists_and_is_used_when_no_store_is_named(face
     assert ids(face.list(user_id="default")["memories"]) == [added["id"]]
 
 
+@pytest.mark.slow
 def test_deleting_the_default_store_empties_it_and_it_goes_on_existing(face: ServiceFace) -> None:
     face.register("Bob")
     face.add("Bob likes jazz.", speaker="Bob")
@@ -68,6 +69,7 @@ def test_deleting_the_default_store_empties_it_and_it_goes_on_existing(face: Ser
     assert face.add("A fresh start.")["status"] == "stored"
 
 
+@pytest.mark.slow
 def test_deleting_a_store_removes_it_with_its_memories_and_speakers(face: ServiceFace) -> None:
     face.create_store("Team")
     face.register("Bob", user_id="team")
@@ -114,6 +116,7 @@ def test_a_store_that_does_not_exist_is_404_saying_how_to_create_it(
     assert [s["user_id"] for s in face.stores()] == ["default"]
 
 
+@pytest.mark.slow
 def test_nothing_crosses_from_one_store_to_another(face: ServiceFace) -> None:
     for store in ("home", "work"):
         face.create_store(store)
@@ -310,6 +313,7 @@ def test_content_must_be_non_empty_text(face: ServiceFace, empty: Any) -> None:
     assert face.list()["count"] == 0
 
 
+@pytest.mark.slow
 def test_content_of_32000_characters_is_stored_and_32001_is_refused_with_max_chars(service: MemoryService) -> None:
     longest = "The longest memory." + " " * (32_000 - len("The longest memory."))
     stored = service.memory_add(longest)
@@ -438,6 +442,7 @@ def test_a_three_memory_speaker_among_sixty_gets_all_three(service: MemoryServic
     assert len(found) == 3
 
 
+@pytest.mark.slow
 def test_me_memories_are_separate_from_untagged_ones(face: ServiceFace) -> None:
     mine = face.add("I will send the report on Monday.", speaker="me")["id"]
     untagged = face.add("I will send the report on Monday.")["id"]
@@ -447,6 +452,7 @@ def test_me_memories_are_separate_from_untagged_ones(face: ServiceFace) -> None:
     assert set(ids(face.search("who sends the report?"))) == {mine, untagged}
 
 
+@pytest.mark.slow
 def test_attribution_comes_from_the_speaker_record_not_the_text(service: MemoryService) -> None:
     service.speaker_register("Bob")
     service.speaker_register("Alice")
@@ -455,6 +461,7 @@ def test_attribution_comes_from_the_speaker_record_not_the_text(service: MemoryS
     assert ids(service.memory_search("who is late?", speaker="Bob")["memories"]) == [bobs]
 
 
+@pytest.mark.slow
 def test_superseded_memories_leave_default_search_but_can_be_asked_for(face: ServiceFace) -> None:
     old = face.add("The office is on the 3rd floor.")["id"]
     new = face.supersede(old, "The office is on the 5th floor.")["id"]
@@ -467,6 +474,7 @@ def test_superseded_memories_leave_default_search_but_can_be_asked_for(face: Ser
 # -- search filters -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_filter_by_categories(face: ServiceFace) -> None:
     work = face.add("Ship the release on Friday.", category="work")["id"]
     face.add("Take vitamins every morning.", category="health")
@@ -495,6 +503,7 @@ def test_filter_by_when_it_happened_falls_back_to_when_it_was_stored(
     }
 
 
+@pytest.mark.slow
 def test_filter_by_when_it_was_stored_with_a_plain_day_as_the_whole_day(
     clocked_face: ServiceFace, clock: SteppableClock
 ) -> None:
@@ -527,6 +536,7 @@ def test_filter_by_minimum_importance_includes_a_memory_at_exactly_that_importan
         assert set(ids(found)) == {i for i, value in importance.items() if value >= floor}, floor
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("filters", "field"),
     [
@@ -592,6 +602,7 @@ RESTATEMENTS = [
 ]
 
 
+@pytest.mark.slow
 def test_restating_a_memory_answers_duplicate_and_stores_nothing(face: ServiceFace) -> None:
     """Same text once case, spacing, punctuation and Unicode form (NFKC) are normalised."""
     face.register("Bob")
@@ -604,6 +615,7 @@ def test_restating_a_memory_answers_duplicate_and_stores_nothing(face: ServiceFa
         assert answer["user_id"] == "default"
 
 
+@pytest.mark.slow
 def test_the_same_sentence_from_two_people_is_two_memories(service: MemoryService) -> None:
     service.speaker_register("Bob")
     service.speaker_register("Alice")
@@ -615,6 +627,7 @@ def test_the_same_sentence_from_two_people_is_two_memories(service: MemoryServic
     assert service.memory_list()["count"] == 4
 
 
+@pytest.mark.slow
 def test_a_person_repeating_themselves_in_one_conversation_is_two_turns(service: MemoryService) -> None:
     service.speaker_register("Bob")
     first = service.memory_add("OK.", speaker="Bob", conversation_id="standup")
@@ -653,6 +666,7 @@ def test_a_fact_that_differs_in_one_detail_is_stored(service: MemoryService, sto
     assert service.memory_list()["count"] == 2
 
 
+@pytest.mark.slow
 def test_restating_a_superseded_memory_stores_it_again(service: MemoryService) -> None:
     old = service.memory_add("The gym opens at 6.")["id"]
     service.memory_supersede(old, "The gym opens at 7.")
@@ -727,6 +741,7 @@ def test_by_speaker_pages_through_memories_that_share_one_timestamp(clocked_face
     assert set(ids(walked)) == written
 
 
+@pytest.mark.slow
 def test_untagged_memories_never_appear_under_me(face: ServiceFace) -> None:
     face.add("Untagged thought.")
     assert face.by_speaker("me")["memories"] == []
@@ -745,6 +760,7 @@ def test_a_bad_page_position_is_refused(face: ServiceFace, options: dict[str, An
 # -- get, list, forget, supersede -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_unknown_memory_is_404_with_its_id_for_get_forget_and_supersede(face: ServiceFace) -> None:
     face.add("Something real.")
     missing = str(uuid.uuid4())
@@ -815,6 +831,7 @@ def test_forgetting_a_memory_removes_it_from_every_read(face: ServiceFace) -> No
     assert face.speakers()["speakers"][0]["memories"] == 1
 
 
+@pytest.mark.slow
 def test_supersede_keeps_speaker_category_and_conversation_and_retires_the_old_version(face: ServiceFace) -> None:
     face.register("Bob")
     old = face.add("Bob lives in Leeds.", speaker="Bob", category="address", conversation_id="c-1")["id"]
@@ -834,6 +851,7 @@ def test_supersede_keeps_speaker_category_and_conversation_and_retires_the_old_v
     assert ids(face.search("where does Bob live?", speaker="Bob")) == [answer["id"]]
 
 
+@pytest.mark.slow
 def test_only_the_current_version_can_be_superseded(face: ServiceFace) -> None:
     old = face.add("The wifi is called Home-1.")["id"]
     new = face.supersede(old, "The wifi is called Home-2.")["id"]
@@ -888,6 +906,7 @@ def test_forgetting_by_an_unregistered_speaker_is_404(face: ServiceFace) -> None
         face.forget_speaker("Bob", 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "arguments",
     [
@@ -904,6 +923,7 @@ def test_forget_takes_exactly_one_form(service: MemoryService, arguments: dict[s
         service.memory_forget(**arguments)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("confirm", [-1, True, 1.0, "1"])
 def test_confirm_records_must_be_a_count(service: MemoryService, confirm: Any) -> None:
     service.memory_add("I keep this.", speaker="me")
@@ -983,6 +1003,7 @@ def mem(service: MemoryService) -> Memory:
     return Memory(service=service)
 
 
+@pytest.mark.slow
 def test_the_library_raises_the_sdk_exception_classes(mem: Memory) -> None:
     with pytest.raises(BadRequestError) as bad:
         mem.add("Dave says hi.", speaker="Dave")
@@ -999,6 +1020,7 @@ def test_the_library_raises_the_sdk_exception_classes(mem: Memory) -> None:
     assert conflict.value.status == 409
 
 
+@pytest.mark.slow
 def test_the_library_names_update_fields_as_the_sdk_does(mem: Memory) -> None:
     with refused(400, field="old_memory_id"):
         mem.update("  ", "new text")
@@ -1038,6 +1060,7 @@ def test_the_library_add_takes_metadata_or_keywords_and_drops_and_lists_unknown_
     assert "ignored" not in via_keywords  # only an answer that dropped something lists it
 
 
+@pytest.mark.slow
 def test_the_library_search_returns_a_list_best_first(mem: Memory) -> None:
     cat = mem.add("My cat is called Miso.")["id"]
     mem.add("The boiler was serviced in January.")
@@ -1046,6 +1069,7 @@ def test_the_library_search_returns_a_list_best_first(mem: Memory) -> None:
     assert hits[0]["id"] == cat
 
 
+@pytest.mark.slow
 def test_the_library_delete_all_erases_memories_and_keeps_store_and_speakers(mem: Memory) -> None:
     mem.create_store("alice")
     mem.add_speaker("Bob", user_id="alice")
@@ -1060,6 +1084,7 @@ def test_the_library_delete_all_erases_memories_and_keeps_store_and_speakers(mem
 # -- opening the database --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_call_made_while_the_database_is_opening_finds_the_default_store(
     make_service: Callable[..., MemoryService],
 ) -> None:

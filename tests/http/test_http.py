@@ -95,6 +95,7 @@ def test_every_error_maps_to_its_status_and_the_spec_body(error_class: type[Wont
 # --- the API key ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_without_the_key_every_route_but_healthz_is_401(keyed: LiveServer) -> None:
     with httpx.Client(base_url=keyed.url, timeout=30) as bare:
         for method, path in [("GET", "/api/v1/memory/collections"), ("POST", "/mcp"), ("GET", "/sse"),
@@ -362,6 +363,7 @@ def test_a_connection_that_sends_no_whole_request_in_time_is_closed(hurried: Liv
             assert bound - 0.05 <= waited < bound + 2, (trickle, waited)
 
 
+@pytest.mark.slow
 def test_requests_that_arrive_in_time_are_answered_and_rearm_the_deadline(hurried: LiveServer) -> None:
     with socket.create_connection(("127.0.0.1", hurried.port)) as connection:
         reader = connection.makefile("rb")
@@ -403,6 +405,7 @@ def test_a_body_over_the_limit_is_413_with_max_bytes_declared_or_streamed(http: 
 # --- the REST cycle ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_malformed_requests_answer_the_error_body(http: httpx.Client) -> None:
     _refused(http.post("/api/v1/memory/search", content=b"{not json", headers=JSON), 400, "invalid_request_error")
     _refused(http.post("/api/v1/memory/search", content=b"NaN", headers=JSON), 400, "invalid_request_error")
@@ -431,6 +434,7 @@ def test_malformed_requests_answer_the_error_body(http: httpx.Client) -> None:
     _refused(http.get("/api/v1/won/usage?days=7"), 501, "not_implemented_error", endpoint="usage")
 
 
+@pytest.mark.slow
 def test_forget_with_user_id_alone_erases_the_store_and_anything_else_is_checked(http: httpx.Client) -> None:
     http.post("/api/v1/memory/collection", json={"user_id": "forgetful"}).raise_for_status()
     http.post("/api/v1/memory/store", json={"user_id": "forgetful", "content": "one thing"}).raise_for_status()
@@ -460,6 +464,7 @@ def test_a_replay_carries_replayed_in_the_body_and_the_header(http: httpx.Client
     _refused(elsewhere, 422, "invalid_request_error", field="Idempotency-Key")
 
 
+@pytest.mark.slow
 def test_a_model_still_loading_is_503_with_retry_after(tmp_path: Path, gate: Gate) -> None:
     settings = settings_for(tmp_path)
     service = open_service(settings, models=gate.loader(), model_wait=0.2)
@@ -627,6 +632,7 @@ async def test_mcp_over_streamable_http_without_the_key_is_refused(keyed: LiveSe
             assert "memory_add" in {t.name for t in (await client.list_tools()).tools}
 
 
+@pytest.mark.slow
 @pytest.mark.anyio
 async def test_mcp_over_sse_shares_the_one_engine(keyed: LiveServer) -> None:
     headers = {"X-API-Key": KEY}
@@ -756,6 +762,7 @@ def test_a_non_loopback_bind_without_a_key_refuses_to_start(tmp_path: Path, mode
     assert not (tmp_path / "db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", ["http", "sse"])
 def test_an_api_key_under_16_characters_stops_an_http_server_at_start(
     tmp_path: Path, model_cache: Path, transport: str

@@ -77,6 +77,7 @@ def test_the_sdks_speaker_example_works_unchanged(mem: wontopos.Client, store: s
     assert mem.list_speakers(user_id=store)["speakers"] == []
 
 
+@pytest.mark.slow
 def test_add_speaker_names_the_look_alikes_and_refuses_an_invisible_character(mem: wontopos.Client, store: str) -> None:
     mem.add_speaker("Bob", user_id=store)
     alike = mem.add_speaker("\u0412\u043eb", user_id=store)  # Cyrillic Во, Latin b
@@ -137,6 +138,7 @@ def test_by_speaker_pages_with_before_and_skip_ids_return_every_memory_once(mem:
 # --- stores and memories --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_stores_are_created_listed_and_deleted(mem: wontopos.Client) -> None:
     user_id = f"garden_{next(_ids)}"
     assert mem.create_store(user_id)["status"] == "created"
@@ -269,6 +271,7 @@ def test_unknown_metadata_is_dropped_and_listed(mem: wontopos.Client, store: str
 # --- idempotency -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_idempotent_retry_stores_once_and_another_body_under_the_key_is_422(
     mem: wontopos.Client, store: str
 ) -> None:
@@ -287,6 +290,7 @@ def test_an_idempotent_retry_stores_once_and_another_body_under_the_key_is_422(
     assert mem.add_turn("hello there", "hi!", user_id=store, idempotency_key="turn-1") == {**turn, "replayed": True}
 
 
+@pytest.mark.slow
 def test_add_bulk_cuts_a_text_into_memories_stored_once(mem: wontopos.Client, store: str) -> None:
     text = (
         "The kitchen renovation starts on 2 June.\n\n"
@@ -380,6 +384,7 @@ def test_a_required_field_left_out_or_null_is_400_naming_it(
     assert [s["speaker"] for s in mem.list_speakers(user_id=store)["speakers"]] == ["Bob"]
 
 
+@pytest.mark.slow
 def test_sdk_calls_with_a_none_argument_are_400_not_500(mem: wontopos.Client, store: str) -> None:
     for call, field in [
         (lambda: mem.add(None, user_id=store), "content"),

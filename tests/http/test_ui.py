@@ -183,6 +183,7 @@ def test_a_missing_browser_fails_under_ci_and_only_skips_elsewhere(monkeypatch: 
 # -- serving the page --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(live: LiveServer) -> None:
     with httpx.Client(base_url=live.url, timeout=30) as bare:
         moved = bare.get("/ui")

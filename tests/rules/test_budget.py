@@ -41,6 +41,7 @@ def test_fit_keeps_a_prefix_and_at_least_one() -> None:
     assert fit([], len, 10) == ([], 10)
 
 
+@pytest.mark.slow
 def test_a_budget_keeps_the_best_first_prefix_that_fits(trip: MemoryService) -> None:
     full = trip.memory_search("Bob's trip to Lisbon", limit=5)
     assert len(full["memories"]) == 5
@@ -56,6 +57,7 @@ def test_a_budget_keeps_the_best_first_prefix_that_fits(trip: MemoryService) -> 
     assert "truncated" not in roomy
 
 
+@pytest.mark.slow
 def test_a_budget_smaller_than_one_memory_still_answers_the_best(trip: MemoryService) -> None:
     best = trip.memory_search("Bob's trip to Lisbon", limit=5)["memories"][0]
     cut = trip.memory_search("Bob's trip to Lisbon", limit=5, max_chars=1)
@@ -63,6 +65,7 @@ def test_a_budget_smaller_than_one_memory_still_answers_the_best(trip: MemorySer
     assert cut["truncated"] is True
 
 
+@pytest.mark.slow
 def test_recall_spends_the_budget_on_memories_then_context_lines(trip: MemoryService) -> None:
     full = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10)
     memories, lines = full["long_term"]["memories"], full["context"]["around_top_memory"]

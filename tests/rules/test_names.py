@@ -84,6 +84,7 @@ store_ids = st.from_regex(STORE_ID, fullmatch=True)
 # -- speaker names: properties -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @given(valid_names())
 def test_any_valid_name_comes_back_from_check_speaker_as_its_nfc_trimmed_self(raw: str) -> None:
     assert check_speaker(raw) == canonical(raw)
@@ -284,6 +285,7 @@ def test_any_other_spelling_of_me_is_refused_never_reinterpreted(service: Any, s
     assert service.memory_list()["count"] == 0
 
 
+@pytest.mark.slow
 def test_full_width_me_is_an_ordinary_name_that_must_be_registered(service: Any) -> None:
     with refused(400, field="speaker", speaker="ｍｅ"):
         service.memory_add("full width hello", speaker="ｍｅ")
@@ -293,6 +295,7 @@ def test_full_width_me_is_an_ordinary_name_that_must_be_registered(service: Any)
     assert service.by_speaker("me")["memories"] == []
 
 
+@pytest.mark.slow
 def test_me_needs_no_registration_and_registering_or_removing_it_is_refused(service: Any) -> None:
     assert service.memory_add("I promised the summary by Friday.", speaker="me")["speaker"] == "me"
     for call in (service.speaker_register, service.speaker_remove):
@@ -304,6 +307,7 @@ def test_me_needs_no_registration_and_registering_or_removing_it_is_refused(serv
     assert service.by_speaker("me")["returned"] == 1
 
 
+@pytest.mark.slow
 def test_bob_and_bob_in_lower_case_are_two_people(service: Any) -> None:
     service.speaker_register("Bob")
     with refused(400, field="speaker", speaker="bob"):
@@ -417,6 +421,7 @@ def test_sixty_four_characters_are_a_store_id_and_sixty_five_are_not(service: An
         service.store_create("b" * 65)
 
 
+@pytest.mark.slow
 def test_store_lookup_ignores_case_and_answers_echo_the_id_as_created(service: Any) -> None:
     assert service.store_create("Alice") == {"user_id": "Alice", "status": "created"}
     assert service.store_create("ALICE") == {"user_id": "Alice", "status": "exists"}
@@ -530,6 +535,7 @@ def test_an_early_year_is_written_with_four_digits() -> None:
     assert text == "0999-05-01T00:00:00.000000Z"
 
 
+@pytest.mark.slow
 def test_the_service_keeps_event_date_and_buckets_by_it(service: Any) -> None:
     added = service.memory_add("The launch happened.", event_date="2026-03-05T23:30:00-02:00")
     memory = service.memory_get(added["id"])["memory"]

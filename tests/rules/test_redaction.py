@@ -355,6 +355,7 @@ def test_readme_documents_every_kind() -> None:
     assert [kind for kind in redaction.KINDS if f"`{kind}`" not in section] == []
 
 
+@pytest.mark.slow
 def test_the_answer_lists_only_what_was_replaced(redacting: MemoryService) -> None:
     """The audit saw an AWS secret in prose reported as redacted and stored as it was:
     the answer's kinds and counts are the placeholders in the stored text."""
@@ -446,6 +447,7 @@ def test_a_bad_redact_setting_is_refused(value: str, tmp_path: Path) -> None:
         Redactor(value)
 
 
+@pytest.mark.slow
 def test_a_bad_redact_flag_stops_every_command_with_one_line(tmp_path: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("WONTOPOS_")}, "PYTHONPATH": str(REPO)}
     for argv in (["--redact", "all"], ["stores", "list", "--redact", "all"]):

@@ -188,6 +188,7 @@ def test_a_restatement_is_caught_behind_two_hundred_closer_vectors(service: Memo
     assert service.memory_list(limit=500)["count"] == 201
 
 
+@pytest.mark.slow
 def test_a_batch_skips_a_near_verbatim_restatement_of_a_stored_memory_and_keeps_a_one_detail_change(
     service: MemoryService,
 ) -> None:
@@ -207,6 +208,7 @@ def test_a_batch_skips_a_near_verbatim_restatement_of_a_stored_memory_and_keeps_
     assert contents["Bob is allergic to peanuts."]["id"] == stored
 
 
+@pytest.mark.slow
 def test_a_batch_skips_near_verbatim_restatements_within_itself_but_not_within_one_conversation(
     service: MemoryService,
 ) -> None:
@@ -271,6 +273,7 @@ def test_a_row_whose_key_came_from_an_earlier_rule_is_never_taken_for_a_restatem
     assert sorted(m["content"] for m in service.memory_list()["memories"]) == sorted([new, text])
 
 
+@pytest.mark.slow
 def test_an_exact_repeat_of_a_row_keyed_by_an_earlier_rule_is_still_a_duplicate(service: MemoryService) -> None:
     """Rows written between 4774e8d and issue 9 carry a restatement key the current rule
     never produces; single writes also match the normalised key (``dup_key``), so an

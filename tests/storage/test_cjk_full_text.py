@@ -110,6 +110,7 @@ def test_english_keeps_stemming_and_stop_words(said: tuple[MemoryService, dict[s
     assert matched(svc.store, "the is") == []
 
 
+@pytest.mark.slow
 def test_forgotten_and_superseded_memories_lend_their_cjk_words_nothing(tmp_path: Path, embedder: Any) -> None:
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
     svc.store_create(STORE)
@@ -164,6 +165,7 @@ def test_a_table_from_before_the_bigram_column_is_upgraded_on_open(tmp_path: Pat
     svc.close()
 
 
+@pytest.mark.slow
 def test_sentence_level_documents_of_an_older_table_become_memory_level_on_open(tmp_path: Path, embedder: Any) -> None:
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
     svc.store_create(STORE)
@@ -202,6 +204,7 @@ ODD_QUERIES = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ODD_QUERIES)
 def test_an_odd_cjk_query_is_a_plain_query(
     said: tuple[MemoryService, dict[str, str]], query: str, caplog: pytest.LogCaptureFixture

@@ -114,6 +114,7 @@ def test_an_unregistered_odd_name_is_simply_unknown(crowd: tuple[MemoryService, 
             service.memory_add("Injected words.", speaker=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store_id", ["x' OR '1'='1", "default' --", "a;DROP TABLE registry", "default%", "de'fault"])
 def test_a_store_id_that_is_not_an_id_is_refused_before_any_lookup(service: MemoryService, store_id: str) -> None:
     service.memory_add("The default store has this.")
@@ -146,6 +147,7 @@ def test_a_real_id_with_sql_appended_is_not_that_memory(crowd: tuple[MemoryServi
             service.memory_forget(memory_id=real + suffix)
 
 
+@pytest.mark.slow
 def test_a_category_with_quotes_is_stored_and_filtered_as_plain_text(service: MemoryService) -> None:
     quoted = service.memory_add("Dad's recipes are in the red book.", category='it\'s "family"')["id"]
     plain = service.memory_add("The red book is on the shelf.", category="books")["id"]
@@ -169,6 +171,7 @@ def test_skip_ids_with_quotes_skip_only_the_ids_they_name(service: MemoryService
     assert {m["id"] for m in page["memories"]} == set(written[:-1])
 
 
+@pytest.mark.slow
 def test_a_conversation_id_with_quotes_is_matched_exactly(service: MemoryService) -> None:
     first = service.memory_add("OK.", speaker="me", conversation_id="c' OR '1'='1")
     same = service.memory_add("OK.", speaker="me", conversation_id="c' OR '1'='1")
@@ -178,6 +181,7 @@ def test_a_conversation_id_with_quotes_is_matched_exactly(service: MemoryService
     assert service.memory_get(first["id"])["memory"]["conversation_id"] == "c' OR '1'='1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "cursor", ["1 OR 1=1", "0; DROP TABLE chunks", "-1", "abc", "1e3", " 1", "²", "9" * 20, "0x10", "1.0"]
 )
@@ -239,6 +243,7 @@ def _lone_surrogate_calls(svc: MemoryService, memory_id: str) -> list[tuple[str,
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_any_text_is_400_naming_its_field_and_changes_nothing(service: MemoryService) -> None:
     """The core refuses it itself (the library passes raw strings; MCP and REST refuse it
     on the wire too): never the tokenizer's TypeError or the database's UnicodeEncodeError,

@@ -174,6 +174,7 @@ def test_a_three_memory_speaker_among_four_hundred_gets_exactly_its_three(world:
     assert all(m["speaker"] == "Tiny" for m in got)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [5, 10, 20])
 def test_a_speaker_above_the_flat_limit_gets_limit_distinct_memories_all_its_own_through_the_index(
     world: World, limit: int
@@ -381,6 +382,7 @@ def test_the_vector_index_is_built_again_once_the_table_has_grown_tenfold(tmp_pa
     service.close()
 
 
+@pytest.mark.slow
 def test_a_database_from_before_the_bitmap_and_the_restatement_key_is_upgraded_on_open(
     tmp_path: Path, embedder: Any
 ) -> None:

@@ -119,6 +119,7 @@ def test_a_usable_directory_passes_and_the_check_leaves_only_the_lock_file(tmp_p
         Store(str(db / LOCK_FILE)).check_usable()
 
 
+@pytest.mark.slow
 def test_a_database_directory_the_library_makes_is_0700_and_one_the_user_made_keeps_its_mode(
     tmp_path: Path, make_service: Callable[..., MemoryService]
 ) -> None:
