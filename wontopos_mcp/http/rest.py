@@ -18,8 +18,9 @@ accepted when absent, ``0`` or ``null`` and are otherwise a 400 naming them.
 
 Answers are the MCP answers plus the keys the SDK reads (``search`` adds ``self_memories``
 and ``images``, both empty; ``list_stores`` reads ``collections``). Writes (``store``,
-``supersede``, ``store-turn``, ``bulk-store``) take an ``Idempotency-Key``: its fingerprint is the
-SHA-256 of the route's path and the body's canonical JSON, and a repeat answers the first
+``supersede``, ``store-turn``, ``bulk-store``) take an ``Idempotency-Key``: its fingerprint is a
+keyed hash (HMAC under the database's own secret, ``MemoryService.idempotency``) of the
+route's path and the body's canonical JSON, secrets redacted first; a repeat answers the first
 answer with ``replayed: true`` and the header ``Idempotent-Replayed: true``.
 
 Refusals are raised as ``WontoposError``; ``http.app`` turns them into responses in its
