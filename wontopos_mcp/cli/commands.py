@@ -56,7 +56,6 @@ EMBEDS = frozenset({"add", "search", "import"})  # refuse a database of another 
 MODEL_WAIT = 180.0
 _LIST = operation("memory_list").param("limit")
 _PAGE = _LIST.high  # export and stats read the biggest pages
-_SPEAKER_PAGE = operation("by_speaker").param("limit").high
 
 EXAMPLES = """\
 examples:
