@@ -223,7 +223,6 @@ def _other_token_rules() -> list[Rule]:
 
 # -- private keys --------------------------------------------------------------------------------
 
-_PEM_LABEL = r"-----(?:BEGIN|END)[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_GAP = r"(?:\s|\\[nr]){1,8}"  # real line breaks, or a JSON string's escaped ones
 _PEM_HEADER = r"(?:Proc-Type|DEK-Info|Comment|Version|Hash):[^\n\\]{0,200}"
 # A block: BEGIN, then anything but the five dashes of its END line, then END; or, when no
