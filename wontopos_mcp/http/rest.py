@@ -124,14 +124,12 @@ class Endpoint:
 
     def _arguments(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         given: dict[str, Any] = {}
-        ignored: list[str] = []
-        for key, value in _flattened(body, self.metadata):
+        items, ignored = _flattened(body, self.metadata)
+        for key, value in items:
             if key in self.names:
                 given[self.names[key]] = value
             elif key in self.hosted:
                 _refuse_hosted_option(key, value)
-            elif key == _DROPPED:
-                ignored.append(value)
             else:
                 raise InvalidRequestError(f"unknown field {key!r} for {self.method} {API_PREFIX}{self.path}", field=key)
         return given, ignored
@@ -146,23 +144,23 @@ def _endpoint(name: str, **behaviour: Any) -> Endpoint:
     return Endpoint(op.rest.method, op.rest.path, op.core, op.rest.names, required=required, **behaviour)
 
 
-_DROPPED = "metadata:dropped"  # a metadata key the memory fields do not hold (value: its name)
-
-
-def _flattened(body: dict[str, Any], metadata: bool) -> list[tuple[str, Any]]:
+def _flattened(body: dict[str, Any], metadata: bool) -> tuple[list[tuple[str, Any]], list[str]]:
+    """(the body's keys, those inside ``metadata`` as ``metadata.<key>``; the metadata keys
+    ``contract.split_metadata`` drops, for the answer's ``ignored``)."""
     items: list[tuple[str, Any]] = []
+    dropped: list[str] = []
     for key, value in body.items():
         if metadata and key == "metadata":
             if value is None:
                 continue
             if not isinstance(value, dict):
                 raise InvalidRequestError("metadata must be an object", field="metadata")
-            kept, dropped = split_metadata(value)
+            kept, unknown = split_metadata(value)
             items += [(f"metadata.{k}", v) for k, v in kept.items()]
-            items += [(_DROPPED, k) for k in dropped]
+            dropped += unknown
         else:
             items.append((key, value))
-    return items
+    return items, dropped
 
 
 def _refuse_hosted_option(key: str, value: Any) -> None:

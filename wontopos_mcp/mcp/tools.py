@@ -134,11 +134,10 @@ def _adapter(service: "MemoryService", op: Operation, returns: Any) -> Callable[
     async def adapter(**arguments: Any) -> CallToolResult:
         return await _call(getattr(service, op.core), **arguments)
 
+    parameters = [parameter(param) for param in op.params]
     adapter.__name__ = adapter.__qualname__ = op.name
-    adapter.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [parameter(param) for param in op.params], return_annotation=returns
-    )
-    adapter.__annotations__ = {param.name: parameter(param).annotation for param in op.params} | {"return": returns}
+    adapter.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
+    adapter.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": returns}
     return adapter
 
 
