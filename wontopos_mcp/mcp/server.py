@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.tools import Tool, ToolManager
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from wontopos_mcp import __version__
@@ -45,7 +46,8 @@ from wontopos_mcp.errors import InvalidRequestError, WontoposError, internal_err
 from wontopos_mcp.verbs import speak
 
 from .jsonrpc import field_path, lone_surrogate_error
-from .tools import error_result, tools
+from .listing import described_speaker_limit, listing
+from .results import error_result
 
 if TYPE_CHECKING:
     from wontopos_mcp.engine.service import MemoryService
@@ -103,7 +105,7 @@ _TYPE_WORDS = {
 }
 
 
-def _argument_error(tool: Tool, exc: ValidationError) -> InvalidRequestError:
+def _argument_error(schema: Mapping[str, Any], exc: ValidationError) -> InvalidRequestError:
     """The first argument pydantic refused, as a 400 naming it (messages match the service's)."""
     error = exc.errors()[0]
     loc = error.get("loc") or ("arguments",)
@@ -113,7 +115,7 @@ def _argument_error(tool: Tool, exc: ValidationError) -> InvalidRequestError:
     if kind == "missing":
         return InvalidRequestError(f"{field} is required", field=field)
     if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        prop = tool.parameters.get("properties", {}).get(field, {})
+        prop = schema.get("properties", {}).get(field, {})
         bounds = error.get("ctx") or {}
         low = prop.get("minimum", bounds.get("ge", bounds.get("gt")))
         high = prop.get("maximum", bounds.get("le", bounds.get("lt")))
@@ -136,9 +138,27 @@ class WontoposMCPServer(MCPServer):
     validation, dispatch and output-schema checks run unchanged inside it.
     """
 
-    def __init__(self, tools: list[Tool], **settings: Any) -> None:
-        super().__init__(tools=tools, **settings)
-        self._wontopos_tools = {tool.name: tool for tool in tools}
+    def __init__(self, listed: list[MCPTool], build_tools: Callable[[], list[Tool]], **settings: Any) -> None:
+        """``listed``: what ``tools/list`` answers (:mod:`mcp.listing`); ``build_tools``
+        makes the tools it lists, called once, at the first call that needs them."""
+        super().__init__(**settings)
+        self._listed = listed
+        self._parameters = {tool.name: tool.input_schema for tool in listed}
+        self._build_tools: Callable[[], list[Tool]] | None = build_tools
+
+    def _tools(self) -> ToolManager:
+        """The SDK's tool manager, holding the tools from their first use on."""
+        if self._build_tools is not None:
+            self._tool_manager = ToolManager(tools=self._build_tools())
+            self._build_tools = None
+        return self._tool_manager
+
+    async def list_tools(self) -> list[MCPTool]:
+        return self._listed
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        tool = self._tools().get_tool(name)
+        return None if tool is None else tool.parameters
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -150,6 +170,7 @@ class WontoposMCPServer(MCPServer):
             if unicode_error is not None:
                 raise unicode_error
             self._check_names(name, arguments)
+            self._tools()
             return await super().call_tool(name, arguments, context)
         except MCPError:
             raise  # a protocol-level refusal stays one
@@ -163,14 +184,14 @@ class WontoposMCPServer(MCPServer):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
     def _check_names(self, name: str, arguments: Mapping[str, Any]) -> None:
-        tool = self._wontopos_tools.get(name)
-        if tool is None:
+        schema = self._parameters.get(name)
+        if schema is None:
             raise InvalidRequestError(
-                f"unknown tool {name!r}; the tools are: {', '.join(sorted(self._wontopos_tools))}",
+                f"unknown tool {name!r}; the tools are: {', '.join(sorted(self._parameters))}",
                 field="name",
                 tool=name,
             )
-        known = tool.parameters.get("properties", {})
+        known = schema.get("properties", {})
         for argument in arguments:
             if argument not in known:
                 takes = ", ".join(known) or "no arguments"
@@ -185,7 +206,7 @@ class WontoposMCPServer(MCPServer):
         if type(exc) is ToolError and isinstance(cause, ValidationError):
             # Only the arguments' validation is a plain ToolError: a failed check of our
             # own answer is an UnexpectedToolError, a bug that falls through to the 500.
-            return _argument_error(self._wontopos_tools[name], cause)
+            return _argument_error(self._parameters[name], cause)
         logger.error("tool %r failed unexpectedly", name, exc_info=exc)
         return internal_error()
 
@@ -204,8 +225,16 @@ def _lifespan(service: "MemoryService") -> Callable[[MCPServer], Any]:
 
 def build_server(service: "MemoryService", *, log_level: str = "warning") -> WontoposMCPServer:
     """The MCP server over ``service``: its tools, instructions and lifespan."""
+    speaker_limit = described_speaker_limit(service)
+
+    def build_tools() -> list[Tool]:
+        from .tools import tools
+
+        return tools(service, speaker_limit=speaker_limit)
+
     return WontoposMCPServer(
-        tools(service),
+        listing(speaker_limit=speaker_limit),
+        build_tools,
         name=SERVER_NAME,
         title="Wontopos memory",
         description="Memory that knows who said it: offline, speaker-attributed long-term memory for agents.",

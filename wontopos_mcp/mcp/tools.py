@@ -5,54 +5,36 @@ input schema), its answer models (the output schema) and the service method it c
 a worker thread (:func:`_call`); this module adds what a model reads, one described
 function per tool (its docstring), with its title and hints. The service owns every
 rule and returns JSON-ready dicts; a tool sends that dict back as structured content and
-the same JSON as text (:func:`json_result`). Refusals are mapped once, in
+the same JSON as text (:func:`mcp.results.json_result`). Refusals are mapped once, in
 :meth:`mcp.server.WontoposMCPServer.call_tool`, which turns them into
-:func:`error_result`.
+:func:`mcp.results.error_result`. ``tools/list`` is answered from the listing shipped
+with the package (:mod:`mcp.listing`); these are built at the first call.
 """
 
 import functools
 import inspect
-import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
 import anyio.to_thread
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 
 from wontopos_mcp.contract import Operation, operation
-from wontopos_mcp.errors import WontoposError
 
 from .answers import OrError, answer_models
 from .params import parameter
+from .results import json_result
 
 if TYPE_CHECKING:
     from wontopos_mcp.engine.service import MemoryService
 
-__all__ = ["error_result", "json_result", "tools"]
+__all__ = ["tools"]
 
 _ERRORS = (
     'Errors come back as JSON {"type": "error", "status", "error": {"type", "message", "field"}}: '
     "branch on status, error.type and error.field, never on the message."
 )
-
-# --- results ------------------------------------------------------------------------------
-
-
-def json_result(payload: Mapping[str, Any], *, is_error: bool = False) -> CallToolResult:
-    """The same JSON as text (what the model reads) and as structured content (what the
-    host reads)."""
-    text = json.dumps(payload, ensure_ascii=False, default=str)
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)],
-        structured_content=json.loads(text),
-        is_error=is_error,
-    )
-
-
-def error_result(exc: WontoposError) -> CallToolResult:
-    """A refusal as MCP carries it: ``isError`` and the SPEC error body."""
-    return json_result(exc.envelope(), is_error=True)
 
 
 async def _call(method: Callable[..., dict[str, Any]], **arguments: Any) -> CallToolResult:
@@ -141,16 +123,11 @@ def _adapter(service: "MemoryService", op: Operation, returns: Any) -> Callable[
     return adapter
 
 
-def _speakerlimit_param(service: "MemoryService") -> str:
-    """How many people a store may register, as the description says it: the service's
-    setting (a stand-in service without one gets the setting's name)."""
-    limit = getattr(service, "speaker_limit", None)
-    return str(limit) if isinstance(limit, int) else "`speaker_limit` (the server's setting)"
-
-
-def tools(service: "MemoryService") -> list[Tool]:
-    """Every MCP operation of the contract table as a tool over ``service``."""
-    tool = _Tools(service, {"speaker_limit": _speakerlimit_param(service)})
+def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
+    """Every MCP operation of the contract table as a tool over ``service``;
+    ``speaker_limit`` is what the descriptions say for it (the service's setting, or the
+    placeholder :mod:`mcp.listing` keeps)."""
+    tool = _Tools(service, {"speaker_limit": speaker_limit})
 
     # -- memories ----------------------------------------------------------------------------
 

@@ -53,7 +53,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .jsonrpc import Decoded, Refusal, ToolRefusal, decode
-from .server import error_result
+from .results import error_result
 
 if TYPE_CHECKING:
     from .server import WontoposMCPServer
