@@ -12,7 +12,8 @@ import logging
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -266,6 +267,10 @@ class FakeService:
 
     def start(self) -> None:
         self.started += 1
+
+    @contextmanager
+    def reporting_model_waits(self, observer: Any) -> Iterator[None]:
+        yield  # this stand-in never waits for a model
 
     def __getattr__(self, name: str) -> Any:
         if name not in TOOLS:

@@ -607,6 +607,43 @@ async def test_while_the_model_loads_embedding_calls_answer_503_and_the_rest_ans
         service.close()
 
 
+@pytest.mark.slow
+async def test_a_call_waiting_for_the_model_reports_progress_to_a_caller_who_asked(tmp_path, gate) -> None:
+    """A cold start: a write waits for the model (at most ``model_wait``), and a caller who
+    sent a progressToken hears about once a second that the call is alive, then gets the
+    answer; a call that needs no model reports nothing."""
+    service = open_loading_service(tmp_path, gate, model_wait=4.0)
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        heard.append((value, total, message))
+
+    try:
+        async with Client(build_server(service)) as client:
+            with anyio.fail_after(30):
+                listed = await client.call_tool("speakers_list", {}, progress_callback=progress)
+                assert not listed.is_error
+                assert heard == []
+
+                async def open_the_gate_later() -> None:
+                    while len(heard) < 2:
+                        await anyio.sleep(0.05)
+                    gate.event.set()
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(open_the_gate_later)
+                    added = await client.call_tool("memory_add", {"content": "Cold start."}, progress_callback=progress)
+        assert added.structured_content["status"] == "stored"
+        values = [value for value, _, _ in heard]
+        assert len(values) >= 2
+        assert values == sorted(values)
+        assert 0.5 < values[0] < values[-1] < 4.0
+        assert {(total, message) for _, total, message in heard} == {(4.0, "waiting for the embedding model to load")}
+    finally:
+        gate.event.set()
+        service.close()
+
+
 async def test_superseding_an_old_version_is_409_naming_memory_id(mcp: Session) -> None:
     old = (await mcp.ok("memory_add", content="The kickoff is at 9"))["id"]
     new = (await mcp.ok("memory_supersede", memory_id=old, content="The kickoff is at 10"))["id"]

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from wontopos_mcp.model.embeddings import model_wait_observer
 from wontopos_mcp.rules.batch_items import Origin
 from wontopos_mcp.rules.dates import to_us
 from wontopos_mcp.rules.idempotency import Idempotency
@@ -166,6 +168,19 @@ class MemoryService:
     def model_state(self) -> str:
         """Where the model load stands, without waiting: "loading", "ready" or "failed"."""
         return self.models.state
+
+    @contextmanager
+    def reporting_model_waits(self, observer: Callable[[float, float], None]) -> Iterator[None]:
+        """While this lasts, a call that waits for the model to load calls
+        ``observer(seconds_waited, wait_bound)`` about once a second, on the waiting
+        thread: how a face tells its caller the call is alive (MCP progress). It holds for
+        calls made in this context, and on worker threads given a copy of it (as
+        ``anyio.to_thread.run_sync`` does)."""
+        token = model_wait_observer.set(observer)
+        try:
+            yield
+        finally:
+            model_wait_observer.reset(token)
 
     def open_or_refuse(self) -> None:
         """Open the database now, or ``ConfigError`` in one line naming it and why it cannot

@@ -16,7 +16,9 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Union
 
+import anyio.from_thread
 import anyio.to_thread
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 
@@ -37,11 +39,24 @@ _ERRORS = (
 )
 
 
-async def _call(method: Callable[..., dict[str, Any]], **arguments: Any) -> CallToolResult:
+WAITING_FOR_MODEL = "waiting for the embedding model to load"
+
+
+async def _call(
+    service: "MemoryService", method: Callable[..., dict[str, Any]], context: Context[Any, Any], **arguments: Any
+) -> CallToolResult:
     """Run one service call on a worker thread; an argument left as ``None`` is not sent,
-    so the service's own default applies."""
+    so the service's own default applies. While the call waits for the model (a cold
+    start), a caller that sent a ``progressToken`` gets a progress notification about
+    once a second (seconds waited, of the wait's bound); the SDK sends nothing to one
+    that did not."""
+
+    def report(waited: float, bound: float) -> None:  # on the worker thread
+        anyio.from_thread.run(context.report_progress, round(waited, 1), bound, WAITING_FOR_MODEL)
+
     given = {name: value for name, value in arguments.items() if value is not None}
-    answer = await anyio.to_thread.run_sync(functools.partial(method, **given))
+    with service.reporting_model_waits(report):
+        answer = await anyio.to_thread.run_sync(functools.partial(method, **given))
     return json_result(answer)
 
 
@@ -113,10 +128,13 @@ def _adapter(service: "MemoryService", op: Operation, returns: Any) -> Callable[
     them and ``returns`` (its ``__signature__``, which the SDK reads for the input and
     output schemas), one service call."""
 
-    async def adapter(**arguments: Any) -> CallToolResult:
-        return await _call(getattr(service, op.core), **arguments)
+    async def adapter(*, mcp_context: Context[Any, Any], **arguments: Any) -> CallToolResult:
+        return await _call(service, getattr(service, op.core), mcp_context, **arguments)
 
-    parameters = [parameter(param) for param in op.params]
+    # The SDK passes the request's context to the parameter typed ``Context`` and leaves
+    # it out of the input schema.
+    context = inspect.Parameter("mcp_context", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+    parameters = [*(parameter(param) for param in op.params), context]
     adapter.__name__ = adapter.__qualname__ = op.name
     adapter.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
     adapter.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": returns}

