@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -285,7 +286,8 @@ def test_the_command_runs_the_entry_point_from_the_bundle() -> None:
     config = host_config(manifest, Path("/bundle"), {})
     entry = manifest["server"]["entry_point"]
     assert config["command"] == "uv"
-    assert config["args"] == ["run", "--directory", "/bundle", "python", f"/bundle/{entry}"]
+    # --frozen: the bundle's uv.lock is installed as it is, never re-resolved on the user's machine
+    assert config["args"] == ["run", "--frozen", "--directory", "/bundle", "python", f"/bundle/{entry}"]
     assert (build_mcpb.SOURCE / entry).is_file()
 
 
@@ -308,7 +310,10 @@ def test_the_bundle_holds_what_its_entry_point_needs_and_nothing_the_spec_forbid
             if p.is_file() and "__pycache__" not in p.parts
         }
         entry = _manifest()["server"]["entry_point"]
-        assert names == {"manifest.json", "pyproject.toml", "README.md", entry} | package
+        icon = _manifest()["icon"]
+        assert names == {"manifest.json", "pyproject.toml", "uv.lock", "README.md", icon, entry} | package
+        assert bundle.read("uv.lock") == (build_mcpb.SOURCE / "uv.lock").read_bytes()
+        assert bundle.read(icon) == (build_mcpb.SOURCE / icon).read_bytes()
         assert "wontopos_mcp/http/ui/index.html" in names
         assert "wontopos_mcp/cli/main.py" in names
         assert not any(n.startswith(("server/lib/", "server/venv/", ".venv/")) or n.endswith(".pyc") for n in names)
@@ -328,6 +333,51 @@ def test_a_build_of_the_same_checkout_is_the_same_bytes(tmp_path: Path) -> None:
     _build(tmp_path / "a.mcpb").close()
     _build(tmp_path / "b.mcpb").close()
     assert (tmp_path / "a.mcpb").read_bytes() == (tmp_path / "b.mcpb").read_bytes()
+
+
+def test_the_icon_is_a_square_png_of_512_pixels() -> None:
+    data = (build_mcpb.SOURCE / _manifest()["icon"]).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data[12:16] == b"IHDR"
+    assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == (512, 512)
+
+
+def test_the_lock_pins_every_dependency_from_pypi_alone() -> None:
+    """Every machine installs the same versions, from the index every user's uv reaches."""
+    lock = tomllib.loads((build_mcpb.SOURCE / "uv.lock").read_text(encoding="utf-8"))
+    packages = {p["name"]: p for p in lock["package"]}
+    ours = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert packages["wontopos-mcp"]["source"] == {"editable": "."}  # the bundle's own copy, built from it
+    for requirement in ours["dependencies"]:
+        name = re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        assert name in packages, f"{name} is not in the lock"
+        assert "version" in packages[name]
+    registries = {p["source"].get("registry") for name, p in packages.items() if name != "wontopos-mcp"}
+    assert registries == {build_mcpb.INDEX}
+    assert "pytest" not in packages  # the test extra is not in the bundle, nor in its lock
+
+
+def _checkout_copy(tmp_path: Path, pyproject: str) -> tuple[Path, Path]:
+    """A copy of what a build reads (package, readme, scripts/mcpb) with another pyproject."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "wontopos_mcp", repo / "wontopos_mcp", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "README.md", repo / "README.md")
+    (repo / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    source = tmp_path / "mcpb"
+    shutil.copytree(build_mcpb.SOURCE, source)
+    return repo, source
+
+
+def test_a_lock_out_of_step_with_the_dependencies_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert '    "anyio' in text
+    repo, source = _checkout_copy(tmp_path, text.replace('    "anyio', '    "six>=1.16",\n    "anyio', 1))
+    with pytest.raises(build_mcpb.BuildError, match="--lock"):
+        build_mcpb.build(tmp_path / "out.mcpb", repo=repo, source=source)
+    assert not (tmp_path / "out.mcpb").exists()
+    (source / "uv.lock").unlink()
+    with pytest.raises(build_mcpb.BuildError, match="missing"):
+        build_mcpb.build(tmp_path / "out.mcpb", repo=repo, source=source)
 
 
 def test_a_version_out_of_step_is_refused_before_anything_is_written(tmp_path: Path) -> None:
