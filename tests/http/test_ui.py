@@ -476,6 +476,8 @@ def test_the_page_fits_360_px_to_wide_screens_sorts_speakers_and_takes_the_reade
     for i in range(3):
         _add(api, store, f"Zoë wrote note {i}.", speaker="Zoë")
 
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
     page.set_viewport_size({"width": 1280, "height": 900})
     _login(page, live)
     expect(_store_button(page, store)).to_have_text(f"{store} 5 memories")
@@ -538,6 +540,7 @@ def test_the_page_fits_360_px_to_wide_screens_sorts_speakers_and_takes_the_reade
     narrow = _screenshot(page, "layout-390", always=True)
     assert narrow is not None
     assert _png_width(narrow) == 390
+    assert not [text for text in console if "Content Security Policy" in text], console  # nothing inline needed
 
 
 _WORDS = """async () => {
