@@ -606,7 +606,8 @@ def test_forget_one_memory_only_after_a_confirm(page: Any, live: LiveServer, api
     gone = _add(api, store, "Ann wants this forgotten.", speaker="Ann")
     _open_store(page, live, store)
     _row(page, "Ann").get_by_role("button", name="Show the memories of Ann").click()
-    forget = page.get_by_role("button", name=f"Forget memory {gone}")
+    forget = page.get_by_role("button", name="Forget the memory “Ann wants this forgotten.”")  # words, not its id
+    expect(page.locator(f'#memories > li[data-id="{gone}"]').get_by_role("button", name="Forget")).to_have_count(1)
 
     forget.click()
     dialog = page.get_by_role("dialog")
@@ -674,7 +675,7 @@ def test_supersede_a_memory(page: Any, live: LiveServer, api: httpx.Client) -> N
     old = _add(api, store, "Ben's meeting is on Friday.", speaker="Ben", category="work")
     _open_store(page, live, store)
     _row(page, "Ben").get_by_role("button", name="Show the memories of Ben").click()
-    page.get_by_role("button", name=f"Supersede memory {old}").click()
+    page.get_by_role("button", name="Supersede the memory “Ben's meeting is on Friday.”").click()
     text = page.get_by_label("The new version")
     expect(text).to_be_focused()
     text.fill("Ben's meeting is on Tuesday.")

@@ -329,12 +329,19 @@ async function showMemory(memoryId) {
 
 // -- one memory --------------------------------------------------------------------------------
 
+/** How a control names the memory it acts on: its first words, never its id. */
+function excerpt(content, size = 60) {
+  const line = content.replace(/\s+/g, " ").trim();
+  return line.length > size ? `${line.slice(0, size - 1)}…` : line;
+}
+
 function memoryActions(memory) {
-  const actions = [button("Forget…", () => forgetMemory(memory), { class: "danger", "aria-label": `Forget memory ${memory.id}` })];
+  const named = (verb) => `${verb} the memory “${excerpt(memory.content)}”`;
+  const actions = [button("Forget…", () => forgetMemory(memory), { class: "danger", "aria-label": named("Forget") })];
   if (memory.is_superseded) {
     actions.push(button("Show later versions", (event) => toggleChain(memory, event.currentTarget), { "aria-expanded": "false" }));
   } else {
-    actions.push(button("Supersede…", () => supersede(memory), { "aria-label": `Supersede memory ${memory.id}` }));
+    actions.push(button("Supersede…", () => supersede(memory), { "aria-label": named("Supersede") }));
   }
   return actions;
 }
