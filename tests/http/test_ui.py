@@ -326,6 +326,15 @@ def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     untagged = page.locator("#memories > li", has_text="Nobody said this.")
     expect(untagged.locator(".speaker")).to_have_text("untagged")
 
+    page.get_by_label("New store id").fill("counts-new")  # a store created here opens at once
+    page.get_by_label("New store id").press("Enter")
+    expect(page.locator("#store-name")).to_have_text("counts-new")
+    expect(_store_button(page, "counts-new")).to_have_text("counts-new 0 memories")
+    expect(_store_button(page, "counts-new")).to_have_attribute("aria-current", "true")
+    expect(button).not_to_have_attribute("aria-current", "true")
+    expect(page.locator("#status")).to_have_text("Created counts-new")
+    expect(page.locator("#results")).to_be_hidden()
+
 
 @pytest.mark.slow
 def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
