@@ -83,6 +83,31 @@ def test_deleting_a_store_removes_it_with_its_memories_and_speakers(face: Servic
     assert face.list(user_id="team")["memories"] == []
 
 
+@pytest.mark.slow
+def test_stores_list_counts_each_stores_memories_superseded_included_after_add_forget_and_delete(
+    service: MemoryService,
+) -> None:
+    def counts() -> dict[str, int]:
+        return {s["user_id"]: s["memories"] for s in service.stores_list()["stores"]}
+
+    assert counts() == {"default": 0}
+    service.store_create("Team")
+    service.speaker_register("Bob", user_id="team")
+    first = service.memory_add("Bob owns the release. He ships on Friday.", speaker="Bob", user_id="team")["id"]
+    service.memory_add("Nobody said this.", user_id="team")
+    service.memory_add("The wifi password is on the fridge.")
+    assert counts() == {"default": 1, "Team": 2}  # memories, not their sentence records
+    service.memory_supersede(first, "Bob owns the release. He ships on Monday.", user_id="team")
+    assert counts() == {"default": 1, "Team": 3}  # the superseded version still counts
+    service.memory_forget(first, user_id="team")
+    assert counts() == {"default": 1, "Team": 2}
+    service.store_delete("team")
+    assert counts() == {"default": 1}
+    service.store_create("team")
+    service.store_delete("default")  # emptied, and listed on
+    assert counts() == {"default": 0, "team": 0}
+
+
 def test_store_delete_requires_a_user_id(service: MemoryService) -> None:
     with refused(400, field="user_id"):
         service.store_delete(None)

@@ -147,6 +147,9 @@ def test_stores_are_created_listed_and_deleted(mem: wontopos.Client) -> None:
     assert "default" in listed
     assert user_id in listed
     assert listed[user_id]["created_at"].endswith("Z")
+    assert listed[user_id]["memories"] == 0
+    mem.add("The shed key is under the pot.", user_id=user_id)
+    assert {s["user_id"]: s for s in mem.list_stores()}[user_id]["memories"] == 1  # the REST answer carries it too
     assert mem.ping() is True
     assert mem.delete_store(user_id) == {"user_id": user_id, "status": "deleted"}
     assert user_id not in {s["user_id"] for s in mem.list_stores()}

@@ -98,7 +98,12 @@ def page(browser: Any) -> Iterator[Any]:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=20_000)  # a search may wait for the model on 2 shared cores
-    context = browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 900})
+    context = browser.new_context(
+        accept_downloads=True,
+        viewport={"width": 1200, "height": 900},
+        locale="en-US",
+        timezone_id="America/New_York",  # a plain day must not become the evening before
+    )
     yield context.new_page()
     context.close()
 
@@ -133,9 +138,19 @@ def _by_speaker(api: httpx.Client, store: str, speaker: str) -> dict[str, Any]:
     return _post(api, "/by-speaker", {"user_id": store, "speaker": speaker, "limit": 5})
 
 
-def _screenshot(page: Any, name: str) -> None:
-    if SCREENSHOTS:
-        page.screenshot(path=str(Path(SCREENSHOTS) / f"ui-{name}.png"), full_page=True)
+def _screenshot(page: Any, name: str, *, always: bool = False) -> bytes | None:
+    """The whole page as PNG bytes, kept under ``WONTOPOS_UI_SCREENSHOTS`` when that is set;
+    taken without it only when ``always`` (a test that reads the image)."""
+    if not (SCREENSHOTS or always):
+        return None
+    path = str(Path(SCREENSHOTS) / f"ui-{name}.png") if SCREENSHOTS else None
+    png: bytes = page.screenshot(path=path, full_page=True)
+    return png
+
+
+def _png_width(png: bytes) -> int:
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(png[16:20], "big")  # IHDR: width, then height
 
 
 def _login(page: Any, live: LiveServer) -> None:
@@ -147,12 +162,15 @@ def _login(page: Any, live: LiveServer) -> None:
     expect(page.locator("#app")).to_be_visible()
 
 
+def _store_button(page: Any, store: str) -> Any:
+    return page.locator(f'#store-list button[data-store="{store}"]')
+
+
 def _open_store(page: Any, live: LiveServer, store: str) -> None:
     from playwright.sync_api import expect
 
     _login(page, live)
-    page.get_by_role("combobox", name="Store", exact=True).select_option(store)
-    page.get_by_role("button", name="Open store").click()
+    _store_button(page, store).click()  # a store opens when it is picked: no other button
     expect(page.locator("#store-name")).to_have_text(store)
 
 
@@ -221,12 +239,12 @@ def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(li
 
 def test_the_files_load_nothing_from_anywhere_else() -> None:
     files = {path.name: path.read_text(encoding="utf-8") for path in UI_FILES.iterdir()}
-    assert set(files) == {"index.html", "app.js", "api.js", "dom.js", "export.js", "style.css"}
+    assert set(files) == {"index.html", "app.js", "api.js", "dom.js", "export.js", "format.js", "style.css"}
     for name, text in files.items():
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text), name
         assert "innerHTML" not in text, name
         assert "insertAdjacentHTML" not in text, name  # contents are text, never HTML
-    for name in ("app.js", "dom.js", "export.js"):
+    for name in ("app.js", "dom.js", "export.js", "format.js"):
         for imported in re.findall(r'from "([^"]+)"', files[name]):
             assert imported.startswith("./"), (name, imported)
             assert imported[2:] in files, (name, imported)
@@ -240,15 +258,18 @@ def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
 
     page.goto(f"{live.url}/ui/")
     key_input = page.get_by_label("The server's API key")
-    expect(key_input).to_be_focused()
+    expect(key_input).to_be_focused()  # the call without a key was refused: now it asks
+    expect(_notice(page)).to_be_hidden()  # not an error: the page had not sent a key yet
     key_input.fill("not-the-key")
     key_input.press("Enter")
-    expect(_notice(page)).to_contain_text("401 authentication_error")
-    expect(_notice(page)).to_contain_text("wrong API key")
+    expect(_notice(page).locator(".error-message")).to_have_text("Wrong API key.")
+    expect(_notice(page).locator(".error-hint")).to_have_text("Enter the server's API key to go on.")
+    expect(_notice(page).locator(".error-text")).to_have_attribute("data-type", "authentication_error")
     expect(page.locator("#app")).to_be_hidden()
 
     _login(page, live)
-    expect(page.get_by_role("combobox", name="Store", exact=True).locator("option[value=default]")).to_have_count(1)
+    expect(_store_button(page, "default")).to_have_count(1)
+    expect(page.get_by_role("button", name="Forget the key")).to_be_visible()
     _screenshot(page, "stores")
     page.reload()  # asked once: the tab keeps it
     expect(page.locator("#app")).to_be_visible()
@@ -262,7 +283,9 @@ def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
         assert "not-the-key" not in url, url
         if "/api/" not in url:
             assert "x-api-key" not in headers, url  # the files need no key
-    assert [h.get("x-api-key") for _, _, h in api_calls] == ["not-the-key"] + [KEY] * (len(api_calls) - 1)
+    sent = [h.get("x-api-key") for _, _, h in api_calls]
+    # Each fresh page tries without a key first; after the reload the tab's key goes at once.
+    assert sent == [None, "not-the-key", None] + [KEY] * (len(api_calls) - 3)
     assert KEY not in page.url
 
 
@@ -283,15 +306,17 @@ def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     _add(api, store, "Nobody said this.")
 
     _login(page, live)
-    stores = page.get_by_role("combobox", name="Store", exact=True)
-    expect(stores).to_be_focused()  # by keyboard: pick, Tab to "Open store", Enter
-    stores.select_option(store)
-    page.keyboard.press("Tab")
-    expect(page.get_by_role("button", name="Open store")).to_be_focused()
+    expect(page.locator("#store-list button").first).to_be_focused()  # by keyboard: a store is a button
+    button = _store_button(page, store)
+    expect(button).to_have_text(f"{store} 6 memories")
+    button.focus()
     page.keyboard.press("Enter")
-    expect(_row(page, "Bob").locator("td.count")).to_have_text("3")
-    expect(_row(page, "さくら").locator("td.count")).to_have_text("1")
+    expect(button).to_have_attribute("aria-current", "true")
+    expect(page.locator("#store-title")).to_be_focused()
+    expect(_row(page, "Bob").locator("td.count")).to_have_text("3 memories")
+    expect(_row(page, "さくら").locator("td.count")).to_have_text("1 memory")
     expect(_row(page, "me")).to_contain_text("the assistant")
+    expect(_row(page, "me").locator("td.count")).to_have_text("1 memory")
     expect(page.locator("#speaker-limit")).to_have_text("2 of 50 people registered")
     _screenshot(page, "store")
 
@@ -300,6 +325,15 @@ def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     assert _contents(page)[0] == "Bob likes tea."  # oldest first
     untagged = page.locator("#memories > li", has_text="Nobody said this.")
     expect(untagged.locator(".speaker")).to_have_text("untagged")
+
+    page.get_by_label("New store id").fill("counts-new")  # a store created here opens at once
+    page.get_by_label("New store id").press("Enter")
+    expect(page.locator("#store-name")).to_have_text("counts-new")
+    expect(_store_button(page, "counts-new")).to_have_text("counts-new 0 memories")
+    expect(_store_button(page, "counts-new")).to_have_attribute("aria-current", "true")
+    expect(button).not_to_have_attribute("aria-current", "true")
+    expect(page.locator("#status")).to_have_text("Created counts-new")
+    expect(page.locator("#results")).to_be_hidden()
 
 
 @pytest.mark.slow
@@ -358,13 +392,23 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     assert sorted(speakers) == ["Bob", "Bob", "Carol"]
     peanuts = page.locator("#memories > li", has_text="peanuts")
     expect(peanuts.locator(".category")).to_have_text("health")
-    expect(peanuts.locator(".event_date")).to_have_text("happened 2024-03-01")
-    expect(peanuts.locator(".created_at time")).to_have_text(re.compile(r"^\d{4}-\d\d-\d\dT.*Z$"))
+    expect(peanuts.locator(".event_date")).to_have_text("happened Mar 1, 2024")  # that UTC day, in New York too
+    expect(peanuts.locator(".event_date time")).to_have_attribute("datetime", "2024-03-01")
+    expect(peanuts.locator(".event_date time")).to_have_attribute("title", "Friday, March 1, 2024")
+    stored = peanuts.locator(".created_at time")
+    expect(stored).to_have_text("just now")
+    expect(stored).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"))
+    expect(stored).to_have_attribute(
+        "title", re.compile(r"^\w+day, \w+ \d{1,2}, \d{4} at \d{1,2}:\d\d:\d\d [AP]M E[SD]T$")
+    )
+    expect(peanuts.locator(".time_bucket")).to_have_count(0)  # the month of the date beside it: not repeated
+    for shown in page.locator("#results").all_inner_texts():
+        assert not re.search(r"\d{4}-\d\d-\d\d|\.\d{6}", shown), shown  # no raw ISO time anywhere
     expect(peanuts.locator(".similarity")).to_have_text(re.compile(r"similarity 0\.\d{3}"))
 
     page.get_by_role("combobox", name="Speaker", exact=True).select_option("Carol")
-    page.get_by_role("button", name="Search").click()
-    expect(page.locator("#results-summary")).to_have_text("1 memories said by Carol, best first")
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page.locator("#results-summary")).to_have_text("1 memory said by Carol, best first")
     assert page.locator("#memories > li .speaker").all_inner_texts() == ["Carol"]
 
     page.get_by_role("combobox", name="Speaker", exact=True).select_option("Bob")
@@ -373,11 +417,190 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     page.get_by_label("Query").press("Enter")
     expect(page.locator("#results-summary")).to_have_text("3 memories said by Bob, best first")
     paris = page.locator("#memories > li", has_text="Paris")
-    expect(paris.locator(".superseded")).to_have_text(f"superseded by {new}")
-    paris.get_by_role("button", name="Show later versions").click()
-    expect(paris.locator(".chain > li .content")).to_have_text(["Bob lives in Berlin."])
-    expect(paris.locator(".chain > li .current")).to_have_count(1)
+    expect(paris.locator(".superseded")).to_have_text("superseded by a later version")
+    toggle = paris.get_by_role("button", name="Show later versions")
+    expect(toggle).to_have_attribute("aria-expanded", "false")
+    toggle.click()
+    hide = paris.get_by_role("button", name="Hide later versions")  # the same button, now saying what it does
+    expect(hide).to_have_attribute("aria-expanded", "true")
+    chain = paris.locator(".chain")
+    expect(hide).to_have_attribute("aria-controls", str(chain.get_attribute("id")))
+    expect(chain.locator("> li .content")).to_have_text(["Bob lives in Berlin."])
+    expect(chain.locator("> li .current")).to_have_count(1)
+    expect(chain.locator(f'> li[data-id="{new}"]')).to_be_visible()
     _screenshot(page, "search")
+    hide.click()
+    expect(chain).to_be_hidden()
+    expect(paris.get_by_role("button", name="Show later versions")).to_have_attribute("aria-expanded", "false")
+    paris.get_by_role("button", name="Show later versions").click()
+    expect(chain).to_be_visible()
+    expect(paris.locator(".chain")).to_have_count(1)  # shown again, not appended twice
+
+
+_FIT = """() => {
+    const outside = [];
+    for (const node of document.querySelectorAll("#speakers button, li.memory, li.memory .content")) {
+        const box = node.getBoundingClientRect();
+        const off = box.left < 0 || box.right > window.innerWidth + 0.5;
+        if (box.width && off) outside.push(node.textContent.slice(0, 40));
+    }
+    const cards = [...document.querySelectorAll("li.memory")].filter((card) => card.scrollWidth > card.clientWidth);
+    return {scroll: document.documentElement.scrollWidth, inner: window.innerWidth, outside,
+            overflowing: cards.map((card) => card.textContent.slice(0, 40))};
+}"""
+
+
+def _fits(page: Any, width: int) -> None:
+    """No sideways scroll at this width, every speaker action and card on screen, no card
+    wider than itself."""
+    fit = page.evaluate(_FIT)
+    assert fit["inner"] == width
+    assert fit["scroll"] <= fit["inner"], fit
+    assert fit["outside"] == [], fit
+    assert fit["overflowing"] == [], fit
+
+
+def _in_view(page: Any, locator: Any) -> None:
+    box = locator.bounding_box()
+    size = page.viewport_size
+    assert box is not None
+    assert box["y"] >= 0, (box, size)
+    assert box["y"] + box["height"] <= size["height"], (box, size)
+    assert box["x"] >= 0, (box, size)
+    assert box["x"] + box["width"] <= size["width"], (box, size)
+
+
+@pytest.mark.slow
+def test_the_page_fits_360_px_to_wide_screens_sorts_speakers_and_takes_the_reader_to_the_results(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    people = ("bob", "Zoë", "Álvaro", "anna", "Émile", "Carl", "dana", "Ørjan", "yuki", "Bea", "carla", "Ben")
+    store = _store(api, "layout", people)
+    token = "x" * 300  # one word wider than any screen
+    url = "https://example.org/" + "/".join(f"segment{i}" for i in range(40))
+    _add(api, store, f"bob pasted {token} into the chat.", speaker="bob")
+    _add(api, store, f"bob shared {url} with everyone.", speaker="bob")
+    for i in range(3):
+        _add(api, store, f"Zoë wrote note {i}.", speaker="Zoë")
+
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _login(page, live)
+    expect(_store_button(page, store)).to_have_text(f"{store} 5 memories")
+    _store_button(page, store).click()
+    expect(page.locator("#store-title")).to_be_focused()
+    # The reader's order of names (Intl.Collator), not code points; "me" last, counted too.
+    names = page.locator("#speakers tbody th").all_inner_texts()
+    expected = ["Álvaro", "anna", "Bea", "Ben", "bob", "Carl", "carla", "dana", "Émile", "Ørjan", "yuki", "Zoë"]
+    assert names == [*expected, "me (the assistant)"]
+    expect(_row(page, "bob").locator("td.count")).to_have_text("2 memories")
+    expect(_row(page, "Zoë").locator("td.count")).to_have_text("3 memories")
+    expect(_row(page, "me").locator("td.count")).to_have_text("0 memories")
+
+    # A speaker's Memories: the results below the fold come into view, focus on their heading.
+    _row(page, "Zoë").get_by_role("button", name="Show the memories of Zoë").click()
+    title = page.locator("#results-title")
+    expect(title).to_have_text("Zoë: newest first")
+    expect(title).to_be_focused()
+    _in_view(page, title)
+    assert page.evaluate("window.scrollY") > 0  # it had to scroll: the results start below the fold
+
+    # A speaker's Search with no query takes the reader to the query, that speaker chosen...
+    page.evaluate("window.scrollTo(0, 0)")
+    _row(page, "bob").get_by_role("button", name="Search the memories of bob").click()
+    expect(page.get_by_label("Query")).to_be_focused()
+    expect(page.get_by_role("combobox", name="Speaker", exact=True)).to_have_value("bob")
+    page.get_by_label("Query").fill("chat")
+    page.evaluate("window.scrollTo(0, 0)")
+    # ... and with one, searches that speaker's memories and goes to the results.
+    _row(page, "bob").get_by_role("button", name="Search the memories of bob").click()
+    expect(title).to_have_text("Search: chat")
+    expect(page.locator("#results-summary")).to_have_text("2 memories said by bob, best first")
+    expect(title).to_be_focused()
+    _in_view(page, title)
+
+    page.evaluate("window.scrollTo(0, 0)")
+    page.get_by_role("button", name="All memories").click()
+    expect(title).to_be_focused()
+    _in_view(page, title)
+    expect(page.locator("#memories > li")).to_have_count(5)
+    _fits(page, 1280)
+    wide = _screenshot(page, "layout-1280", always=True)
+    assert wide is not None
+    assert _png_width(wide) == 1280  # nothing wider than the window
+
+    for width in (360, 390):
+        page.set_viewport_size({"width": width, "height": 844})
+        _fits(page, width)
+        # Compact rows: name and count on one line, the actions in at most two more.
+        rows = page.locator("#speakers tbody tr")
+        heights = [box["height"] for box in (rows.nth(i).bounding_box() for i in range(rows.count())) if box]
+        assert max(heights) < 130, heights
+        long_one = page.locator("#memories > li", has_text="pasted")
+        content = long_one.locator(".content").bounding_box()
+        card = long_one.bounding_box()
+        assert content
+        assert card
+        assert content["x"] + content["width"] <= card["x"] + card["width"]  # the 300-character word wraps
+        assert card["x"] + card["width"] <= width
+    narrow = _screenshot(page, "layout-390", always=True)
+    assert narrow is not None
+    assert _png_width(narrow) == 390
+    assert not [text for text in console if "Content Security Policy" in text], console  # nothing inline needed
+
+
+_WORDS = """async () => {
+    const {many, readableTime, exactTime} = await import("./format.js");
+    const now = new Date("2026-03-10T12:00:00Z");
+    const ago = (seconds) => new Date(now.getTime() - seconds * 1000).toISOString();
+    return {
+        counts: [many(0, "memory"), many(1, "memory"), many(2, "memory"), many(1, "record"),
+                 many(1234, "memory"), many(1, "person"), many(50, "person")],
+        times: [readableTime(ago(10), now), readableTime(ago(300), now), readableTime(ago(3 * 3600), now),
+                readableTime(ago(30 * 3600), now), readableTime(ago(3 * 86400), now),
+                readableTime("2026-01-05T14:05:09.123456Z", now), readableTime("2024-03-01", now)],
+        exact: exactTime("2026-01-05T14:05:09.123456Z"),
+    };
+}"""
+
+
+@pytest.mark.slow
+def test_counts_and_times_read_as_words_in_the_readers_locale(browser: Any, live: LiveServer) -> None:
+    for locale, zone, counts, times, exact in (
+        (
+            "en-US",
+            "America/New_York",
+            ["0 memories", "1 memory", "2 memories", "1 record", "1,234 memories", "1 person", "50 people"],
+            [
+                "just now",
+                "5 minutes ago",
+                "3 hours ago",
+                "yesterday",
+                "3 days ago",
+                "Jan 5, 2026, 9:05 AM",
+                "Mar 1, 2024",
+            ],
+            "Monday, January 5, 2026 at 9:05:09 AM EST",
+        ),
+        (
+            "de-DE",
+            "Europe/Berlin",
+            ["0 memories", "1 memory", "2 memories", "1 record", "1.234 memories", "1 person", "50 people"],
+            ["jetzt", "vor 5 Minuten", "vor 3 Stunden", "gestern", "vor 3 Tagen", "05.01.2026, 15:05", "01.03.2024"],
+            "Montag, 5. Januar 2026 um 15:05:09 MEZ",
+        ),
+    ):
+        context = browser.new_context(locale=locale, timezone_id=zone)
+        try:
+            page = context.new_page()
+            page.goto(f"{live.url}/ui/")  # the module, as the page loads it (same origin, CSP and all)
+            words = page.evaluate(_WORDS)
+        finally:
+            context.close()
+        assert words == {"counts": counts, "times": times, "exact": exact}, locale
 
 
 # -- the destructive flows ------------------------------------------------------------------------------
@@ -392,7 +615,8 @@ def test_forget_one_memory_only_after_a_confirm(page: Any, live: LiveServer, api
     gone = _add(api, store, "Ann wants this forgotten.", speaker="Ann")
     _open_store(page, live, store)
     _row(page, "Ann").get_by_role("button", name="Show the memories of Ann").click()
-    forget = page.get_by_role("button", name=f"Forget memory {gone}")
+    forget = page.get_by_role("button", name="Forget the memory “Ann wants this forgotten.”")  # words, not its id
+    expect(page.locator(f'#memories > li[data-id="{gone}"]').get_by_role("button", name="Forget")).to_have_count(1)
 
     forget.click()
     dialog = page.get_by_role("dialog")
@@ -407,7 +631,8 @@ def test_forget_one_memory_only_after_a_confirm(page: Any, live: LiveServer, api
     assert _contents(page) == ["Ann keeps this one."]
     error_body(api.post("/get", json={"user_id": store, "memory_id": gone}).json(), 404, "not_found_error")
     assert api.post("/get", json={"user_id": store, "memory_id": keep}).status_code == 200
-    expect(_row(page, "Ann").locator("td.count")).to_have_text("1")
+    expect(_row(page, "Ann").locator("td.count")).to_have_text("1 memory")
+    expect(_store_button(page, store)).to_have_text(f"{store} 1 memory")  # the store's count follows
 
 
 @pytest.mark.slow
@@ -435,8 +660,9 @@ def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     _screenshot(page, "confirm")
     _add(api, store, "Eve said a third thing meanwhile.", speaker="Eve")  # the count changes
     dialog.get_by_role("button", name="Delete 2 memories").click()
-    expect(dialog.locator("#confirm-error")).to_contain_text("409 conflict_error")
-    expect(dialog.locator('#confirm-error dd[data-field="records_to_delete"]')).to_have_text(str(records + 1))
+    expect(dialog.locator("#confirm-error")).to_have_text(
+        "Nothing was deleted: Eve's memories changed while you were deciding."
+    )
     expect(dialog).to_contain_text(f"The count changed meanwhile: 3 memories ({records + 1} records) now.")
     assert _by_speaker(api, store, "Eve")["records_to_delete"] == records + 1  # nothing deleted
     _screenshot(page, "confirm-changed")
@@ -447,7 +673,7 @@ def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     after = _by_speaker(api, store, "Eve")
     assert after["records_to_delete"] == 0
     assert after["memories"] == []
-    expect(_row(page, "Eve").locator("td.count")).to_have_text("0")  # the registration stays
+    expect(_row(page, "Eve").locator("td.count")).to_have_text("0 memories")  # the registration stays
 
 
 @pytest.mark.slow
@@ -458,13 +684,19 @@ def test_supersede_a_memory(page: Any, live: LiveServer, api: httpx.Client) -> N
     old = _add(api, store, "Ben's meeting is on Friday.", speaker="Ben", category="work")
     _open_store(page, live, store)
     _row(page, "Ben").get_by_role("button", name="Show the memories of Ben").click()
-    page.get_by_role("button", name=f"Supersede memory {old}").click()
+    page.get_by_role("button", name="Supersede the memory “Ben's meeting is on Friday.”").click()
     text = page.get_by_label("The new version")
     expect(text).to_be_focused()
     text.fill("Ben's meeting is on Tuesday.")
     text.press("Enter")
-    expect(page.locator("#status")).to_contain_text(f"{old} is superseded")
+    status = page.locator("#status")
+    expect(status).to_have_text("Stored the new version; the old one is kept, superseded. Show it")
+    assert old not in str(status.text_content())  # words, not ids
     assert _contents(page) == ["Ben's meeting is on Tuesday.", "Ben's meeting is on Friday."]
+    status.get_by_role("button", name="Show it").click()
+    newest = page.locator("#memories > li").first
+    expect(newest).to_be_focused()
+    expect(newest).to_have_class(re.compile(r"\bmarked\b"))
     expect(page.locator("#memories > li").first.locator(".category")).to_have_text("work")
     expect(page.locator(f'#memories > li[data-id="{old}"] .superseded')).to_contain_text("superseded by")
     stored = _post(api, "/get", {"user_id": store, "memory_id": old})["memory"]
@@ -487,22 +719,25 @@ def test_register_and_remove_a_speaker_and_refusals_shown_as_their_error(
     name.fill("Frank")
     name.press("Enter")
     expect(page.locator("#status")).to_have_text("Registered Frank")
-    expect(_row(page, "Frank").locator("td.count")).to_have_text("0")
+    expect(_row(page, "Frank").locator("td.count")).to_have_text("0 memories")
 
     name.fill("Me")  # the reserved name in another case: refused, said clearly
     name.press("Enter")
-    expect(_notice(page)).to_contain_text("400 invalid_request_error")
-    expect(_notice(page).locator('dd[data-field="field"]')).to_have_text("speaker")
+    box = _notice(page).locator(".error-text")
+    expect(box.locator(".error-message")).to_have_text("'Me' is reserved: write exactly 'me' for the assistant itself.")
+    expect(box.locator(".error-hint")).to_have_text("Check the speaker's name.")
+    expect(box).to_have_attribute("data-field", "speaker")  # for machines, not shown
+    assert "field" not in _notice(page).inner_text()
     expect(_row(page, "Me")).to_have_count(0)
 
     _add(api, store, "Frank fixed the boiler.", speaker="Frank")
-    page.get_by_role("button", name="Open store").click()  # counts again
-    expect(_row(page, "Frank").locator("td.count")).to_have_text("1")
+    _store_button(page, store).click()  # counts again
+    expect(_row(page, "Frank").locator("td.count")).to_have_text("1 memory")
     page.get_by_role("button", name="Remove Frank").click()
     dialog = page.get_by_role("dialog")
-    expect(dialog).to_contain_text("Frank's 1 memories stay, untagged.")
+    expect(dialog).to_contain_text("The registration goes; Frank's memories stay, untagged (1 memory).")
     dialog.get_by_role("button", name="Remove Frank").click()
-    expect(page.locator("#status")).to_have_text("Removed Frank; 1 memories are untagged now")
+    expect(page.locator("#status")).to_have_text("Removed Frank; 1 memory untagged")
     expect(_row(page, "Frank")).to_have_count(0)
     assert [s["speaker"] for s in api.get("/speakers", params={"user_id": store}).json()["speakers"]] == ["Gina"]
 
@@ -511,9 +746,9 @@ def test_register_and_remove_a_speaker_and_refusals_shown_as_their_error(
     page.get_by_role("combobox", name="Speaker", exact=True).select_option("Gina")
     page.get_by_label("Query").fill("boiler")
     page.get_by_label("Query").press("Enter")
-    expect(_notice(page)).to_contain_text("404 not_found_error")
-    expect(_notice(page).locator('dd[data-field="speaker"]')).to_have_text("Gina")
-    expect(_notice(page).locator(".error-message")).to_contain_text("Gina")
+    expect(_notice(page).locator(".error-text")).to_have_attribute("data-status", "404")
+    expect(_notice(page).locator(".error-message")).to_have_text("Speaker 'Gina' is not registered in this store.")
+    expect(_notice(page).locator(".error-hint")).to_have_text("Pick a speaker from the list, or register Gina first.")
 
 
 @pytest.mark.slow
@@ -529,8 +764,8 @@ def test_rename_a_speaker_and_merge_when_the_new_name_is_taken(page: Any, live: 
     dialog = page.get_by_role("dialog")
     dialog.get_by_label("The new name").fill("Bobby")
     dialog.get_by_label("The new name").press("Enter")
-    expect(page.locator("#status")).to_have_text("Bbo is now Bobby; 1 memories follow")
-    expect(_row(page, "Bobby").locator("td.count")).to_have_text("1")
+    expect(page.locator("#status")).to_have_text("Renamed Bbo to Bobby; 1 memory moved with the name")
+    expect(_row(page, "Bobby").locator("td.count")).to_have_text("1 memory")
     expect(_row(page, "Bbo")).to_have_count(0)
 
     page.get_by_role("button", name="Rename Robert").click()  # to a registered name: merge, after a confirm
@@ -538,9 +773,9 @@ def test_rename_a_speaker_and_merge_when_the_new_name_is_taken(page: Any, live: 
     dialog.get_by_label("The new name").fill("Bob")
     dialog.get_by_role("button", name="Rename").click()
     confirm = page.get_by_role("dialog")
-    expect(confirm).to_contain_text("Robert's 1 memories become Bob's")
+    expect(confirm).to_contain_text("Merging moves 1 memory (1 record) from Robert to Bob")
     confirm.get_by_role("button", name="Merge into Bob").click()
-    expect(page.locator("#status")).to_have_text("Merged Robert into Bob; 1 memories moved")
+    expect(page.locator("#status")).to_have_text("Merged Robert into Bob; 1 memory moved")
     expect(_row(page, "Robert")).to_have_count(0)
     speakers = {s["speaker"]: s["memories"] for s in api.get("/speakers", params={"user_id": store}).json()["speakers"]}
     assert speakers == {"Bob": 1, "Bobby": 1}
@@ -591,7 +826,10 @@ def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(
 ) -> None:
     """The attack of issue 22 on a server with no key (the loopback default): a page served
     from another localhost port posts ``text/plain`` (no preflight) and JSON (preflight)
-    with ``fetch``; nothing is stored. The memory browser's own origin still writes."""
+    with ``fetch``; nothing is stored. The memory browser's own origin still writes, and
+    with no key configured it never asks for one."""
+    from playwright.sync_api import expect
+
     with served(tmp_path, embedder) as server:
         other = f"http://localhost:{server.port + 1}/"  # another origin: another port of localhost
         context = browser.new_context()
@@ -609,7 +847,17 @@ def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(
             with httpx.Client(base_url=f"{server.url}/api/v1/memory", timeout=60) as api:
                 listed = api.post("/list", json={"user_id": "default", "limit": 100}).json()
                 assert listed["memories"] == []  # no write reached a handler
+                requests = Requests()
+                page.on("request", requests)
                 page.goto(f"{server.url}/ui/")
+                # No key configured: the page asks for none and goes straight to the stores.
+                expect(page.locator("#app")).to_be_visible()
+                expect(_store_button(page, "default")).to_be_focused()
+                expect(page.locator("#login")).to_be_hidden()
+                expect(page.get_by_role("button", name="Forget the key")).to_be_hidden()
+                api_calls = [headers for _, url, headers in requests.seen if "/api/" in url]
+                assert api_calls
+                assert all("x-api-key" not in headers for headers in api_calls)
                 assert page.evaluate(_FOREIGN_WRITE, [target, "application/json", "cors"]) == "status 200"
                 stored = api.post("/list", json={"user_id": "default", "limit": 100}).json()["memories"]
                 assert [m["content"] for m in stored] == ["planted application/json"]

@@ -252,7 +252,7 @@ async def test_a_legacy_client_gets_the_same_envelope(service) -> None:
 ANSWERS: dict[str, dict[str, Any]] = {
     "speakers_list": {"user_id": "default", "speakers": [], "count": 0, "limit": 50},
     "store_create": {"user_id": "default", "status": "exists"},
-    "stores_list": {"stores": [{"user_id": "default", "created_at": "2026-07-10T04:20:39.123456Z"}]},
+    "stores_list": {"stores": [{"user_id": "default", "created_at": "2026-07-10T04:20:39.123456Z", "memories": 0}]},
 }
 
 

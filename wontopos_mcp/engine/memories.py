@@ -194,8 +194,16 @@ class Memories:
         return self.store.count(where + FIRST_CHUNK)
 
     def speaker_counts(self, key: str) -> Counter[str]:
-        """Memories per speaker in the store."""
-        return Counter(self.store.column(clause.first_chunks(in_store(key)) + clause.tagged(), "speaker"))
+        """Memories per speaker in the store (superseded included)."""
+        return self._counts(clause.first_chunks(in_store(key)) + clause.tagged(), "speaker")
+
+    def store_counts(self) -> Counter[str]:
+        """Memories per store key (superseded included), for every store at once."""
+        return self._counts(clause.EVERY_MEMORY, "user_id")
+
+    def _counts(self, where: str, column: str) -> Counter[str]:
+        """How many memories ``where`` selects per value of ``column``: one scan of one column."""
+        return Counter(self.store.column(where, column))
 
     def newest_first(self, where: str, limit: int) -> list[Row]:
         """A page's rows, newest first: record fields only (each column costs about a

@@ -30,7 +30,12 @@ class Stores:
 
     def stores_list(self) -> dict[str, Any]:
         rows = self.registry.stores()
-        return {"stores": [{"user_id": r["name"], "created_at": format_us(r["created_us"])} for r in rows]}
+        counts = self.memories.store_counts()  # one scan for all stores, no model needed
+        stores = [
+            {"user_id": r["name"], "created_at": format_us(r["created_us"]), "memories": counts.get(r["user_id"], 0)}
+            for r in rows
+        ]
+        return {"stores": stores}
 
     def store_delete(self, user_id: Any) -> dict[str, Any]:
         if user_id is None:

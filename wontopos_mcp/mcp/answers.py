@@ -315,6 +315,7 @@ class StoreCreateAnswer(_Answer):
 class StoreInfo(_Answer):
     user_id: str
     created_at: str
+    memories: int = Field(ge=0, description="Memories in the store, superseded included.")
 
 
 class StoresListAnswer(_Answer):

@@ -343,7 +343,7 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
     @tool(title="List stores", read_only=True)
     def stores_list() -> None:
-        """List every store with when it was created; call it to find which user_id to use.
+        """List every store with its creation time and memory count; call it to find which user_id to use.
 
         {errors}
         """

@@ -80,6 +80,9 @@ def current(where: str) -> str:
     return where + " AND NOT superseded"
 
 
+EVERY_MEMORY = "chunk_idx = 0"  # one row per memory, of every store
+
+
 def first_chunks(where: str) -> str:
     """One row per memory of those ``where`` selects."""
     return where + FIRST_CHUNK

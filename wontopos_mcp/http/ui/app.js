@@ -4,12 +4,15 @@
 // the REST API (api.js). Every view is plain HTML controls, so the keyboard reaches all of it.
 
 import { ApiError, key, rest } from "./api.js";
-import { $, confirmDialog, el, errorBox, memoryItem, renameDialog, show, supersedeDialog } from "./dom.js";
+import { $, confirmDialog, el, errorBox, memoryItem, renameDialog, show, supersedeDialog, timeElement } from "./dom.js";
 import { download, fileName, speakerMemories, storeMemories } from "./export.js";
+import { many } from "./format.js";
 
 const SPEAKER_PAGE = 20; // by_speaker's largest page
 const LIST_PAGE = 20;
 const MAX_CHAIN = 50; // later versions followed by "Show later versions"
+
+const byName = new Intl.Collator(undefined, { numeric: true }).compare; // the reader's order of names
 
 const state = {
   store: null, // the open store's id, as the server echoes it
@@ -18,15 +21,19 @@ const state = {
 
 // -- messages ------------------------------------------------------------------------------
 
-function notify(text) {
+/** A status line: words, and maybe a button (to show what was done), never a raw id. */
+function notify(...parts) {
   show($("#notice"), false);
-  $("#status").textContent = text;
+  $("#status").replaceChildren(...parts);
 }
 
 function fail(failure) {
   if (failure instanceof ApiError && failure.status === 401) {
+    // A page that sent no key yet only learns here that the server wants one: ask for it
+    // without calling that an error. A key that was sent and refused is shown as refused.
+    const sent = Boolean(key.get());
     key.clear();
-    showLogin(failure);
+    showLogin(sent ? failure : null);
     return;
   }
   $("#status").textContent = "";
@@ -60,30 +67,60 @@ function showLogin(failure = null) {
   $("#api-key").focus();
 }
 
+/** Show the stores. The first call goes without a key (SPEC: a server without one ignores
+ * a key, and needs none); only a 401 brings up the key form (``fail``). */
 async function enter() {
   await loadStores();
   show($("#login"), false);
   show($("#app"));
-  show($("#logout"));
-  $("#store-select").focus();
+  show($("#logout"), Boolean(key.get()));
+  $("#store-list button[aria-current]")?.focus() ?? $("#store-list button")?.focus();
 }
 
 // -- stores ---------------------------------------------------------------------------------
 
-async function loadStores(selected = state.store) {
+/** The stores, each a button that opens it, with its memories counted (superseded included). */
+async function loadStores() {
   const { collections } = await rest.stores();
-  const select = $("#store-select");
-  select.replaceChildren(...collections.map(({ user_id }) => el("option", { value: user_id }, user_id)));
-  if (selected && collections.some(({ user_id }) => user_id === selected)) select.value = selected;
+  const focused = document.activeElement?.closest?.("#store-list button")?.dataset.store;
+  $("#store-list").replaceChildren(
+    ...collections.map(({ user_id, memories }) =>
+      el(
+        "li",
+        {},
+        el(
+          "button",
+          {
+            type: "button",
+            class: "store",
+            dataset: { store: user_id },
+            "aria-current": user_id === state.store ? "true" : null,
+            onclick: action(() => openStore(user_id, { focus: true })),
+          },
+          el("span", { class: "store-id" }, user_id),
+          " ",
+          el("span", { class: "store-count" }, Number.isInteger(memories) ? many(memories, "memory") : ""),
+        ),
+      ),
+    ),
+  );
+  if (focused) $(`#store-list button[data-store="${CSS.escape(focused)}"]`)?.focus();
 }
 
-async function openStore(userId) {
+async function openStore(userId, { focus = false } = {}) {
   state.store = userId;
+  state.view = null;
   $("#store-name").textContent = userId;
   $("#where").textContent = `store ${userId}`;
+  for (const item of document.querySelectorAll("#store-list button")) {
+    if (item.dataset.store === userId) item.setAttribute("aria-current", "true");
+    else item.removeAttribute("aria-current");
+  }
   show($("#results"), false);
+  $("#status").replaceChildren(); // what was said about the store before does not carry over
   await loadSpeakers();
   show($("#store"));
+  if (focus) $("#store-title").focus();
 }
 
 // -- speakers -------------------------------------------------------------------------------
@@ -98,33 +135,41 @@ function speakerRow(name, count, createdAt, registered) {
     "tr",
     { dataset: { speaker: name } },
     el("th", { scope: "row" }, name, registered ? null : el("span", { class: "hint" }, " (the assistant)")),
-    el("td", { class: "count" }, registered ? String(count) : "not counted"),
-    el("td", {}, createdAt ? el("time", { datetime: createdAt }, createdAt) : "—"),
+    el("td", { class: "count" }, Number.isInteger(count) ? many(count, "memory") : ""),
+    el("td", { class: "registered" }, createdAt ? ["registered ", timeElement(createdAt)] : "never registered"),
     el(
       "td",
-      { class: "actions" },
-      button("Memories", () => showSpeaker(name), { "aria-label": label("Show the memories of") }),
-      button("Export", () => exportSpeaker(name), { "aria-label": label("Export the memories of") }),
-      button("Forget memories…", () => forgetSpeaker(name), { class: "danger", "aria-label": label("Forget every memory of") }),
-      registered ? button("Rename…", () => renameSpeaker(name, count), { "aria-label": label("Rename") }) : null,
-      registered ? button("Remove…", () => removeSpeaker(name, count), { class: "danger", "aria-label": label("Remove") }) : null,
+      {},
+      el(
+        "div",
+        { class: "actions" },
+        button("Memories", () => showSpeaker(name), { "aria-label": label("Show the memories of") }),
+        button("Search", () => searchSpeaker(name), { "aria-label": label("Search the memories of") }),
+        button("Export", () => exportSpeaker(name), { "aria-label": label("Export the memories of") }),
+        registered ? button("Rename…", () => renameSpeaker(name), { "aria-label": label("Rename") }) : null,
+        button("Forget memories…", () => forgetSpeaker(name), { class: "danger", "aria-label": label("Forget every memory of") }),
+        registered ? button("Remove…", () => removeSpeaker(name, count), { class: "danger", "aria-label": label("Remove") }) : null,
+      ),
     ),
   );
 }
 
+/** The registered speakers in the reader's order of names with their memories, and "me"
+ * (never registered, so not in speakers_list: its count is by_speaker's). */
 async function loadSpeakers() {
-  const answer = await rest.speakers(state.store);
+  const [answer, mine] = await Promise.all([rest.speakers(state.store), rest.bySpeaker(state.store, "me", { limit: 5 })]);
+  const speakers = [...answer.speakers].sort((a, b) => byName(a.speaker, b.speaker));
   $("#speakers tbody").replaceChildren(
-    ...answer.speakers.map((s) => speakerRow(s.speaker, s.memories, s.created_at, true)),
-    speakerRow("me", null, null, false),
+    ...speakers.map((s) => speakerRow(s.speaker, s.memories, s.created_at, true)),
+    speakerRow("me", mine.memories_to_delete, null, false),
   );
-  $("#speaker-limit").textContent = `${answer.count} of ${answer.limit} people registered`;
+  $("#speaker-limit").textContent = `${answer.count} of ${many(answer.limit, "person")} registered`;
   const filter = $("#search-speaker");
   const chosen = filter.value;
   filter.replaceChildren(
     el("option", { value: "" }, "any speaker"),
     el("option", { value: "me" }, "me (the assistant)"),
-    ...answer.speakers.map((s) => el("option", { value: s.speaker }, s.speaker)),
+    ...speakers.map((s) => el("option", { value: s.speaker }, s.speaker)),
   );
   if ([...filter.options].some((option) => option.value === chosen)) filter.value = chosen;
 }
@@ -132,60 +177,55 @@ async function loadSpeakers() {
 async function registerSpeaker(name) {
   const answer = await rest.addSpeaker(state.store, name);
   await loadSpeakers();
-  notify(answer.status === "exists" ? `${answer.speaker} was already registered` : `Registered ${answer.speaker}`);
+  notify(answer.status === "exists" ? `${answer.speaker} was registered already` : `Registered ${answer.speaker}`);
 }
 
-async function renameSpeaker(name, count) {
+async function renameSpeaker(name) {
   const wanted = await renameDialog(name);
   if (wanted === null || wanted.trim() === name) return;
   try {
     const answer = await rest.renameSpeaker(state.store, name, wanted);
     await loadSpeakers();
     show($("#results"), false); // a view of the old name would now be refused
-    notify(`${answer.previous} is now ${answer.speaker}; ${answer.memories_retagged} memories follow`);
+    notify(`Renamed ${answer.previous} to ${answer.speaker}; ${many(answer.memories_retagged, "memory")} moved with the name`);
   } catch (refused) {
     // The new name is someone registered: offer to make the two one person instead.
     if (!(refused instanceof ApiError && refused.status === 409 && refused.error.field === "new_name")) throw refused;
-    await mergeSpeaker(name, refused.error.speaker, count);
+    await mergeSpeaker(name, refused.error.speaker);
   }
-}
-
-/** ``n`` with the word that goes with it: "1 memory", "2 memories". */
-function many(n, one, more) {
-  return `${n} ${n === 1 ? one : more}`;
 }
 
 /** What a delete of every memory of a speaker removes, as a person checks it: the
  * memories first, the indexed records (what ``confirm_records`` counts) beside them. */
 function deleteCount(page) {
-  return `${many(page.memories_to_delete, "memory", "memories")} (${many(page.records_to_delete, "record", "records")})`;
+  return `${many(page.memories_to_delete, "memory")} (${many(page.records_to_delete, "record")})`;
 }
 
-async function mergeSpeaker(name, into, count) {
-  const records = (await rest.bySpeaker(state.store, name, { limit: 5 })).records_to_delete;
+async function mergeSpeaker(name, into) {
+  const counted = await rest.bySpeaker(state.store, name, { limit: 5 });
   const sure = await confirmDialog({
     title: `Merge ${name} into ${into}?`,
-    body: [`${into} is already registered. ${name}'s ${count} memories become ${into}'s and ${name}'s registration ends.`],
+    body: [`${into} is registered already. Merging moves ${deleteCount(counted)} from ${name} to ${into}, and ends ${name}'s registration.`],
     confirmLabel: `Merge into ${into}`,
   });
   if (!sure) return;
-  const answer = await rest.mergeSpeakers(state.store, name, into, records);
+  const answer = await rest.mergeSpeakers(state.store, name, into, counted.records_to_delete);
   await loadSpeakers();
   show($("#results"), false);
-  notify(`Merged ${answer.merged} into ${answer.speaker}; ${answer.memories_retagged} memories moved`);
+  notify(`Merged ${answer.merged} into ${answer.speaker}; ${many(answer.memories_retagged, "memory")} moved`);
 }
 
 async function removeSpeaker(name, count) {
   const sure = await confirmDialog({
     title: `Remove the speaker ${name}?`,
-    body: [`The registration goes; ${name}'s ${count} memories stay, untagged.`],
+    body: [`The registration goes; ${name}'s memories stay, untagged (${many(count, "memory")}).`],
     confirmLabel: `Remove ${name}`,
   });
   if (!sure) return;
   const answer = await rest.removeSpeaker(state.store, name);
   await loadSpeakers();
   show($("#results"), false);
-  notify(`Removed ${name}; ${answer.memories_untagged} memories are untagged now`);
+  notify(`Removed ${name}; ${many(answer.memories_untagged, "memory")} untagged`);
 }
 
 // -- the results: a speaker's memories, all memories, a search -------------------------------
@@ -203,13 +243,17 @@ async function render() {
   show($("#results"));
 }
 
-function openView(view) {
+/** Show a new view and take the reader to it: scrolled into sight, focus on its heading. */
+async function openView(view) {
   state.view = { ...view, pages: [null] };
-  return render();
+  await render();
+  const title = $("#results-title");
+  title.scrollIntoView({ block: "start" });
+  title.focus({ preventScroll: true });
 }
 
 async function refresh() {
-  await loadSpeakers();
+  await Promise.all([loadSpeakers(), loadStores()]);
   if (state.view && !$("#results").hidden) {
     state.view.pages = [null]; // counts moved: start again from the first page
     await render();
@@ -224,7 +268,7 @@ function showSpeaker(name) {
       const next = answer.has_more ? { before: answer.next_before, skip_ids: answer.next_skip_ids } : null;
       return {
         memories: answer.memories,
-        summary: `${many(answer.returned, "memory", "memories")} on this page; "Forget memories" would delete ${deleteCount(answer)} in all.`,
+        summary: `${many(answer.returned, "memory")} on this page; "Forget memories" would delete ${deleteCount(answer)} in all.`,
         next,
       };
     },
@@ -236,7 +280,7 @@ function showAll() {
     title: "All memories: oldest first",
     load: async (cursor) => {
       const answer = await rest.list(state.store, LIST_PAGE, cursor);
-      return { memories: answer.memories, summary: `${answer.count} memories on this page`, next: answer.next_cursor };
+      return { memories: answer.memories, summary: `${many(answer.count, "memory")} on this page`, next: answer.next_cursor };
     },
   });
 }
@@ -247,19 +291,57 @@ function search(query, speaker, limit, includeSuperseded) {
     load: async () => {
       const answer = await rest.search(state.store, query, { speaker: speaker || undefined, limit, includeSuperseded });
       const scope = speaker ? ` said by ${speaker}` : "";
-      return { memories: answer.memories, summary: `${answer.memories.length} memories${scope}, best first`, next: null };
+      return { memories: answer.memories, summary: `${many(answer.memories.length, "memory")}${scope}, best first`, next: null };
     },
+  });
+}
+
+/** A speaker's Search: the query in the box, searched in that speaker's memories; with no
+ * query yet, the box is where the reader is taken, the speaker already chosen. */
+function searchSpeaker(name) {
+  $("#search-speaker").value = name;
+  const query = $("#query");
+  if (query.value.trim()) return submitSearch();
+  query.scrollIntoView({ block: "center" });
+  query.focus({ preventScroll: true });
+  return null;
+}
+
+function submitSearch() {
+  return search($("#query").value, $("#search-speaker").value, Number($("#search-limit").value), $("#include-superseded").checked);
+}
+
+/** One memory, taken to: its card when the results show it, else a view of it alone. */
+async function showMemory(memoryId) {
+  const card = [...document.querySelectorAll("#memories li.memory")].find((item) => item.dataset.id === memoryId);
+  if (card) {
+    for (const marked of document.querySelectorAll("li.memory.marked")) marked.classList.remove("marked");
+    card.classList.add("marked");
+    card.scrollIntoView({ block: "center" });
+    card.focus({ preventScroll: true });
+    return;
+  }
+  await openView({
+    title: "One memory",
+    load: async () => ({ memories: [(await rest.get(state.store, memoryId)).memory], summary: "", next: null }),
   });
 }
 
 // -- one memory --------------------------------------------------------------------------------
 
+/** How a control names the memory it acts on: its first words, never its id. */
+function excerpt(content, size = 60) {
+  const line = content.replace(/\s+/g, " ").trim();
+  return line.length > size ? `${line.slice(0, size - 1)}…` : line;
+}
+
 function memoryActions(memory) {
-  const actions = [button("Forget…", () => forgetMemory(memory), { class: "danger", "aria-label": `Forget memory ${memory.id}` })];
+  const named = (verb) => `${verb} the memory “${excerpt(memory.content)}”`;
+  const actions = [button("Forget…", () => forgetMemory(memory), { class: "danger", "aria-label": named("Forget") })];
   if (memory.is_superseded) {
-    actions.push(button("Show later versions", (event) => showChain(memory, event.currentTarget)));
+    actions.push(button("Show later versions", (event) => toggleChain(memory, event.currentTarget), { "aria-expanded": "false" }));
   } else {
-    actions.push(button("Supersede…", () => supersede(memory), { "aria-label": `Supersede memory ${memory.id}` }));
+    actions.push(button("Supersede…", () => supersede(memory), { "aria-label": named("Supersede") }));
   }
   return actions;
 }
@@ -273,7 +355,7 @@ async function forgetMemory(memory) {
   if (!sure) return;
   const answer = await rest.forget(state.store, memory.id);
   await refresh();
-  notify(`Forgot ${answer.deleted} memory`);
+  notify(`Forgot ${many(answer.deleted, "memory")}`);
 }
 
 async function supersede(memory) {
@@ -281,25 +363,31 @@ async function supersede(memory) {
   if (content === null) return;
   const answer = await rest.supersede(state.store, memory.id, content);
   await refresh();
-  notify(`Stored the new version ${answer.id}; ${answer.superseded} is superseded`);
+  notify("Stored the new version; the old one is kept, superseded. ", button("Show it", () => showMemory(answer.id), { class: "link" }));
 }
 
-/** The supersede chain forward from ``memory``: each later version, to the current one. */
-async function showChain(memory, trigger) {
-  const versions = [];
-  let next = memory.superseded_by;
-  while (next && versions.length < MAX_CHAIN) {
-    const { memory: later } = await rest.get(state.store, next);
-    versions.push(later);
-    next = later.superseded_by;
+/** "Show later versions" / "Hide later versions": the supersede chain forward from
+ * ``memory`` (each later version, to the current one), fetched once, then shown or hidden. */
+async function toggleChain(memory, trigger) {
+  const item = trigger.closest("li");
+  let chain = item.querySelector(":scope > .chain");
+  const open = trigger.getAttribute("aria-expanded") === "true";
+  if (!open && !chain) {
+    const versions = [];
+    let next = memory.superseded_by;
+    while (next && versions.length < MAX_CHAIN) {
+      const { memory: later } = await rest.get(state.store, next);
+      versions.push(later);
+      next = later.superseded_by;
+    }
+    const id = `chain-${memory.id}`;
+    chain = el("ol", { class: "chain", id, "aria-label": "later versions" }, versions.map((later) => memoryItem(later)));
+    item.append(chain);
+    trigger.setAttribute("aria-controls", id);
   }
-  const chain = el(
-    "ol",
-    { class: "chain", "aria-label": "later versions" },
-    versions.map((later) => memoryItem(later)),
-  );
-  trigger.closest("li").querySelector(".chain")?.remove();
-  trigger.closest("li").append(chain);
+  show(chain, !open);
+  trigger.setAttribute("aria-expanded", String(!open));
+  trigger.textContent = open ? "Show later versions" : "Hide later versions";
 }
 
 // -- destructive speaker actions and export ------------------------------------------------------
@@ -308,30 +396,30 @@ async function showChain(memory, trigger) {
  * when it changed meanwhile (409), the new count is shown and confirmed again. */
 async function forgetSpeaker(name) {
   let counted = await rest.bySpeaker(state.store, name, { limit: 5 });
-  let failure = null;
+  let changed = false;
   for (;;) {
     const count = deleteCount(counted);
     const sure = await confirmDialog({
       title: `Forget every memory of ${name}?`,
       body: [
-        failure ? `The count changed meanwhile: ${count} now.` : `This deletes ${count}.`,
+        changed ? `The count changed meanwhile: ${count} now.` : `This deletes ${count}.`,
         `Every memory ${name} said goes, superseded versions included (a record is one indexed sentence of a memory). The registration stays.`,
       ],
-      confirmLabel: `Delete ${many(counted.memories_to_delete, "memory", "memories")}`,
-      failure,
+      confirmLabel: `Delete ${many(counted.memories_to_delete, "memory")}`,
+      failure: changed ? `Nothing was deleted: ${name}'s memories changed while you were deciding.` : null,
     });
     if (!sure) return;
     try {
       const answer = await rest.forgetSpeaker(state.store, name, counted.records_to_delete);
       await refresh();
-      notify(`Deleted ${many(answer.deleted, "memory", "memories")} of ${name}`);
+      notify(`Deleted ${many(answer.deleted, "memory")} of ${name}`);
       return;
     } catch (refused) {
       if (!(refused instanceof ApiError && refused.status === 409 && Number.isInteger(refused.error.records_to_delete))) {
         throw refused;
       }
-      counted = await rest.bySpeaker(state.store, name, { limit: 5 });  // both counts, as they are now
-      failure = refused;
+      counted = await rest.bySpeaker(state.store, name, { limit: 5 }); // both counts, as they are now
+      changed = true;
     }
   }
 }
@@ -339,13 +427,13 @@ async function forgetSpeaker(name) {
 async function exportStore() {
   const memories = await storeMemories(state.store);
   download(fileName(state.store), memories);
-  notify(`Exported ${memories.length} memories of ${state.store}`);
+  notify(`Exported ${many(memories.length, "memory")} of ${state.store}`);
 }
 
 async function exportSpeaker(name) {
   const memories = await speakerMemories(state.store, name);
   download(fileName(state.store, name), memories);
-  notify(`Exported ${memories.length} memories of ${name}`);
+  notify(`Exported ${many(memories.length, "memory")} of ${name}`);
 }
 
 /** After a page change the pressed button may be hidden: move focus to the results. */
@@ -372,14 +460,14 @@ function wire() {
     state.view = null;
     showLogin();
   });
-  $("#store-form").addEventListener("submit", action(() => openStore($("#store-select").value)));
   $("#create-store-form").addEventListener(
     "submit",
     action(async () => {
       const answer = await rest.createStore($("#new-store").value.trim());
       $("#new-store").value = "";
-      await loadStores(answer.user_id);
-      await openStore(answer.user_id);
+      state.store = answer.user_id;
+      await loadStores();
+      await openStore(answer.user_id, { focus: true });
       notify(answer.status === "exists" ? `${answer.user_id} already existed` : `Created ${answer.user_id}`);
     }),
   );
@@ -390,12 +478,7 @@ function wire() {
       $("#new-speaker").value = "";
     }),
   );
-  $("#search-form").addEventListener(
-    "submit",
-    action(() =>
-      search($("#query").value, $("#search-speaker").value, Number($("#search-limit").value), $("#include-superseded").checked),
-    ),
-  );
+  $("#search-form").addEventListener("submit", action(submitSearch));
   $("#all-memories").addEventListener("click", action(showAll));
   $("#export-store").addEventListener("click", action(exportStore));
   $("#older").addEventListener(
@@ -429,5 +512,4 @@ function wire() {
 }
 
 wire();
-if (key.known()) action(enter)();
-else showLogin();
+action(enter)(); // with the tab's key if it has one, else without: only a 401 asks for one

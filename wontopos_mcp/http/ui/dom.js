@@ -1,8 +1,9 @@
 // Building the page: elements from data (always as text, never as HTML, since memory
 // contents and names come from anyone who wrote to the store), a memory as a list item,
-// a refused call as a message, and the two dialogs (confirm, supersede).
+// a refused call as sentences, and the dialogs (confirm, supersede, rename).
 
 import { ApiError } from "./api.js";
+import { exactTime, many, readableTime } from "./format.js";
 
 /** el("button", {type: "button", onclick}, "text", child...): attributes, then children. */
 export function el(tag, attributes = {}, ...children) {
@@ -26,50 +27,94 @@ export function show(node, visible = true) {
   node.hidden = !visible;
 }
 
-/** A refused call in words: "409 conflict_error: <message>" and the fields it carries. */
-export function describeError(failure) {
-  if (!(failure instanceof ApiError)) return { title: "Error", message: String(failure.message || failure), details: [] };
-  const { type, message, ...rest } = failure.error;
-  const details = Object.entries(rest).map(([name, value]) => [name, typeof value === "string" ? value : JSON.stringify(value)]);
-  return { title: `${failure.status} ${type || "error"}`, message: message || "", details };
+const FIELD_WORDS = {
+  confirm_records: "count to confirm",
+  content: "text",
+  "content-type": "request",
+  limit: "number of results",
+  max_results: "number of results",
+  memory_id: "memory",
+  new_content: "new version",
+  new_name: "new name",
+  query: "query",
+  speaker: "speaker's name",
+  user_id: "store id",
+};
+
+/** ``text`` as a sentence: a capital first letter and a full stop. */
+function sentence(text) {
+  const trimmed = String(text || "").trim();
+  if (!trimmed) return "";
+  const capital = trimmed[0].toLocaleUpperCase() + trimmed.slice(1);
+  return /[.!?…:)]$/.test(capital) ? capital : `${capital}.`;
 }
 
+function seconds(ms) {
+  return many(Math.max(1, Math.ceil(ms / 1000)), "second");
+}
+
+/** What to do about a refusal, in plain words, from the fields it carries (SPEC "Errors"). */
+function hint(status, error) {
+  const field = error.field;
+  if (status === 0) return "Check that the server is running, then try again.";
+  if (status === 401) return "Enter the server's API key to go on.";
+  if (status === 403) return "Open this page from the server's own address.";
+  if (Number.isFinite(error.retry_after_ms)) return `Try again in ${seconds(error.retry_after_ms)}.`;
+  if (status === 503) return "The server is not ready yet; try again in a moment.";
+  if (Number.isInteger(error.records_to_delete)) return `Nothing changed; the count is ${many(error.records_to_delete, "record")} now.`;
+  if (error.conflicts_with) {
+    return `The store ${error.conflicts_with} exists already, and ids that differ only in ".", "_" or "-" cannot both exist.`;
+  }
+  if (error.superseded_by) return "Only the current version of a memory can be superseded.";
+  if (Number.isInteger(error.speaker_limit)) return `A store registers at most ${many(error.speaker_limit, "person")}.`;
+  if (Number.isInteger(error.max_chars)) return `At most ${many(error.max_chars, "character")} fit.`;
+  if (status === 404 && field === "speaker") return `Pick a speaker from the list, or register ${error.speaker ?? "them"} first.`;
+  if (status === 404 && field === "user_id") return "Pick a store from the list, or create it.";
+  if (status === 404 && field === "memory_id") return "It may have been forgotten meanwhile.";
+  if (field) return `Check the ${FIELD_WORDS[field] ?? field.replaceAll("_", " ")}.`;
+  return "";
+}
+
+/** A refused call as sentences: what the server said and what to do about it. */
+export function describeError(failure) {
+  if (!(failure instanceof ApiError)) return { message: sentence(failure?.message || failure), hint: "", status: "", type: "" };
+  const error = failure.error;
+  return { message: sentence(error.message), hint: hint(failure.status, error), status: failure.status, type: error.type || "" };
+}
+
+/** The box a refusal is shown in; status, type and field stay on it as data, not as text. */
 export function errorBox(failure) {
-  const { title, message, details } = describeError(failure);
+  const { message, hint: advice, status, type } = describeError(failure);
+  const field = failure instanceof ApiError ? failure.error.field : undefined;
   return el(
     "div",
-    { class: "error-text" },
-    el("strong", { class: "error-title" }, title),
-    " ",
-    el("span", { class: "error-message" }, message),
-    details.length
-      ? el("dl", { class: "error-details" }, details.map(([name, value]) => [el("dt", {}, name), el("dd", { dataset: { field: name } }, value)]))
-      : null,
+    { class: "error-text", dataset: { status: String(status), type, field: field ?? "" } },
+    el("p", { class: "error-message" }, message),
+    advice ? el("p", { class: "error-hint" }, advice) : null,
   );
 }
 
-const DATE_FIELDS = [
-  ["created_at", "stored"],
-  ["event_date", "happened"],
-  ["time_bucket", "month"],
-];
+/** A ``<time>`` for an RFC 3339 string: readable (relative when recent), exact in its title. */
+export function timeElement(text, now = new Date()) {
+  return el("time", { datetime: text, title: exactTime(text) }, readableTime(text, now));
+}
 
-/** One memory as a list item; ``actions`` are buttons appended to it. */
-export function memoryItem(memory, actions = []) {
+/** One memory as a list item; ``actions`` are buttons appended to it. The month bucket is
+ * not shown: it is the month of the date shown beside it (when it happened, else stored). */
+export function memoryItem(memory, actions = [], now = new Date()) {
   const facts = [
     el("span", { class: "speaker", dataset: { speaker: memory.speaker ?? "" } }, memory.speaker ?? "untagged"),
     el("span", { class: "category" }, memory.category ?? "general"),
-    ...DATE_FIELDS.filter(([name]) => memory[name]).map(([name, label]) =>
-      el("span", { class: name }, `${label} `, el("time", { datetime: memory[name] }, memory[name])),
-    ),
+    memory.event_date ? el("span", { class: "event_date" }, "happened ", timeElement(memory.event_date, now)) : null,
+    memory.created_at ? el("span", { class: "created_at" }, "stored ", timeElement(memory.created_at, now)) : null,
     memory.similarity !== undefined ? el("span", { class: "similarity" }, `similarity ${memory.similarity.toFixed(3)}`) : null,
     memory.is_superseded
-      ? el("span", { class: "superseded" }, "superseded by ", el("code", {}, memory.superseded_by ?? "?"))
+      ? el("span", { class: "superseded" }, "superseded by a later version")
       : el("span", { class: "current" }, "current"),
   ];
   return el(
     "li",
-    { class: memory.is_superseded ? "memory is-superseded" : "memory", dataset: { id: memory.id } },
+    { class: memory.is_superseded ? "memory is-superseded" : "memory", dataset: { id: memory.id }, tabindex: "-1" },
     el("p", { class: "content" }, memory.content),
     el("p", { class: "facts" }, facts),
     el("p", { class: "memory-id" }, "id ", el("code", {}, memory.id)),
@@ -83,7 +128,7 @@ export function confirmDialog({ title, body, confirmLabel, failure = null }) {
   $("#confirm-title").textContent = title;
   $("#confirm-body").replaceChildren(...[body].flat().map((line) => el("p", {}, line)));
   const problem = $("#confirm-error");
-  problem.replaceChildren(failure ? errorBox(failure) : "");
+  problem.replaceChildren(failure instanceof Error ? errorBox(failure) : el("p", {}, failure ?? ""));
   show(problem, Boolean(failure));
   $("#confirm-ok").textContent = confirmLabel;
   return new Promise((resolve) => {

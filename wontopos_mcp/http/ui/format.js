@@ -1,0 +1,54 @@
+// Words and times for the page: counts with the noun that goes with them ("1 memory",
+// "2 memories"), and times in the reader's locale and time zone (Intl), relative where
+// that reads better ("3 days ago"), with the exact moment kept for a title.
+//
+// The page's words are English, so plurals follow English rules; numbers, dates and
+// relative times follow the browser's locale.
+
+const PLURALS = { memory: "memories", person: "people", record: "records", version: "versions" };
+const englishPlural = new Intl.PluralRules("en");
+const number = new Intl.NumberFormat();
+
+/** ``n`` with the noun that goes with it: many(1, "memory") is "1 memory", many(2,
+ * "memory") "2 memories"; a noun missing from PLURALS takes an "s". The one helper for
+ * every count the page shows. */
+export function many(n, noun) {
+  const word = englishPlural.select(n) === "one" ? noun : PLURALS[noun] ?? `${noun}s`;
+  return `${number.format(n)} ${word}`;
+}
+
+const PLAIN_DAY = /^\d{4}-\d{2}-\d{2}$/;
+const STEPS = [
+  // [unit, seconds in it, shown while the distance is under this many seconds]
+  ["minute", 60, 45 * 60],
+  ["hour", 3600, 22 * 3600],
+  ["day", 86400, 7 * 86400],
+];
+
+/** The exact moment of an RFC 3339 string (or of a plain day, which means that UTC day),
+ * in full words of the reader's locale: for a title. */
+export function exactTime(text) {
+  const moment = new Date(text);
+  if (Number.isNaN(moment.getTime())) return text;
+  if (PLAIN_DAY.test(text)) return new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeZone: "UTC" }).format(moment);
+  return new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" }).format(moment);
+}
+
+/** When ``text`` (RFC 3339) was, as a reader says it: "just now", "5 minutes ago",
+ * "yesterday", "3 days ago" within a week of ``now``, else a date and time of their
+ * locale ("Mar 3, 2026, 2:05 PM"). A plain day ("2024-03-01") is that day, never a time. */
+export function readableTime(text, now = new Date()) {
+  const moment = new Date(text);
+  if (Number.isNaN(moment.getTime())) return text;
+  if (PLAIN_DAY.test(text)) return new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeZone: "UTC" }).format(moment);
+  const seconds = (moment.getTime() - now.getTime()) / 1000;
+  const distance = Math.abs(seconds);
+  const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+  if (distance < 45) {
+    return relative.resolvedOptions().locale.startsWith("en") ? "just now" : relative.format(0, "second");
+  }
+  for (const [unit, size, under] of STEPS) {
+    if (distance < under) return relative.format(Math.round(seconds / size), unit);
+  }
+  return new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }).format(moment);
+}
