@@ -26,6 +26,7 @@ from uv_launch import UV, first_install, list_tools, uv_env
 
 import wontopos_mcp
 from wontopos_mcp.config import DEFAULT_MODEL, Settings
+from wontopos_mcp.mcp.listing import listing
 
 pytestmark = pytest.mark.process
 
@@ -246,6 +247,16 @@ def test_the_manifest_names_and_describes_the_pinned_tools() -> None:
     assert len(names) == len(set(names))
     assert set(names) == TOOLS
     assert all(tool["description"].strip() for tool in _manifest()["tools"])
+
+
+def test_the_manifest_describes_each_tool_by_the_first_paragraph_it_lists() -> None:
+    """What the server lists (its shipped listing, which a test keeps equal to the tools),
+    in its order; the bundled server is started and listed too, below."""
+    listed = [
+        {"name": tool.name, "description": (tool.description or "").split("\n\n")[0]}
+        for tool in listing(speaker_limit="50")
+    ]
+    assert _manifest()["tools"] == listed, "manifest.json's tools, to paste:\n" + json.dumps(listed, indent=2)
 
 
 def test_the_manifest_says_what_server_json_says() -> None:
