@@ -1,6 +1,7 @@
 """Storage: the only wing that imports ``lancedb`` and ``pyarrow``.
 
-Owns: the adapter the engine talks to (``adapter.Store``), the two tables' layout and
+Owns: the adapter the engine talks to (``adapter.Store``), LanceDB's import
+(``lancedb_import``: quiet, its unused REST client deferred), the two tables' layout and
 indexes (``schema``), the chunk searches on LanceDB's async loop (``chunk_search``), every
 where-clause and the one quoting function (``where``), upkeep after commits and its
 decisions from the table's state (``upkeep``, ``upkeep_policy``), erasure that reaches the

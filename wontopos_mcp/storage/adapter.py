@@ -25,6 +25,7 @@ from wontopos_mcp.errors import ConfigError, ModelMismatch, TableMissing
 from wontopos_mcp.rules.locations import is_remote
 
 from .chunk_search import ChunkReads, Found, RegistryReads, run
+from .lancedb_import import import_lancedb
 from .locks.coordination import LOCK_FILE, coordinator_for
 from .locks.lease import LeaseTiming
 from .purge import Purges, PurgeTiming
@@ -40,15 +41,6 @@ META_FILE = "wontopos.json"
 _CONFLICT_TRIES = 5  # a commit that lost to a concurrent maintenance commit
 T = TypeVar("T")
 _CHECK_TIMEOUT_S = 20.0  # check_usable: longest wait for object storage to answer
-
-
-def _lancedb() -> Any:
-    """``import lancedb``, its Rust log quieted to errors unless the user chose a level
-    (``LANCEDB_LOG`` is read when the library loads; the one place it is set)."""
-    os.environ.setdefault("LANCEDB_LOG", "error")
-    import lancedb
-
-    return lancedb
 
 
 def _opened(open_table: Callable[[], Any]) -> Any:
@@ -194,7 +186,7 @@ class Store:
             self._ready = True
 
     def _open(self) -> None:
-        lancedb = _lancedb()
+        lancedb = import_lancedb()
         self._coordinator.attach()
         options = {"read_consistency_interval": timedelta(0), "storage_options": self.storage_options or None}
         db = lancedb.connect(self.uri, **options)
@@ -238,7 +230,7 @@ class Store:
             return
         options = self.storage_options or None
         startup_checks.check_remote(
-            self.uri, lambda: _lancedb().connect(self.uri, storage_options=options).list_tables(), timeout
+            self.uri, lambda: import_lancedb().connect(self.uri, storage_options=options).list_tables(), timeout
         )
 
     @property
