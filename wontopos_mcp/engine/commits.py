@@ -70,8 +70,11 @@ class Commits:
         self.redactor = redactor or Redactor()
 
     def embedder(self) -> Embedder:
-        """The model, waiting for it up to ``model_wait`` seconds (then 503)."""
-        return self.models.get(timeout=self.model_wait)
+        """The model, waiting for it up to ``model_wait`` seconds (then 503); the store is
+        told which it is (``Store.embeds_with``: it refuses a table re-embedded for another)."""
+        embedder = self.models.get(timeout=self.model_wait)
+        self.store.embeds_with(embedder.model_id, embedder.dim)
+        return embedder
 
     def write_once(
         self,

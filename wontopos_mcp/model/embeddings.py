@@ -303,13 +303,29 @@ def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbe
         )
     folder = str(cache_dir / "fastembed")
     try:  # the cache first: no network at all when the model is already there
-        model = fastembed.TextEmbedding(name, cache_dir=folder, threads=threads, local_files_only=True)
+        with _fastembed_quiet():  # a model not cached yet is expected here, not an error to log
+            model = fastembed.TextEmbedding(name, cache_dir=folder, threads=threads, local_files_only=True)
     except _load_errors():
         model = _download_fastembed(fastembed, name, description, folder, threads)
     query, passage = _prefixes_for(name)
     return FastEmbedEmbedder(
         model, model_id=description["model"], dim=int(description["dim"]), query_prefix=query, passage_prefix=passage
     )
+
+
+@contextmanager
+def _fastembed_quiet() -> Iterator[None]:
+    """fastembed's own log (loguru, straight to stderr) off for the block."""
+    try:
+        from loguru import logger as loguru_logger
+    except ImportError:  # fastembed without loguru: nothing to quiet
+        yield
+        return
+    loguru_logger.disable("fastembed")
+    try:
+        yield
+    finally:
+        loguru_logger.enable("fastembed")
 
 
 def _download_fastembed(
@@ -439,6 +455,26 @@ class ModelLoader:
         error = self._error or UnavailableError("the embedding model failed to load", model=self._model)
         # A fresh exception per call: re-raising one instance would grow its traceback.
         raise UnavailableError(error.message, **error.details)
+
+    def load_here(self, timeout: float = 180.0) -> Embedder:
+        """The embedder, loaded on the calling thread when no load has started yet (else
+        ``get`` with ``timeout``); a failure is raised, not logged: a command that reports
+        it as its one line (``reindex``) would otherwise show it twice."""
+        with self._lock:
+            mine = self._thread is None and not self._done.is_set()
+            if mine:
+                self._started_at = time.monotonic()
+                self._thread = threading.current_thread()  # no background load starts now
+        if not mine:
+            return self.get(timeout)
+        try:
+            self._embedder = self._load()
+            return self._embedder
+        except UnavailableError as exc:
+            self._error = exc
+            raise
+        finally:
+            self._done.set()
 
     def _run(self) -> None:
         try:

@@ -230,7 +230,7 @@ class Store:
         self._model = ModelRecord(
             uri, self._remote, self.registry_rows, self.registry_upsert, self._table_model, self.write_lock
         )
-        self._writer: tuple[str, int] | None = None  # (model id, size) of the vectors this process writes
+        self._writer: tuple[str, int] | None = None  # (model id, size) of the vectors this process makes
         self._purges = Purges(
             purge or PurgeTiming(), self.retain,
             chunks=self.existing_chunks, registry=lambda: self._registry,
@@ -415,10 +415,15 @@ class Store:
         table = self.existing_chunks()
         return None if table is None else recorded_model(table.schema)
 
-    def chunks(self, model_id: str, dim: int) -> Any:
-        """The chunks table, created (and the model recorded) on first use. The model is
-        the one this process writes vectors with: ``add_chunks`` checks it."""
+    def embeds_with(self, model_id: str, dim: int) -> None:
+        """The model this process makes vectors with (writes and queries): what the
+        writes of embedded rows and the vector searches check the table's record against."""
         self._writer = (model_id, dim)
+
+    def chunks(self, model_id: str, dim: int) -> Any:
+        """The chunks table, created (and the model recorded) on first use, for vectors of
+        this model (``embeds_with``)."""
+        self.embeds_with(model_id, dim)
         if self.existing_chunks() is None:
             with self.write_lock():
                 self._create_chunks(model_id, dim)
@@ -495,6 +500,7 @@ class Store:
         self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
     ) -> list[ChunkRow]:
         """Cosine search inside ``where``; rows carry ``_distance`` and ``_rowid``."""
+        self._refuse_other_model()
         return self._reads.vector_search(vector, where, k, columns, scope_rows=scope_rows)
 
     def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[ChunkRow]:
@@ -514,6 +520,7 @@ class Store:
         context_where: str | None = None,
     ) -> Found:
         """``vector_search`` and ``text_search`` side by side, the query embedded meanwhile."""
+        self._refuse_other_model()
         return self._reads.vector_and_text_search(
             embed, text, where, k, columns, text_columns, scope_rows=scope_rows, context_where=context_where
         )
@@ -546,14 +553,25 @@ class Store:
         write is refused (503, nothing written; inside the write lock, which the reindex
         held throughout, and again on a retried commit)."""
         schema = table.schema
-        recorded = recorded_model(schema)
-        if self._writer is not None and recorded is not None and recorded[0] != self._writer[0]:
+        self._refuse_other_model(recorded_model(schema))
+        return arrow(rows, schema)
+
+    def _refuse_other_model(self, recorded: tuple[str, int] | None = None) -> None:
+        """503 when the chunks table's vectors are of another model than this process's
+        (``recorded``: the table's record, when the caller has read it; else the latest
+        version's schema is read, ~0.2 ms): a server started before a reindex finished
+        neither writes nor searches with its old model."""
+        if self._writer is None:
+            return
+        if recorded is None:
+            reader = self._reader()
+            recorded = None if reader is None else recorded_model(run(reader.schema()))
+        if recorded is not None and recorded[0] != self._writer[0]:
             raise UnavailableError(
                 f"the database was re-embedded for embedding model {recorded[0]!r} while this process runs "
-                f"{self._writer[0]!r}; nothing was written; fix: restart it with --embed-model {recorded[0]}",
+                f"{self._writer[0]!r}; nothing was done; fix: restart it with --embed-model {recorded[0]}",
                 model=self._writer[0],
             )
-        return arrow(rows, schema)
 
     def update_chunks(self, where: str, values_sql: dict[str, str]) -> int:
         table = self.existing_chunks()
