@@ -338,3 +338,29 @@ def test_a_process_still_on_the_old_model_neither_writes_nor_searches_after_a_re
         assert new.memory_search("ferry")["memories"][0]["id"] == kept
     finally:
         new.close()
+
+
+def test_a_reindex_that_fails_while_embedding_commits_nothing_and_says_why(
+    make_service: Any, tmp_path: Path, test_embedder: Any
+) -> None:
+    """What the stream of re-embedded rows raised reaches the caller as itself (LanceDB
+    would wrap it in a RuntimeError), and the table stays at its version."""
+    service = make_service(db=tmp_path / "db")
+    service.memory_add_batch([{"content": f"Note {i}. It has two sentences."} for i in range(6)])
+    store = service.store
+    version = store.existing_chunks().version
+
+    def failing(rows: list[Any]) -> Any:
+        if failing.calls:  # type: ignore[attr-defined]
+            raise UnavailableError("the model stopped", model=TEST_MODEL)
+        failing.calls += 1  # type: ignore[attr-defined]
+        return test_embedder.embed_passages([row["content"] for row in rows])
+
+    failing.calls = 0  # type: ignore[attr-defined]
+    with store.exclusive(), pytest.raises(UnavailableError, match="the model stopped"):
+        store.reembed(TEST_MODEL, TEST_DIM, failing, batch_rows=4)
+    table = store.existing_chunks()
+    table.checkout_latest()
+    assert table.version == version
+    assert recorded_model(table.schema) == (DEFAULT_MODEL, 384)
+    assert service.memory_search("note")["memories"]

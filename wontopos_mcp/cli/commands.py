@@ -544,6 +544,8 @@ def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
     try:
         answer = service.reindex(settings.embed_model, step=step, progress=progress)
     except UnavailableError as exc:
+        if "model" not in exc.details:
+            raise  # not the model (a lease lost on object storage): a refusal, exit code 1
         _say(exc.message)
         return EXIT_BAD_SETTING
     if answer["status"] == "unchanged":

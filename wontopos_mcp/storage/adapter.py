@@ -674,22 +674,36 @@ class Store:
             if held:
                 yield from pa.Table.from_batches(held).combine_chunks().to_batches()
 
+        failed: list[Exception] = []  # what the stream raised: LanceDB re-raises it as a RuntimeError
+
         def batches() -> Iterator[Any]:
             done = 0
-            for batch in read():
-                if not batch.num_rows:
-                    continue
-                vectors = vectors_for(batch.select(wanted).to_pylist())
-                flat = pa.array(vectors.astype("float32").reshape(-1), type=pa.float32())
-                column = pa.FixedSizeListArray.from_arrays(flat, dim)
-                arrays = [column if name == "vector" else batch.column(name) for name in schema.names]
-                done += batch.num_rows
-                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
-                if on_batch is not None:
-                    on_batch(done, total)
+            try:
+                for batch in read():
+                    if not batch.num_rows:
+                        continue
+                    vectors = vectors_for(batch.select(wanted).to_pylist())
+                    flat = pa.array(vectors.astype("float32").reshape(-1), type=pa.float32())
+                    column = pa.FixedSizeListArray.from_arrays(flat, dim)
+                    arrays = [column if name == "vector" else batch.column(name) for name in schema.names]
+                    done += batch.num_rows
+                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+                    if on_batch is not None:
+                        on_batch(done, total)
+                # The last moment before LanceDB commits: a lease lost meanwhile (object
+                # storage) fails the write here, so nothing is committed.
+                self._coordinator.check()
+            except Exception as exc:
+                failed.append(exc)
+                raise
 
         self._coordinator.check()
-        table.add(pa.RecordBatchReader.from_batches(schema, batches()), mode="overwrite")
+        try:
+            table.add(pa.RecordBatchReader.from_batches(schema, batches()), mode="overwrite")
+        except Exception:
+            if failed:
+                raise failed[0] from None
+            raise
         table.checkout_latest()
         self._reads.indexed = False  # the overwrite dropped the vector index too
         return total
