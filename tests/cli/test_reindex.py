@@ -364,3 +364,57 @@ def test_a_reindex_that_fails_while_embedding_commits_nothing_and_says_why(
     assert table.version == version
     assert recorded_model(table.schema) == (DEFAULT_MODEL, 384)
     assert service.memory_search("note")["memories"]
+
+
+def test_with_leased_writers_on_object_storage_a_store_write_waits_for_the_reindex(
+    s3_endpoint: str, embedder: Any, test_embedder: Any
+) -> None:
+    """``--writers leased``: each store has its own lease, and LanceDB's overwrite never
+    conflicts with an append, so a write slipped in during the reindex would be lost by
+    its overwrite. The reindex holds every store's lease too: the write waits, and then
+    meets the re-embedded table (503), and nothing of it is stored."""
+    import threading
+    import uuid
+
+    from wontopos_mcp.storage.locks.lease import LeaseTiming
+
+    uri = f"s3://exists/reindex-{uuid.uuid4().hex[:8]}"
+    options = {"endpoint": s3_endpoint, "allow_http": "true", "region": "us-east-1",
+               "aws_access_key_id": "test", "aws_secret_access_key": "test"}  # fmt: skip
+    timing = LeaseTiming.from_ttl_ms(3000)
+
+    def service(model: Any) -> MemoryService:
+        return MemoryService(Store(uri, storage_options=options, writers="leased", lease=timing), ModelLoader.of(model))
+
+    old, new = service(embedder), service(test_embedder)
+    try:
+        old.store_create("alice")
+        ids = {old.memory_add(f"Note {i} of alice.", user_id="alice")["id"] for i in range(3)}
+        outcome: list[BaseException | dict[str, Any]] = []
+        started = threading.Event()
+
+        def write() -> None:
+            started.set()
+            try:
+                outcome.append(old.memory_add("Written while the reindex runs.", user_id="alice"))
+            except UnavailableError as exc:
+                outcome.append(exc)
+
+        writer = threading.Thread(target=write)
+
+        def step(name: str) -> None:
+            if name == "marked":
+                writer.start()
+                started.wait(5)
+                writer.join(1.0)  # it waits for alice's lease, which the reindex holds
+                assert writer.is_alive(), outcome
+
+        assert new.reindex(TEST_MODEL, step=step)["status"] == "reindexed"
+        writer.join(30)
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], UnavailableError), outcome
+        assert {m["id"] for m in new.memory_list(user_id="alice")["memories"]} == ids
+        assert new.memory_search("note", user_id="alice")["memories"]
+    finally:
+        old.close()
+        new.close()
