@@ -535,7 +535,12 @@ def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
             sys.stderr.flush()
             os.kill(os.getpid(), signal.SIGKILL)
 
+    said = [-1.0]  # when the last progress line was printed (at most one a second)
+
     def progress(done: int, total: int, seconds: float) -> None:
+        if seconds - said[0] < 1.0 and done < total:
+            return
+        said[0] = seconds
         rate = done / seconds if seconds > 0 else 0.0
         _say(f"reindex: {done}/{total} chunks embedded ({rate:.1f} chunks/s)")
 
