@@ -90,12 +90,13 @@ class ModelRecord:
         uri: str,
         remote: bool,
         registry_rows: Callable[[str], list[RegistryRow]],
+        registry_insert: Callable[[Sequence[RegistryRow]], int],
         registry_upsert: Callable[[Sequence[RegistryRow]], None],
         table_model: Callable[[], tuple[str, int] | None],
         lock: Callable[[], AbstractContextManager[None]],
     ) -> None:
         self._uri, self._remote = uri, remote
-        self._rows, self._upsert = registry_rows, registry_upsert
+        self._rows, self._insert, self._upsert = registry_rows, registry_insert, registry_upsert
         self._table_model, self._lock = table_model, lock
 
     def _file(self) -> dict[str, Any] | None:
@@ -151,9 +152,11 @@ class ModelRecord:
         """Record the model when the chunks table is created, or (``replace``) when a
         reindex has re-embedded it; inside the write lock. The JSON file is written last,
         whole (a temporary file renamed over it), which also clears a reindex's mark."""
-        if replace or not self._rows(REGISTRY_META):
-            meta = RegistryRow(key="meta", kind="meta", user_id="", name=model_id, created_us=0, value=str(dim))
+        meta = RegistryRow(key="meta", kind="meta", user_id="", name=model_id, created_us=0, value=str(dim))
+        if replace:
             self._upsert([meta])
+        elif not self._rows(REGISTRY_META):
+            self._insert([meta])
         self._write_file({"model": model_id, "dim": dim})
 
     def mark(self, model_id: str, dim: int) -> None:
@@ -228,7 +231,13 @@ class Store:
         self._achunks: Any = None
         self._registry_reads = RegistryReads(self._registry_reader)
         self._model = ModelRecord(
-            uri, self._remote, self.registry_rows, self.registry_upsert, self._table_model, self.write_lock
+            uri,
+            self._remote,
+            self.registry_rows,
+            self.registry_insert,
+            self.registry_upsert,
+            self._table_model,
+            self.write_lock,
         )
         self._writer: tuple[str, int] | None = None  # (model id, size) of the vectors this process makes
         self._purges = Purges(
@@ -643,19 +652,21 @@ class Store:
         overwrite, whose commit writes the new vectors, their size and the model's record
         (``schema.reembedded_schema``) at once: a kill before it leaves the old version
         current (and, in the table's ``data`` folder, files no version uses, which the
-        next reindex removes first), a kill after it the new one. An overwrite drops every
-        index: they are built again here; until then full-text search answers nothing (it
-        falls back to vectors) and the next open of the table builds them
-        (``schema.repair_indexes``)."""
+        next reindex removes first on a local disk), a kill after it the new one. An
+        overwrite drops every index: they are built again here; until then full-text
+        search answers nothing (it falls back to vectors) and the next open of the table
+        builds them (``schema.repair_indexes``)."""
         import pyarrow as pa
 
         table = self.existing_chunks()
         if table is None:
             return 0
         table.checkout_latest()
-        # Files a killed reindex (or a killed write) left behind: safe to remove now, as
-        # no other writer is at work (inside ``exclusive``).
-        table.to_lance().cleanup_old_versions(older_than=self.retain, delete_unverified=True,
+        # Files a killed reindex (or a killed write) left behind: safe to remove now on a
+        # local disk, where no other writer is at work (inside ``exclusive``). Not on object
+        # storage: a replica that stalled past its lease may still be writing files for a
+        # commit (leases have no fencing token), so Lance's own 7 days apply there.
+        table.to_lance().cleanup_old_versions(older_than=self.retain, delete_unverified=not self._remote,
                                               error_if_tagged_old_versions=False)  # fmt: skip
         dataset = table.to_lance()  # one version: every row is read from it
         total = int(dataset.count_rows())
