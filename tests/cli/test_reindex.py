@@ -223,6 +223,7 @@ def test_a_reindex_killed_at_any_step_leaves_one_models_database_that_opens_and_
     assert found.returncode == 0, found.stderr
     assert "Carol booked the harbour restaurant" in found.stdout.splitlines()[0]
     assert _record(db)["model"] == model, "the record names the model of the table's vectors (repaired forward)"
+    assert "reindex" not in _record(db), "no reindex runs: its mark is gone, so the next start reads the file alone"
     assert _snapshot(db) == before, "every memory once, with its ids and fields"
     _vectors_are_of(db, test_embedder if model == TEST_MODEL else embedder)
     refused = _cli(db, model_cache, "--embed-model", other, "search", "harbour", "--user", "alice")

@@ -94,10 +94,11 @@ class ModelRecord:
         registry_upsert: Callable[[Sequence[RegistryRow]], None],
         table_model: Callable[[], tuple[str, int] | None],
         lock: Callable[[], AbstractContextManager[None]],
+        try_lock: Callable[[], AbstractContextManager[bool]],
     ) -> None:
         self._uri, self._remote = uri, remote
         self._rows, self._insert, self._upsert = registry_rows, registry_insert, registry_upsert
-        self._table_model, self._lock = table_model, lock
+        self._table_model, self._lock, self._try_lock = table_model, lock, try_lock
 
     def _file(self) -> dict[str, Any] | None:
         try:
@@ -131,12 +132,23 @@ class ModelRecord:
             return recorded
         table = self._table_model()
         if table is None or table == recorded:
+            self._clear_stale_mark(recorded)
             return recorded
         with self._lock():
             table = self._table_model()
             if table is not None and table != self.recorded():
                 self.record(*table, replace=True)
         return table
+
+    def _clear_stale_mark(self, recorded: tuple[str, int] | None) -> None:
+        """A local mark whose reindex is not running (the lock is free: it was killed
+        before its commit) and whose table is still of the recorded model goes, so later
+        starts are fast again; while a reindex runs (the lock is taken), it stays."""
+        if self._remote or recorded is None:
+            return
+        with self._try_lock() as ours:
+            if ours and "reindex" in (self._file() or {}) and self._table_model() in (None, recorded):
+                self._write_file({"model": recorded[0], "dim": recorded[1]})
 
     def check(self, model_id: str) -> None:
         """Stop when the database was built with another model (vectors not comparable);
@@ -238,6 +250,7 @@ class Store:
             self.registry_upsert,
             self._table_model,
             self.write_lock,
+            self._coordinator.try_hold,
         )
         self._writer: tuple[str, int] | None = None  # (model id, size) of the vectors this process makes
         self._purges = Purges(
