@@ -10,6 +10,7 @@ One grammar, ``wontopos-mcp NOUN VERB [NAME] [--user STORE]``::
     wontopos-mcp export --user alice --out alice.jsonl
     wontopos-mcp import alice.jsonl --user alice-copy
     wontopos-mcp stats --user alice
+    wontopos-mcp reindex --embed-model NAME
 
 Each command is one call of the same core the servers use, on the database the usual
 settings name (``--db`` / ``WONTOPOS_DB``). Results go to stdout, as text for reading or
@@ -26,13 +27,18 @@ deletes (``--yes`` does not ask; with nobody to answer, nothing is deleted).
 ``memories list`` pages through a store, or with ``--speaker`` through one person's
 memories, oldest first (``memory_list``); ``--cursor`` continues either, and the command
 for the next page is printed on stderr.
-``import`` is :mod:`importing`.
+``import`` is :mod:`importing`. ``reindex`` re-embeds the whole database for the model
+``--embed-model`` names (which it requires: ``WONTOPOS_EMBED_MODEL`` alone is not taken as
+the wish to rewrite every vector); a database that does not exist is one line and exit
+code 2, nothing created.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -69,7 +75,8 @@ examples:
   wontopos-mcp memories forget MEMORY_ID --user alice
   wontopos-mcp export --user alice --out alice.jsonl
   wontopos-mcp import alice.jsonl --user alice-copy
-  wontopos-mcp stores delete alice                  asks first; --yes does not"""
+  wontopos-mcp stores delete alice                  asks first; --yes does not
+  wontopos-mcp reindex --embed-model NAME           re-embed every memory for another model"""
 
 
 def ranged(param: Param) -> Callable[[str], int]:
@@ -223,6 +230,14 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
     )  # fmt: skip
 
     command("stats", "count a store's memories and speakers", "wontopos-mcp stats --user alice")
+
+    command(
+        "reindex",
+        "re-embed every memory in place for another embedding model (--embed-model NAME, required); "
+        "afterwards start the server with that --embed-model",
+        "wontopos-mcp reindex --embed-model BAAI/bge-small-en-v1.5 --db ./memdb",
+        store=None,
+    )
 
 
 def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | None = None) -> int:
@@ -498,6 +513,61 @@ def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     _emit(out, args, answer, "\n".join(lines))
 
 
+# -- reindex -------------------------------------------------------------------------------------
+
+# Test-only: the name of a reindex step (``engine.reindexing``: "locked", "marked",
+# "batch N", "committed", "indexed", "recorded") at which the process kills itself with
+# SIGKILL, so a test can stop a reindex at an exact point. Unset (production), nothing
+# happens; it is read here alone, and never documented as a setting.
+KILL_AT = "WONTOPOS_TEST_REINDEX_KILL_AT"
+
+
+def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+    """Re-embed the database for ``--embed-model`` (``MemoryService.reindex``): progress and
+    rate on stderr, one summary line on stdout. A model that cannot load is one line and
+    exit code 2 (a bad setting), with nothing changed."""
+    from wontopos_mcp.errors import UnavailableError
+
+    kill_at = os.environ.get(KILL_AT)
+
+    def step(name: str) -> None:
+        if name == kill_at:
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    said = [-1.0]  # when the last progress line was printed (at most one a second)
+
+    def progress(done: int, total: int, seconds: float) -> None:
+        if seconds - said[0] < 1.0 and done < total:
+            return
+        said[0] = seconds
+        rate = done / seconds if seconds > 0 else 0.0
+        _say(f"reindex: {done}/{total} chunks embedded ({rate:.1f} chunks/s)")
+
+    settings = args["settings"]
+    _say(f"reindex: loading embedding model {settings.embed_model!r}")
+    try:
+        answer = service.reindex(settings.embed_model, step=step, progress=progress)
+    except UnavailableError as exc:
+        if "model" not in exc.details:
+            raise  # not the model (a lease lost on object storage): a refusal, exit code 1
+        _say(exc.message)
+        return EXIT_BAD_SETTING
+    if answer["status"] == "unchanged":
+        text = f"nothing to do: the database is already built with {answer['model']!r} ({answer['dim']} dimensions)"
+    else:
+        seconds = answer["seconds"]
+        rate = answer["memories"] / seconds if seconds > 0 else 0.0
+        was = f" (was {answer['previous']!r})" if answer["previous"] else ""
+        text = (
+            f"reindexed {many(answer['memories'], 'memory', 'memories')} ({many(answer['chunks'], 'chunk', 'chunks')}) "
+            f"for {answer['model']!r}{was} in {seconds:.1f} s ({rate:.1f} memories/s); start the server with "
+            f"--embed-model {answer['model']}"
+        )
+    _emit(out, args, answer, text)
+    return 0
+
+
 _HANDLERS: dict[str, Callable[[MemoryService, dict[str, Any], TextIO], int | None]] = {
     "info": _info,
     "stores list": _stores_list,
@@ -516,6 +586,7 @@ _HANDLERS: dict[str, Callable[[MemoryService, dict[str, Any], TextIO], int | Non
     "export": _export,
     "import": _import,
     "stats": _stats,
+    "reindex": _reindex,
 }
 
 __all__ = ["EXAMPLES", "add_commands", "many", "ranged", "run"]

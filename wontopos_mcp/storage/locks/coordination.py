@@ -67,6 +67,11 @@ class Coordinator(Protocol):
         """Right before a commit: raise (503) if this thread's exclusion has lapsed."""
         ...
 
+    def try_hold(self) -> AbstractContextManager[bool]:
+        """The database's exclusion if it is free now (``True``), else nothing (``False``);
+        never waits. What tidying that no writer may be doing meanwhile needs."""
+        ...
+
     def upkeep(self) -> AbstractContextManager[bool]:
         """Whether this process is the one to maintain the tables now (and holds what
         maintenance needs while the block runs)."""
@@ -101,6 +106,16 @@ class InProcessCoordinator:
         return None
 
     @contextmanager
+    def try_hold(self) -> Iterator[bool]:
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self._lock.release()
+
+    @contextmanager
     def upkeep(self) -> Iterator[bool]:
         yield True
 
@@ -131,6 +146,24 @@ class FileLockCoordinator(InProcessCoordinator):
                 return
             with self._file_lock:
                 yield
+
+    @contextmanager
+    def try_hold(self) -> Iterator[bool]:
+        from filelock import Timeout
+
+        with super().try_hold() as ours:
+            if not ours or self._file_lock is None:
+                yield ours
+                return
+            try:
+                self._file_lock.acquire(timeout=0)
+            except Timeout:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                self._file_lock.release()
 
 
 def lease_name(scope: str | None) -> str:
@@ -224,6 +257,11 @@ class LeaseCoordinator(InProcessCoordinator):
             return
         del self._held[name]
         self.leases().release(lease)
+
+    @contextmanager
+    def try_hold(self) -> Iterator[bool]:
+        """Never: nothing on object storage needs it (a local database's marks alone)."""
+        yield False
 
     def check(self) -> None:
         if self.mode == "single":
