@@ -169,11 +169,7 @@ def test_reindex_re_embeds_every_memory_in_place_and_the_old_model_is_refused_af
     assert _snapshot(db) == before, "every column but the vectors, and the registry, as they were"
     assert _record(db) == {"model": TEST_MODEL, "dim": TEST_DIM}
     _vectors_are_of(db, test_embedder)
-    check = Store(str(db))
-    try:
-        assert missing_indexes(check.existing_chunks()) == []
-    finally:
-        check.close()
+    _assert_every_index(db)
 
     found = _cli(db, model_cache, "--embed-model", TEST_MODEL, "search", "harbour restaurant", "--user", "alice")
     assert found.returncode == 0, found.stderr
@@ -192,6 +188,15 @@ def test_reindex_re_embeds_every_memory_in_place_and_the_old_model_is_refused_af
     assert f"not {DEFAULT_MODEL!r}" in server.stderr
     served = _cli(db, model_cache, "--embed-model", TEST_MODEL)  # the new model: it serves (stdin closed: it ends)
     assert served.returncode == 0, served.stderr
+
+
+def _assert_every_index(db: Path) -> None:
+    """No index the chunks table should have is missing (an overwrite drops them all)."""
+    check = Store(str(db))
+    try:
+        assert missing_indexes(check.existing_chunks()) == []
+    finally:
+        check.close()
 
 
 # -- killed at every step --------------------------------------------------------------------------
@@ -236,11 +241,7 @@ def test_a_reindex_killed_at_any_step_leaves_one_models_database_that_opens_and_
     assert _record(db) == {"model": TEST_MODEL, "dim": TEST_DIM}
     assert _snapshot(db) == before
     _vectors_are_of(db, test_embedder)
-    check = Store(str(db))
-    try:
-        assert missing_indexes(check.existing_chunks()) == []
-    finally:
-        check.close()
+    _assert_every_index(db)
 
 
 # -- refusals and no-ops ---------------------------------------------------------------------------
