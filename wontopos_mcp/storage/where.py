@@ -20,7 +20,8 @@ from wontopos_mcp.rules import validation as v
 from wontopos_mcp.rules.dates import parse_moment
 
 FILTER_KEYS = ("categories", "event_from", "event_to", "time_from", "time_to", "min_importance")
-FIRST_CHUNK = " AND chunk_idx = 0"  # one row per memory
+EVERY_MEMORY = "chunk_idx = 0"  # one row per memory, of every store
+FIRST_CHUNK = " AND " + EVERY_MEMORY  # one row per memory of those a clause selects
 
 
 def quote(value: str) -> str:
@@ -78,9 +79,6 @@ def created_by(us: int) -> str:
 def current(where: str) -> str:
     """The memories ``where`` selects that no later version superseded."""
     return where + " AND NOT superseded"
-
-
-EVERY_MEMORY = "chunk_idx = 0"  # one row per memory, of every store
 
 
 def first_chunks(where: str) -> str:
