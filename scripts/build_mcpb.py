@@ -83,12 +83,12 @@ class BuildError(Exception):
 
 
 def package_version(repo: Path = REPO) -> str:
-    """``wontopos_mcp.__version__``, read from the source (pyproject's version is dynamic on it)."""
-    tree = ast.parse((repo / PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    """``wontopos_mcp.version.__version__``, read from the source (pyproject's version is dynamic on it)."""
+    tree = ast.parse((repo / PACKAGE / "version.py").read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__version__" for t in node.targets):
             return str(ast.literal_eval(node.value))
-    raise BuildError(f"{PACKAGE}/__init__.py sets no __version__")
+    raise BuildError(f"{PACKAGE}/version.py sets no __version__")
 
 
 def bundle_pyproject(text: str) -> str:

@@ -128,3 +128,37 @@ def test_version_is_declared_once(capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip() == f"wontopos-mcp {wontopos_mcp.__version__}"
+
+
+def test_the_exception_tree_drawn_in_errors_is_the_real_one():
+    """The drawing in ``errors``' docstring is what a reader trusts: every class of the
+    tree is drawn under its real parent, and no class of the module is left out."""
+    import inspect
+
+    from wontopos_mcp import errors
+
+    drawn: dict[str, str] = {}
+    parents: list[str] = []  # the class drawn last at each depth
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.match(r"^\s{4}([│ ]*)(?:[├└]── )?([A-Z]\w+Error)\b", line)
+        if not found:
+            continue
+        depth = len(found.group(1)) // 4 + (1 if "──" in line else 0)
+        del parents[depth:]
+        if parents:
+            drawn[found.group(2)] = parents[-1]
+        parents.append(found.group(2))
+    real = {
+        name: cls.__bases__[0].__name__
+        for name, cls in vars(errors).items()
+        if inspect.isclass(cls) and issubclass(cls, errors.WontoposError) and cls is not errors.WontoposError
+        if name == cls.__name__  # not the SDK's alias names
+    }
+    assert drawn == real
+
+
+def test_the_package_ships_its_type_hints():
+    """PEP 561: ``Memory`` is a typed library, so the wheel carries ``py.typed``."""
+    assert (ROOT / "wontopos_mcp" / "py.typed").is_file()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "py.typed" in project["tool"]["setuptools"]["package-data"]["wontopos_mcp"]

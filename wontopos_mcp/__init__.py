@@ -26,8 +26,7 @@ from .errors import (
     WontoposError,
     WosError,
 )
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "APIConnectionError",

@@ -12,12 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from wontopos_mcp.model.embeddings import DEFAULT_MODEL
 from wontopos_mcp.rules.locations import WRITERS
+from wontopos_mcp.rules.names import DEFAULT_SPEAKER_LIMIT
 from wontopos_mcp.rules.redaction import MODES as REDACT_MODES
 
 from .errors import ConfigError
 
-DEFAULT_MODEL = "multilingual-e5-small-q4"
 TRANSPORTS = ("stdio", "http", "sse")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _MiB = 1024 * 1024
@@ -57,7 +58,7 @@ class Settings:
     api_key: str | None = field(default=None, repr=False)
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = 4 * _MiB
-    speaker_limit: int = 50
+    speaker_limit: int = DEFAULT_SPEAKER_LIMIT
     embed_model: str = DEFAULT_MODEL
     model_cache: str = ""
     log_level: str = "warning"

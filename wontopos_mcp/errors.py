@@ -3,25 +3,29 @@
 Every refusal the engine makes is one of these; each face (MCP tools, REST, the
 ``Memory`` library) translates them in exactly one place, so an agent sees the same
 ``{"type": "error", "status", "error": {"type", "message", ...fields}}`` body
-everywhere (SPEC "Errors")::
+everywhere::
 
-    WontoposError                 (status, type, message, details)
-    ├── InvalidRequestError       400 invalid_request_error   (BadRequestError)
-    ├── AuthenticationError       401 authentication_error
-    ├── PermissionDeniedError     403 permission_error
-    ├── NotFoundError             404 not_found_error
-    ├── ConflictError             409 conflict_error
-    ├── RateLimitError            429 rate_limit_error        (HTTP: repeated wrong API keys)
-    ├── APIError                  500 api_error
-    ├── NotImplementedAPIError    501 not_implemented_error
-    └── UnavailableError          503 unavailable_error
+    WontoposError                     (status, type, message, details)
+    ├── InvalidRequestError           400 invalid_request_error   (BadRequestError)
+    ├── AuthenticationError           401 authentication_error
+    ├── PermissionDeniedError         403 permission_error
+    ├── NotFoundError                 404 not_found_error
+    ├── ConflictError                 409 conflict_error
+    ├── RateLimitError                429 rate_limit_error        (HTTP: repeated wrong API keys)
+    ├── ServerError                   5xx, never raised itself    (the SDK's parent of the three below)
+    │   ├── APIError                  500 api_error
+    │   ├── NotImplementedAPIError    501 not_implemented_error
+    │   └── UnavailableError          503 unavailable_error
+    ├── APIConnectionError              0  ┐ the SDK's classes for what only the hosted
+    ├── PaymentRequiredError          402  │ service or the network answers: never raised
+    └── GoneError                     410  ┘ here, kept so code catching them runs unchanged
 
 ``InvalidRequestError`` also carries 413/415/421/422 on the HTTP face: the type names the
 kind of fault, the status the HTTP meaning. ``WosError`` and ``BadRequestError`` are the
 official SDK's names, kept as aliases so code written for the hosted client ports by
 changing one import.
 
-Two more kinds of failure are not refusals of a request and stay outside the tree:
+Three more kinds of failure are not refusals of a request and stay outside the tree:
 ``ConfigError`` (a bad setting, stopping the server at start-up), ``ModelMismatch`` (a
 database built with another model, also a start-up stop) and ``StorageError`` (what the
 LanceDB adapter, ``storage.adapter``, maps LanceDB's own failures to, once).

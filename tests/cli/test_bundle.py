@@ -230,7 +230,7 @@ def test_a_uv_server_may_leave_mcp_config_out_and_a_python_server_may_not() -> N
 
 def test_the_version_is_one_in_the_package_the_manifest_and_server_json() -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "wontopos_mcp.__version__"}
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "wontopos_mcp.version.__version__"}
     server = json.loads((REPO / "server.json").read_text(encoding="utf-8"))
     versions = {
         "package": wontopos_mcp.__version__,
@@ -393,7 +393,7 @@ def test_a_lock_out_of_step_with_the_dependencies_is_refused_before_anything_is_
 
 def test_a_version_out_of_step_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     (tmp_path / "wontopos_mcp").mkdir()
-    (tmp_path / "wontopos_mcp" / "__init__.py").write_text('__version__ = "9.9.9"\n')
+    (tmp_path / "wontopos_mcp" / "version.py").write_text('__version__ = "9.9.9"\n')
     with pytest.raises(build_mcpb.BuildError, match="9.9.9"):
         build_mcpb.build(tmp_path / "out.mcpb", repo=tmp_path)
     assert not (tmp_path / "out.mcpb").exists()

@@ -5,8 +5,10 @@ The second model is the test-only ``TEST_MODEL`` (the default's weights, another
 256 values): Hugging Face Hub is out of reach here, and its vectors and size both differ
 from the default's, so a stored vector tells which model made it. The database is built
 in process with the session's model, then the real CLI runs as a subprocess, as a user
-types it; killed at chosen steps (``commands.KILL_AT``, a test-only hook), it must leave
-the old model's database or the new one, never a mix, and a second run finishes.
+types it. A reindex killed at chosen steps (a process of its own that runs
+``MemoryService.reindex`` with a ``step`` callback of the test's, which SIGKILLs it at the
+named step) must leave the old model's database or the new one, never a mix, and a
+second run of the CLI finishes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import numpy as np
 import pytest
 from support import REPO
 
-from wontopos_mcp.cli.commands import KILL_AT
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import UnavailableError
 from wontopos_mcp.model.embeddings import DEFAULT_MODEL, TEST_DIM, TEST_MODEL, ModelLoader, load_embedder
@@ -201,6 +202,35 @@ def _assert_every_index(db: Path) -> None:
 
 # -- killed at every step --------------------------------------------------------------------------
 
+# A process of its own re-embeds the database through the service's public ``reindex``,
+# as the CLI does, and kills itself with SIGKILL when the reindex reaches ``point``.
+_KILLED_REINDEX = """
+import os, signal, sys
+from wontopos_mcp.config import Settings
+from wontopos_mcp.engine.service import MemoryService
+
+db, cache, model, point = sys.argv[1:]
+service = MemoryService.open(Settings.load({"db": db, "model_cache": cache, "embed_model": model}))
+service.open_or_refuse()
+
+
+def step(name: str) -> None:
+    if name == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+service.reindex(model, step=step)
+"""
+
+
+def _reindex_killed_at(db: Path, model_cache: Path, point: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(db.parent), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", _KILLED_REINDEX, str(db), str(model_cache), TEST_MODEL, point],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 # (the step the process kills itself at, the model the database is of afterwards)
 KILL_POINTS = [
     ("locked", DEFAULT_MODEL),
@@ -219,7 +249,7 @@ def test_a_reindex_killed_at_any_step_leaves_one_models_database_that_opens_and_
 ) -> None:
     db = _copy(built, tmp_path)
     before = _snapshot(db)
-    killed = _cli(db, model_cache, "reindex", "--embed-model", TEST_MODEL, env={KILL_AT: point})
+    killed = _reindex_killed_at(db, model_cache, point)
     assert killed.returncode == -signal.SIGKILL, (killed.returncode, killed.stderr)
     assert killed.stdout == ""
 

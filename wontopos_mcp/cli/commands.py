@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -515,25 +513,12 @@ def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
 
 # -- reindex -------------------------------------------------------------------------------------
 
-# Test-only: the name of a reindex step (``engine.reindexing``: "locked", "marked",
-# "batch N", "committed", "indexed", "recorded") at which the process kills itself with
-# SIGKILL, so a test can stop a reindex at an exact point. Unset (production), nothing
-# happens; it is read here alone, and never documented as a setting.
-KILL_AT = "WONTOPOS_TEST_REINDEX_KILL_AT"
-
 
 def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
     """Re-embed the database for ``--embed-model`` (``MemoryService.reindex``): progress and
     rate on stderr, one summary line on stdout. A model that cannot load is one line and
     exit code 2 (a bad setting), with nothing changed."""
     from wontopos_mcp.errors import UnavailableError
-
-    kill_at = os.environ.get(KILL_AT)
-
-    def step(name: str) -> None:
-        if name == kill_at:
-            sys.stderr.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
 
     said = [-1.0]  # when the last progress line was printed (at most one a second)
 
@@ -547,7 +532,7 @@ def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
     settings = args["settings"]
     _say(f"reindex: loading embedding model {settings.embed_model!r}")
     try:
-        answer = service.reindex(settings.embed_model, step=step, progress=progress)
+        answer = service.reindex(settings.embed_model, progress=progress)
     except UnavailableError as exc:
         if "model" not in exc.details:
             raise  # not the model (a lease lost on object storage): a refusal, exit code 1

@@ -43,9 +43,10 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from wontopos_mcp import __version__, logs
+from wontopos_mcp import logs
 from wontopos_mcp.config import TRANSPORTS, Settings, is_loopback
 from wontopos_mcp.errors import ConfigError
+from wontopos_mcp.version import __version__
 
 from .exits import EXIT_BAD_SETTING
 

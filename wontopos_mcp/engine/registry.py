@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wontopos_mcp.errors import ConflictError, Fix, InvalidRequestError, NotFoundError
-from wontopos_mcp.rules.names import DEFAULT_STORE, ME, check_store_id, store_key, store_skeleton
+from wontopos_mcp.rules.names import DEFAULT_STORE, ME, named_store, store_key, store_skeleton
 from wontopos_mcp.storage import where
 from wontopos_mcp.storage.rows import RegistryRow
 
@@ -55,7 +55,7 @@ class Registry:
         """The store ``user_id`` names (``None``: "default"), after checking it and every
         (speaker, field) named with ONE registry read: the store first, then the speakers
         in order (SPEC's precedence). 404 for a missing store, saying how to create it."""
-        store_id = check_store_id(DEFAULT_STORE if user_id is None else user_id)
+        store_id = named_store(user_id)
         return self._read(store_key(store_id), store_id, speakers, writing)
 
     def confirm(self, handle: StoreHandle, speakers: Speakers = (), *, writing: bool = True) -> StoreHandle:

@@ -31,7 +31,7 @@ from wontopos_mcp.model.embeddings import model_wait_observer
 from wontopos_mcp.rules.batch_items import Origin
 from wontopos_mcp.rules.dates import to_us
 from wontopos_mcp.rules.idempotency import Idempotency
-from wontopos_mcp.rules.names import DEFAULT_STORE
+from wontopos_mcp.rules.names import DEFAULT_SPEAKER_LIMIT
 from wontopos_mcp.rules.redaction import Redactor
 
 from .batch_writes import BatchWrites
@@ -69,7 +69,7 @@ class MemoryService:
         store: Store,
         models: ModelLoader,
         *,
-        speaker_limit: int = 50,
+        speaker_limit: int = DEFAULT_SPEAKER_LIMIT,
         clock: Callable[[], datetime] = _utcnow,
         model_wait: float = 20.0,
         window_cap: int = 1024,
@@ -226,7 +226,7 @@ class MemoryService:
     # -- stores and speakers ----------------------------------------------------------------------
 
     def store_create(self, user_id: Any = None) -> dict[str, Any]:
-        return self._stores.store_create(DEFAULT_STORE if user_id is None else user_id)
+        return self._stores.store_create(user_id)
 
     def stores_list(self) -> dict[str, Any]:
         """Every store, oldest first."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from wontopos_mcp.errors import InvalidRequestError
 from wontopos_mcp.rules.dates import format_us
-from wontopos_mcp.rules.names import check_person, check_store_id, similar_names
+from wontopos_mcp.rules.names import check_person, named_store, similar_names
 from wontopos_mcp.storage.where import in_store
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class Stores:
     # -- stores ------------------------------------------------------------------------
 
     def store_create(self, user_id: Any) -> dict[str, Any]:
-        return self.registry.create_store(check_store_id(user_id))
+        return self.registry.create_store(named_store(user_id))
 
     def stores_list(self) -> dict[str, Any]:
         rows = self.registry.stores()

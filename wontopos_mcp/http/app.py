@@ -77,7 +77,6 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wontopos_mcp import __version__
 from wontopos_mcp.config import is_loopback
 from wontopos_mcp.errors import (
     APIError,
@@ -91,6 +90,7 @@ from wontopos_mcp.errors import (
 )
 from wontopos_mcp.mcp.server import build_server
 from wontopos_mcp.mcp.transport import answering_routes, sse_routes
+from wontopos_mcp.version import __version__
 
 from .rest import rest_routes
 from .wrong_keys import KeyFailures

@@ -3,6 +3,7 @@ schemas (``params``) and answer models (``answers``), the server that maps every
 to SPEC's error body (``server``), and the transports that answer every message
 (``transport``, with ``jsonrpc`` decoding what arrives).
 
-May import: the package's ``__version__``, ``errors``, ``rules``, ``contract``, ``verbs``
-and ``engine`` (``MemoryService`` only). Holds no rule: the service checks every value.
+May import: ``version`` (never the package's ``__init__``, which holds the library face:
+the faces stand side by side), ``errors``, ``rules``, ``contract``, ``verbs`` and
+``engine`` (``MemoryService`` only). Holds no rule: the service checks every value.
 """

@@ -41,9 +41,9 @@ from mcp.types import CallToolResult, InputRequiredResult
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
-from wontopos_mcp import __version__
 from wontopos_mcp.errors import InvalidRequestError, WontoposError, internal_error
 from wontopos_mcp.verbs import speak
+from wontopos_mcp.version import __version__
 
 from .jsonrpc import field_path, lone_surrogate_error
 from .listing import described_speaker_limit, listing

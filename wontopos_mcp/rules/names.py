@@ -26,6 +26,8 @@ from .validation import bounded
 ME = "me"
 MAX_SPEAKER_CHARS = 80
 DEFAULT_STORE = "default"
+# How many people a store registers unless configured otherwise (``me`` never counts).
+DEFAULT_SPEAKER_LIMIT = 50
 
 # Bidi embedding/override/isolate controls and marks: invisible, and able to make a
 # name display as another one.
@@ -155,6 +157,12 @@ def check_store_id(raw: Any, *, field: str = "user_id") -> str:
             user_id=raw[:100],
         )
     return raw
+
+
+def named_store(raw: Any) -> str:
+    """The store a call names, checked: a ``user_id`` left out (``None``) is the built-in
+    default store on every operation that names one (the one place this is decided)."""
+    return check_store_id(DEFAULT_STORE if raw is None else raw)
 
 
 def store_key(store_id: str) -> str:
