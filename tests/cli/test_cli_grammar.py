@@ -240,7 +240,8 @@ def test_help_shows_examples_and_the_database_a_run_would_use(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["search", "x", "--limit", "3"], "argument --limit: must be between 5 and 20, got 3"),
+        (["search", "x", "--limit", "0"], "argument --limit: must be between 1 and 20, got 0"),
+        (["search", "x", "--limit", "21"], "argument --limit: must be between 1 and 20, got 21"),
         (["search", "x", "--limit", "many"], "argument --limit: must be a whole number, got 'many'"),
         (["memories", "list", "--limit", "0"], "argument --limit: must be between 1 and 500, got 0"),
         (["import", "x.jsonl", "--batch", "0"], "argument --batch: must be between 1 and 10000, got 0"),

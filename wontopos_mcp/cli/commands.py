@@ -40,7 +40,6 @@ import json
 import os
 import signal
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -489,18 +488,23 @@ def _import(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
 
 
 def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    """The SDK's ``stats`` and ``revisions`` counts (memories, never records), and who said
+    how many: counts only, whatever the store's size."""
+    stats = service.stats(user_id=args["user_id"])
+    revisions = service.revisions(user_id=args["user_id"])
     speakers = service.speakers_list(user_id=args["user_id"])
-    memories = list(_memories(service, args["user_id"]))
-    superseded = sum(1 for m in memories if m["is_superseded"])
-    by_speaker = Counter(m.get("speaker", "(untagged)") for m in memories)
+    said = {s["speaker"]: s["memories"] for s in speakers["speakers"]}
+    said["me"] = service.by_speaker("me", limit=1, user_id=args["user_id"])["memories_to_delete"]
+    said["(untagged)"] = stats["total_memories"] - sum(said.values())
     answer = {
-        "user_id": speakers["user_id"],
-        "memories": len(memories),
-        "current": len(memories) - superseded,
-        "superseded": superseded,
+        "user_id": stats["user_id"],
+        "memories": stats["total_memories"],
+        "current": revisions["unrevised"],
+        "superseded": revisions["revised"],
+        "short_term_turns": stats["short_term_turns"],
         "speakers": speakers["count"],
         "speaker_limit": speakers["limit"],
-        "by_speaker": dict(sorted(by_speaker.items())),
+        "by_speaker": {name: n for name, n in sorted(said.items()) if n},
     }
     lines = [
         (
