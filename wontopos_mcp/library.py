@@ -66,7 +66,7 @@ class Memory:
     in written texts are stored as ``[redacted:<kind>]`` (``WONTOPOS_REDACT``).
 
     The embedding model starts loading in the background at construction; calls that
-    need it wait for it (up to 20 s, then ``UnavailableError``), others never do. A
+    need it wait for it (up to 60 s, then ``UnavailableError``), others never do. A
     database built with another embedding model raises ``errors.ModelMismatch`` (naming
     both) at construction, before anything is embedded into it.
     """

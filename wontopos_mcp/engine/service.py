@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from wontopos_mcp.model.embeddings import model_wait_observer
+from wontopos_mcp.model.embeddings import MODEL_WAIT_S, model_wait_observer
 from wontopos_mcp.rules.batch_items import Origin
 from wontopos_mcp.rules.dates import to_us
 from wontopos_mcp.rules.idempotency import Idempotency
@@ -72,7 +72,7 @@ class MemoryService:
         *,
         speaker_limit: int = 50,
         clock: Callable[[], datetime] = _utcnow,
-        model_wait: float = 20.0,
+        model_wait: float = MODEL_WAIT_S,
         window_cap: int = 1024,
         redact: str = "none",
         on_open_failure: Callable[[Exception], None] | None = None,
