@@ -182,7 +182,7 @@ def test_library_signatures_show_the_tables_defaults() -> None:
 
 def test_cli_search_limit_is_the_tables() -> None:
     parser = argparse.ArgumentParser()
-    add_commands(parser, argparse.ArgumentParser(add_help=False))
+    add_commands(parser, lambda names: argparse.ArgumentParser(add_help=False))
     search = parser.parse_args(["search", "anything"])
     assert search.limit == contract.operation("memory_search").default("limit")
     help_text = parser._subparsers._group_actions[0].choices["search"].format_help()
