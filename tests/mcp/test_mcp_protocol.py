@@ -105,10 +105,10 @@ async def test_input_schemas_carry_the_contract_parameters_and_ranges(mcp: Sessi
     for name in TOOLS - {"store_delete"}:
         assert "user_id" not in mcp.tools[name].input_schema.get("required", []), name
     for name, low, high, default in [
-        ("memory_search", 5, 20, 10),
-        ("by_speaker", 5, 20, 20),
+        ("memory_search", 1, 20, 10),
+        ("by_speaker", 1, 20, 20),
         ("memory_list", 1, 500, 100),
-        ("memory_recall", 5, 20, 10),
+        ("memory_recall", 1, 20, 10),
     ]:
         limit = props(name)["limit"]
         assert (limit["type"], limit["minimum"], limit["maximum"], limit["default"]) == ("integer", low, high, default)
