@@ -4,7 +4,7 @@ memory_add answer, over real stdio.
 SPEC: calls that need no embedding never wait for the model. Targets: the first
 ``speakers_list`` answer within 1.5x of spawn -> ``tools/list`` (issue 9); the first
 ``memory_add`` within 2x of it on a warm model cache (issue 24), and on a cold one
-answered, not refused, when the model converts within SPEC's 20 s wait (the add sends a
+answered, not refused, when the model converts within SPEC's 60 s wait (the add sends a
 ``progressToken``; the progress notifications it gets while it waits are counted). Measured with a cold
 model cache (a fresh folder per run: the model is converted while the calls are made,
 the worst contention) and with a warm one (the model only loads). The requests are all
@@ -59,7 +59,7 @@ class Run(NamedTuple):
     listed: float  # seconds from spawn to the tools/list answer
     answered: float  # ... to the speakers_list answer
     added: float  # ... to the memory_add answer
-    add_status: str  # "stored", or the refusal's status (503 on a wait past 20 s)
+    add_status: str  # "stored", or the refusal's status (503 on a wait past 60 s)
     progress: int  # progress notifications the add got while it waited
 
 

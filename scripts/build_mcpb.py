@@ -35,7 +35,8 @@ its ``pyproject.toml`` against PyPI for every platform (``--lock`` rewrites
 ``uv run --frozen``, which installs what the lock says and never re-resolves. A build
 refuses a lock that no longer matches the bundle's ``pyproject.toml`` (``uv lock
 --check``, offline, about 0.1 s): a dependency changed without ``--lock``. uv is needed to
-build (the ``uv`` package of the test extra, or one on ``PATH``).
+build (the ``uv`` package of the test extra, in the running interpreter or the checkout's
+``.venv``, or one on ``PATH``).
 
 What goes in the zip: ``manifest.json``; ``pyproject.toml``, the checkout's less the
 ``test`` extra (uv locks every extra of a project, so the test tools would be resolved on
@@ -132,16 +133,26 @@ def bundle_files(repo: Path = REPO, source: Path = SOURCE) -> dict[str, bytes]:
     return files
 
 
-def _uv() -> str:
+def _uv(repo: Path = REPO) -> str:
+    """The uv binary: this interpreter's ``uv`` package, else the checkout's ``.venv`` (the
+    README's test set-up installs it there, and the README builds with the system
+    ``python3``), else one on ``PATH``."""
     try:
         from uv import find_uv_bin
 
         return str(find_uv_bin())
     except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-        if found is None:
-            raise BuildError("uv is needed to lock and check the bundle: pip install uv") from None
-        return found
+        pass
+    for venv_uv in (repo / ".venv" / "bin" / "uv", repo / ".venv" / "Scripts" / "uv.exe"):
+        if venv_uv.is_file() and os.access(venv_uv, os.X_OK):
+            return str(venv_uv)
+    found = shutil.which("uv")
+    if found is None:
+        raise BuildError(
+            "uv is needed to lock and check the bundle: the README's test set-up installs it in .venv "
+            "(.venv/bin/pip install -e '.[test]'), or pip install uv"
+        )
+    return found
 
 
 def _uv_lock(files: dict[str, bytes], *args: str) -> tuple[subprocess.CompletedProcess[str], bytes | None]:

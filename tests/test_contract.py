@@ -56,7 +56,7 @@ def _mcp_tools() -> dict[str, Any]:
 def test_the_table_holds_every_mcp_tool_and_the_rest_and_library_only_operations() -> None:
     assert {op.name for op in contract.OPERATIONS.values() if op.mcp} == TOOLS
     assert {op.name for op in contract.OPERATIONS.values() if not op.mcp} == {
-        "delete_all", "add_turn", "add_bulk", "add_many",
+        "delete_all", "add_turn", "add_bulk", "add_many", "stats", "history", "lineage", "revisions",
     }  # fmt: skip
     for op in contract.OPERATIONS.values():
         assert hasattr(MemoryService, op.core), op.name
@@ -91,11 +91,12 @@ def test_the_size_limits_are_the_cores_own_constants() -> None:
 def test_the_ranges_are_spec_s() -> None:
     spans = {(op.name, p.name): (p.low, p.high, p.default) for op, p in RANGED}
     assert spans == {
-        ("memory_search", "limit"): (5, 20, 10),
-        ("memory_recall", "limit"): (5, 20, 10),
+        ("memory_search", "limit"): (1, 20, 10),
+        ("memory_recall", "limit"): (1, 20, 10),
         ("memory_recall", "context_limit"): (0, 20, 10),
         ("memory_list", "limit"): (1, 500, 100),
-        ("by_speaker", "limit"): (5, 20, 20),
+        ("by_speaker", "limit"): (1, 20, 20),
+        ("revisions", "limit"): (5, 20, 20),
         ("memory_search", "max_chars"): (1, 200_000, None),
         ("memory_recall", "max_chars"): (1, 200_000, None),
     }
@@ -181,11 +182,11 @@ def test_library_signatures_show_the_tables_defaults() -> None:
 
 def test_cli_search_limit_is_the_tables() -> None:
     parser = argparse.ArgumentParser()
-    add_commands(parser, argparse.ArgumentParser(add_help=False))
+    add_commands(parser, lambda names: argparse.ArgumentParser(add_help=False))
     search = parser.parse_args(["search", "anything"])
     assert search.limit == contract.operation("memory_search").default("limit")
     help_text = parser._subparsers._group_actions[0].choices["search"].format_help()
-    assert "5-20, default 10" in " ".join(help_text.split())
+    assert "1-20, default 10" in " ".join(help_text.split())
 
 
 # --- the core enforces the table ---------------------------------------------------------------------

@@ -249,3 +249,80 @@ async def test_store_create_without_a_user_id_answers_the_default_store_in_every
     mcp = await faces.mcp.ok("store_create")
     expected = {"user_id": contract.DEFAULT_STORE, "status": "exists"}
     assert _valid("store_create", library) == response.json() == mcp == expected
+
+
+# --- 4. the store's own state: the library answers as the SDK over REST --------------------------------
+
+
+@pytest.mark.slow
+async def test_stats_history_lineage_and_revisions_answer_the_same_in_library_and_sdk(faces: Faces) -> None:
+    stores = faces.stores()
+    sides = {"library": faces.mem, "rest": faces.sdk}
+    firsts = {}
+    for face, client in sides.items():
+        user_id = stores[face]
+        firsts[face] = client.add("The pool opens at 7.", user_id=user_id)["id"]
+        client.update(firsts[face], "The pool opens at 6.", user_id=user_id)
+        client.add_turn("When does the pool open?", "At 6.", user_id=user_id)
+
+    def answers(face: str) -> dict[str, Any]:
+        client, user_id = sides[face], stores[face]
+        lineage = _valid("lineage", client.lineage(user_id, firsts[face]))
+        page = _valid("revisions", client.revisions(user_id, include="revised", limit=5))
+        return {
+            "stats": {**_valid("stats", client.stats(user_id)), "user_id": ""},
+            "history": [(t["role"], t["content"], t.get("speaker")) for t in client.history(user_id)],
+            "lineage": [(v["content"], v["is_current"]) for v in lineage["versions"]],
+            "revisions": {k: v for k, v in page.items() if k not in ("user_id", "memories", "counts")},
+            "revised": [m["content"] for m in page["memories"]],
+        }
+
+    library, rest = answers("library"), answers("rest")
+    assert library == rest
+    assert library["stats"] == {"user_id": "", "total_memories": 4, "short_term_turns": 2}
+    assert library["lineage"] == [("The pool opens at 7.", False), ("The pool opens at 6.", True)]
+    assert library["revised"] == ["The pool opens at 7."]
+    assert faces.library_error(lambda: faces.mem.lineage(stores["library"], "no-such-id"))["error"]["field"] == (
+        "memory_id"
+    )
+
+
+# --- 5. limit 1-20 for search, recall and by_speaker: the same on every face ----------------------------
+
+# (operation, the MCP tool / REST path, the REST name of `limit`)
+LIMITED = [("memory_search", "/memory/search", "max_results"), ("memory_recall", "/memory/recall", "limit"),
+           ("by_speaker", "/memory/by-speaker", "limit")]  # fmt: skip
+
+
+def _returned(op: str, answer: Any) -> int:
+    if op == "memory_recall":
+        return len(answer["long_term"]["memories"])
+    return len(answer if isinstance(answer, list) else answer["memories"])
+
+
+@pytest.mark.slow
+async def test_a_limit_from_1_to_20_is_served_and_0_or_21_refused_naming_it_on_every_face(faces: Faces) -> None:
+    stores = faces.stores()
+    items = [{"content": f"Bob's note {i} about the garden.", "speaker": "me"} for i in range(21)]
+    for user_id in stores.values():
+        faces.mem.add_many(items, user_id)
+    library = {
+        "memory_search": lambda n, s: faces.mem.search("garden", s, limit=n),
+        "memory_recall": lambda n, s: faces.mem.recall("garden", s, limit=n),
+        "by_speaker": lambda n, s: faces.mem.by_speaker("me", s, limit=n),
+    }
+    for op, path, rest_name in LIMITED:
+        asked = {"speaker": "me"} if op == "by_speaker" else {"query": "garden"}
+        for n in (1, 3, 20):
+            mcp = await faces.mcp.ok(op, **asked, limit=n, user_id=stores["mcp"])
+            rest = faces.http.post(f"/api/v1{path}", json={**asked, rest_name: n, "user_id": stores["rest"]})
+            assert rest.status_code == 200, rest.text
+            got = {_returned(op, library[op](n, stores["library"])), _returned(op, rest.json()), _returned(op, mcp)}
+            assert got == {n}, (op, n, got)
+        for n in (0, 21):
+            refusal = faces.library_error(lambda: library[op](n, stores["library"]))  # noqa: B023 - called at once
+            assert refusal["error"]["field"] == "limit"
+            rest_error = faces.rest_error(path, {**asked, rest_name: n, "user_id": stores["rest"]})
+            assert (rest_error["status"], rest_error["error"]["field"]) == (400, rest_name)
+            mcp_error = await faces.mcp_error(op, **asked, limit=n, user_id=stores["mcp"])
+            assert (mcp_error["status"], mcp_error["error"]["field"]) == (400, "limit")

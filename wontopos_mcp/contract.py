@@ -1,7 +1,8 @@
 """The contract table: every operation the engine offers, defined once for every face.
 
-One :class:`Operation` per call (the 15 MCP tools, and the REST/library-only
-``delete_all``, ``add_turn``, ``add_bulk`` and ``add_many``) gives its parameters with
+One :class:`Operation` per call (the 17 MCP tools, and the REST/library-only
+``delete_all``, ``add_turn``, ``add_bulk``, ``add_many`` and the store's own state:
+``stats``, ``history``, ``lineage``, ``revisions``) gives its parameters with
 their defaults, ranges and size limits, the REST route and the one name mapping of
 SPEC ("Three faces": ``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
 ``memory_id``/``content``, ``metadata.*`` -> the memory fields), the ``Memory`` method,
@@ -14,7 +15,7 @@ defaults and renamed fields, ``cli.commands`` the CLI's help and defaults. It is
 it imports nothing of ``mcp``, ``starlette`` or ``uvicorn``, and no storage or model.
 
 Size limits are the core's own constants, imported from the modules that check them (one
-literal each). The ranges and defaults (``limit`` 5-20, default 10 ...) are written only
+literal each). The ranges and defaults (``limit`` 1-20, default 10 ...) are written only
 here: the core checks integers with :meth:`Param.integer` and takes its signature
 defaults from the table, so this module sits in the core, below the operations that use
 it; ``tests/test_contract.py`` proves each face and the core agree with it.
@@ -88,7 +89,7 @@ class Param:
 
     @property
     def span(self) -> str:
-        """``5-20, default 10``: the range and default as every face's help writes them."""
+        """``1-20, default 10``: the range and default as every face's help writes them."""
         bounds = f"{self.low}-{self.high}" if self.high is not None else f"at least {self.low}"
         return bounds if self.default is None else f"{bounds}, default {self.default}"
 
@@ -192,8 +193,8 @@ MESSAGES = Param(
     max_chars=MAX_MESSAGES_CHARS,
     kind="messages",
 )
-SEARCH_LIMIT = Param("limit", "How many memories to return", default=10, low=5, high=20)
-RECALL_LIMIT = Param("limit", "How many long-term memories to return", default=10, low=5, high=20)
+SEARCH_LIMIT = Param("limit", "How many memories to return", default=10, low=1, high=20)
+RECALL_LIMIT = Param("limit", "How many long-term memories to return", default=10, low=1, high=20)
 CONTEXT_LIMIT = Param(
     "context_limit", "How many recent turns, and how many lines around the best memory, to return",
     default=10, low=0, high=20,
@@ -212,7 +213,8 @@ MAX_CHARS = Param(
     low=1,
     high=200_000,
 )
-BY_SPEAKER_LIMIT = Param("limit", "How many memories per page", default=20, low=5, high=20)
+BY_SPEAKER_LIMIT = Param("limit", "How many memories per page", default=20, low=1, high=20)
+REVISIONS_LIMIT = Param("limit", "How many memories per page", default=20, low=5, high=20)
 
 
 def _op(name: str, params: tuple[Param, ...], answers: tuple[str, ...], **rest: Any) -> Operation:
@@ -440,6 +442,25 @@ _TABLE: tuple[Operation, ...] = (
         ),
         ("MemoryBatchAnswer",), core="memory_add_bulk", mcp=False, library="add_bulk",
         rest=Rest("POST", "/memory/bulk-store", _names("user_id", "content", "category", "timestamp")),
+    ),
+    # the store's own state (REST and library only; an agent's tool listing stays short)
+    _op("stats", (USER_ID,), ("StatsAnswer",), mcp=False, library="stats", cli="stats",
+        rest=Rest("POST", "/memory/stats", _names("user_id"))),
+    _op("history", (USER_ID,), ("HistoryAnswer",), mcp=False, library="history",
+        rest=Rest("POST", "/memory/history", _names("user_id"))),
+    _op("lineage", (MEMORY_ID, USER_ID), ("LineageAnswer",), mcp=False, library="lineage",
+        rest=Rest("POST", "/memory/lineage", _names("user_id", "memory_id"))),
+    _op(
+        "revisions",
+        (
+            Param("include", 'One page of the memories behind a count: "revised" or "unrevised".'),
+            REVISIONS_LIMIT,
+            Param("before", "`next_before` from the previous page."),
+            Param("skip_ids", "`next_skip_ids` from the previous page.", max_items=MAX_SKIP_IDS, kind="names"),
+            USER_ID,
+        ),
+        ("RevisionsAnswer",), mcp=False, library="revisions",
+        rest=Rest("POST", "/won/revisions", _names("user_id", "include", "limit", "before", "skip_ids")),
     ),
     _op(
         "add_many",

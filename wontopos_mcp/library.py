@@ -66,7 +66,7 @@ class Memory:
     in written texts are stored as ``[redacted:<kind>]`` (``WONTOPOS_REDACT``).
 
     The embedding model starts loading in the background at construction; calls that
-    need it wait for it (up to 20 s, then ``UnavailableError``), others never do. A
+    need it wait for it (up to 60 s, then ``UnavailableError``), others never do. A
     database built with another embedding model raises ``errors.ModelMismatch`` (naming
     both) at construction, before anything is embedded into it.
     """
@@ -267,6 +267,36 @@ class Memory:
     def delete_all(self, user_id: str) -> dict[str, Any]:
         """Erase every memory of a store (required ``user_id``); store and speakers stay."""
         return self._service.delete_all(user_id)
+
+    # -- the store's own state ---------------------------------------------------------------------
+
+    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """``{user_id, total_memories, short_term_turns}``: memories, never records."""
+        return dict(self._service.stats(user_id))
+
+    def history(self, user_id: str | None = None) -> list[dict[str, Any]]:
+        """The short-term turns ``recall`` reads, oldest first (a list, as the SDK returns)."""
+        return [dict(turn) for turn in self._service.history(user_id)["turns"]]
+
+    def lineage(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
+        """One memory's versions from ``memory_id`` forward to the one in force, oldest
+        first; ``lineage(memory_id)`` alone reads the default store."""
+        user_id, memory_id = _split_id_args(user_id, memory_id)
+        return dict(self._service.lineage(memory_id, user_id=user_id))
+
+    def revisions(
+        self,
+        user_id: str | None = None,
+        *,
+        include: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+        skip_ids: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """How many memories were revised (superseded by a later version); with ``include``
+        (``"revised"`` or ``"unrevised"``), one page of them, paged as ``by_speaker``."""
+        given = _given(limit=limit, before=before, skip_ids=skip_ids)
+        return dict(self._service.revisions(include, user_id=user_id, **given))
 
     # -- lifecycle ------------------------------------------------------------------------------
 

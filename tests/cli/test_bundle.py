@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -462,3 +463,31 @@ async def test_the_bundled_entry_point_starts_offline_and_lists_the_manifest_too
     assert db.is_dir()  # the user's database folder reached the server through the manifest's env
     assert (installed / ".venv").is_dir()  # uv's environment, inside the bundle's folder
     print(f"\nbundle, offline: spawn to tools/list {seconds:.1f} s")
+
+
+def _readme_build_command() -> str:
+    """The README's bundle command line, as a reader copies it (its comment left out)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+    (line,) = [ln for b in blocks for ln in b.splitlines() if "build_mcpb.py" in ln and "--lock" not in ln]
+    return line.split("#", 1)[0].strip()
+
+
+@pytest.mark.slow
+def test_the_readmes_build_command_works_as_written_with_the_systems_python3() -> None:
+    """With the system ``python3`` and nothing of the checkout's ``.venv`` on ``PATH`` (where
+    the README's test set-up put uv): the script finds that uv itself (issue 31)."""
+    command = _readme_build_command()
+    assert command.startswith("python3 ")
+    venv_bin = str(Path(sys.prefix) / "bin")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PATH")}
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=REPO, env={**env, "PATH": path}, capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = Path(done.stdout.strip())
+    assert out == REPO / "dist" / "wontopos-mcp.mcpb"
+    with zipfile.ZipFile(out) as bundle:
+        assert "manifest.json" in bundle.namelist()

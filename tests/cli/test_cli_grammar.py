@@ -240,7 +240,8 @@ def test_help_shows_examples_and_the_database_a_run_would_use(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["search", "x", "--limit", "3"], "argument --limit: must be between 5 and 20, got 3"),
+        (["search", "x", "--limit", "0"], "argument --limit: must be between 1 and 20, got 0"),
+        (["search", "x", "--limit", "21"], "argument --limit: must be between 1 and 20, got 21"),
         (["search", "x", "--limit", "many"], "argument --limit: must be a whole number, got 'many'"),
         (["memories", "list", "--limit", "0"], "argument --limit: must be between 1 and 500, got 0"),
         (["import", "x.jsonl", "--batch", "0"], "argument --batch: must be between 1 and 10000, got 0"),
@@ -267,3 +268,78 @@ def test_info_knows_the_models_made_of_the_bundled_weights_from_a_downloaded_one
     model, downloaded on first use."""
     for name, expected in [(DEFAULT_MODEL, True), (TEST_MODEL.upper(), True), ("BAAI/bge-small-en-v1.5", None)]:
         assert model_converted(Settings.load({"embed_model": name, "model_cache": str(model_cache)})) is expected
+
+
+# -- each command's help: the flags it uses, no more -------------------------------------------------------
+
+SERVER_ONLY = ("--transport", "--host", "--port", "--allowed-hosts", "--max-body-bytes")
+
+
+def _commands(parser: Any = None, prefix: str = "") -> dict[str, Any]:
+    """Every command's own parser by its name (``stats``, ``speakers add``)."""
+    parser = parser or _parser([])
+    found: dict[str, Any] = {}
+    for action in parser._subparsers._group_actions:
+        for name, sub in action.choices.items():
+            full = f"{prefix} {name}".strip()
+            if sub._subparsers is None:
+                found[full] = sub
+            else:
+                found.update(_commands(sub, full))
+    return found
+
+
+def _flags(parser: Any) -> set[str]:
+    return {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
+
+
+def test_the_server_flags_show_only_where_a_server_runs_and_each_command_shows_the_settings_it_uses() -> None:
+    top = _flags(_parser([]))
+    assert top >= {*SERVER_ONLY, "--db", "--writers", "--redact", "--speaker-limit", "--embed-model"}
+    parsers = _commands()
+    assert set(commands.USES) <= set(parsers)
+    for name, sub in parsers.items():
+        flags = _flags(sub)
+        assert not flags & set(SERVER_ONLY), name
+        assert {"--db", "--log-level"} <= flags, name
+    for name in ("stats", "export", "memories list", "stores list", "speakers list"):
+        assert not _flags(parsers[name]) & {"--writers", "--redact", "--speaker-limit", "--embed-model"}, name
+    assert {"--redact", "--writers", "--embed-model"} <= _flags(parsers["add"])
+    assert "--speaker-limit" in _flags(parsers["speakers add"])
+    assert "--writers" in _flags(parsers["memories forget"])
+
+
+def test_reindex_usage_shows_embed_model_as_required() -> None:
+    usage = " ".join(_commands()["reindex"].format_usage().split())
+    assert usage.endswith(" --embed-model NAME")
+    assert "[--embed-model" not in usage
+
+
+def test_a_setting_given_after_its_command_still_applies() -> None:
+    args = vars(_parser([]).parse_args(["add", "x", "--redact", "secrets", "--db", "/tmp/elsewhere"]))
+    assert (args["redact"], args["db"]) == ("secrets", "/tmp/elsewhere")
+    args = vars(_parser([]).parse_args(["--redact", "secrets", "add", "x"]))
+    assert args["redact"] == "secrets"
+
+
+def test_a_404_names_the_store_it_looked_in_and_how_to_name_another(wontopos: Any, service: MemoryService) -> None:
+    service.store_create("alice")
+    code, out, err = wontopos("memories", "forget", "9b2d8c1e-0000-4000-8000-000000000000")
+    assert (code, out) == (1, "")
+    assert "'default'; name another store with --user NAME" in err
+    code, _, err = wontopos("speakers", "remove", "Zed", "--user", "alice")
+    assert code == 1
+    assert "'alice'; name another store with --user NAME" in err
+    code, _, err = wontopos("memories", "get", "m-1", "--user", "nobody")  # the store itself: how to create it
+    assert code == 1
+    assert "stores create nobody" in err
+    assert "--user NAME" not in err
+
+
+@pytest.mark.slow
+def test_search_serves_a_limit_from_1_to_20(wontopos: Any, service: MemoryService) -> None:
+    service.memory_add_batch([{"content": f"Note {i} about the harbour."} for i in range(21)])
+    for n in (1, 3, 20):
+        code, out, _ = wontopos("search", "harbour", "--limit", str(n), "--json")
+        assert code == 0
+        assert len(json.loads(out)["memories"]) == n

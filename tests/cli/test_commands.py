@@ -118,8 +118,8 @@ def test_export_then_import_copies_a_store_with_speakers_and_supersede_chains(
     assert out.splitlines()[0].endswith("[Bob] Bob's train leaves at 9")
     stats = json.loads(wontopos("stats", "--user", "copy", "--json")[1])
     assert stats | {"user_id": "copy"} == {
-        "user_id": "copy", "memories": 3, "current": 2, "superseded": 1, "speakers": 1, "speaker_limit": 50,
-        "by_speaker": {"Bob": 2, "me": 1},
+        "user_id": "copy", "memories": 3, "current": 2, "superseded": 1, "short_term_turns": 0, "speakers": 1,
+        "speaker_limit": 50, "by_speaker": {"Bob": 2, "me": 1},
     }  # fmt: skip
 
 

@@ -324,7 +324,7 @@ def test_reindex_without_a_database_or_without_a_model_is_one_line_exit_2_and_cr
     assert not missing.exists()
     unnamed = _cli(missing, model_cache, "reindex")
     assert unnamed.returncode == 2
-    assert "wontopos-mcp reindex --embed-model NAME" in unnamed.stderr
+    assert unnamed.stderr == "wontopos-mcp: the following arguments are required: --embed-model\n"
     assert not missing.exists()
 
 

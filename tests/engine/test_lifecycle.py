@@ -371,7 +371,7 @@ def test_recall_on_an_empty_store_answers_empty_parts(service: MemoryService) ->
 @pytest.mark.parametrize(
     ("options", "field"),
     [
-        ({"limit": 4}, "limit"),
+        ({"limit": 0}, "limit"),
         ({"limit": 21}, "limit"),
         ({"limit": True}, "limit"),
         ({"limit": "10"}, "limit"),

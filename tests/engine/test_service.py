@@ -596,14 +596,14 @@ def test_filters_must_be_an_object(service: MemoryService) -> None:
         service.memory_search("x", filters=["categories"])
 
 
-@pytest.mark.parametrize("limit", [4, 21, 0, -1, True, 5.0, "10", None])
-def test_a_search_limit_outside_5_to_20_or_not_an_integer_is_refused(face: ServiceFace, limit: Any) -> None:
+@pytest.mark.parametrize("limit", [21, 0, -1, True, 5.0, "10", None])
+def test_a_search_limit_outside_1_to_20_or_not_an_integer_is_refused(face: ServiceFace, limit: Any) -> None:
     with refused(400, field="limit"):
         face.search("anything", limit=limit)
 
 
-@pytest.mark.parametrize("limit", [4, 21, False, 7.5, "20"])
-def test_a_by_speaker_limit_outside_5_to_20_or_not_an_integer_is_refused(face: ServiceFace, limit: Any) -> None:
+@pytest.mark.parametrize("limit", [0, 21, False, 7.5, "20"])
+def test_a_by_speaker_limit_outside_1_to_20_or_not_an_integer_is_refused(face: ServiceFace, limit: Any) -> None:
     with refused(400, field="limit"):
         face.by_speaker("me", limit=limit)
 

@@ -430,7 +430,7 @@ def test_malformed_requests_answer_the_error_body(http: httpx.Client) -> None:
     wrong_method = http.get("/api/v1/memory/store")
     _refused(wrong_method, 405, "invalid_request_error")
     assert "POST" in wrong_method.headers["Allow"]
-    _refused(http.post("/api/v1/memory/lineage", json={}), 501, "not_implemented_error", endpoint="lineage")
+    _refused(http.post("/api/v1/memory/images", json={}), 501, "not_implemented_error", endpoint="images")
     _refused(http.get("/api/v1/won/usage?days=7"), 501, "not_implemented_error", endpoint="usage")
 
 

@@ -320,25 +320,79 @@ def test_add_bulk_cuts_a_text_into_memories_stored_once(mem: wontopos.Client, st
     assert sorted(m["id"] for m in mem.export_memories(store)) == sorted(first["ids"] + back["ids"])
 
 
+# --- the store's own state: stats, history, lineage, revisions ------------------------------------
+
+
+@pytest.mark.slow
+def test_the_sdks_store_state_calls_see_a_superseded_memory_and_the_turns_recall_reads(
+    mem: wontopos.Client, store: str
+) -> None:
+    first = mem.add("Bob's flight lands at 8. It is gate four.", user_id=store)["id"]  # two records
+    second = mem.update(first, "Bob's flight lands at 9.", user_id=store)["id"]
+    mem.add_turn("Where does Bob land?", "At gate four, at 9.", user_id=store)
+
+    assert mem.stats(store) == {"user_id": store, "total_memories": 4, "short_term_turns": 2}
+    lineage = mem.lineage(store, first)
+    assert [(v["id"], v["is_current"]) for v in lineage["versions"]] == [(first, False), (second, True)]
+    assert [v["id"] for v in mem.lineage(store, second)["versions"]] == [second]
+    counts = mem.revisions(store)
+    assert (counts["revised"], counts["unrevised"], counts["total"]) == (1, 3, 4)
+    revised = mem.revisions(store, include="revised", limit=5)
+    assert [m["id"] for m in revised["memories"]] == [first]
+    assert revised["has_more"] is False
+
+    turns = mem.history(store)
+    assert [(t["role"], t["content"]) for t in turns] == [
+        ("user", "Where does Bob land?"), ("assistant", "At gate four, at 9."),
+    ]  # fmt: skip
+    recalled = mem.recall("Bob's flight", user_id=store)["short_term"]["turns"]
+    assert [t["content"] for t in turns] == [t["content"] for t in recalled]
+
+
+@pytest.mark.slow
+def test_revision_pages_walk_through_the_sdk_with_its_cursor(mem: wontopos.Client, store: str) -> None:
+    mem.add_bulk("\n\n".join(f"Fact number {i} is true." for i in range(12)), store)
+    seen: list[str] = []
+    before = skip = None
+    while True:
+        page = mem.revisions(store, include="unrevised", limit=5, before=before, skip_ids=skip)
+        seen += [m["id"] for m in page["memories"]]
+        if not page["has_more"]:
+            break
+        before, skip = page["next_before"], page["next_skip_ids"]
+    assert len(seen) == len(set(seen)) == 12
+
+
+def test_the_sdks_store_state_calls_refuse_as_spec_says(live: Any, mem: wontopos.Client, store: str) -> None:
+    with pytest.raises(wontopos.NotFoundError) as unknown:
+        mem.lineage(store, "9b2d8c1e-0000-4000-8000-000000000000")
+    assert unknown.value.details["field"] == "memory_id"
+    for call in (lambda: mem.stats("nobody"), lambda: mem.history("nobody"), lambda: mem.revisions("nobody")):
+        with pytest.raises(wontopos.NotFoundError) as missing:
+            call()
+        assert missing.value.details["field"] == "user_id"
+    with httpx.Client(base_url=live.url, headers={"X-API-Key": KEY}) as http:
+        for body, field in [
+            ({"user_id": store, "include": "revised", "limit": 4}, "limit"),
+            ({"user_id": store, "include": "everything"}, "include"),
+            ({"user_id": store, "before": "2026-01-01"}, "before"),
+        ]:
+            answer = http.post(f"{API}/won/revisions", json=body)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["error"]["field"] == field
+        answer = http.post(f"{API}/memory/lineage", json={"user_id": store})
+        assert (answer.status_code, answer.json()["error"]["field"]) == (400, "memory_id")
+
+
 # --- what this server does not serve -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("call", "endpoint"),
-    [
-        (lambda mem, store: mem.stats(store), "stats"),
-        (lambda mem, store: mem.history(store), "history"),
-        (lambda mem, store: mem.list_models(), "models"),
-        (lambda mem, store: mem.lineage(store, "9b2d8c1e-0000-4000-8000-000000000000"), "lineage"),
-        (lambda mem, store: mem.revisions(store), "revisions"),
-    ],
-)
-def test_a_hosted_only_endpoint_is_501_naming_it(mem: wontopos.Client, store: str, call: Any, endpoint: str) -> None:
+def test_a_hosted_only_endpoint_is_501_naming_it(mem: wontopos.Client) -> None:
     with pytest.raises(wontopos.ServerError) as refused:
-        call(mem, store)
+        mem.list_models()
     assert refused.value.status == 501
     assert refused.value.type == "not_implemented_error"
-    assert refused.value.details["endpoint"] == endpoint
+    assert refused.value.details["endpoint"] == "models"
 
 
 # A well-typed value for each required core parameter: the others are given, so the one left

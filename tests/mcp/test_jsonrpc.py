@@ -264,3 +264,28 @@ async def test_an_in_process_call_with_a_lone_surrogate_is_refused_before_the_se
     assert unknown.structured_content["error"]["field"] == "name"
     json.dumps(unknown.structured_content).encode("utf-8")  # the bad name is not echoed
     assert service.memory_list()["memories"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "said"),
+    [
+        ('{"name":"memory_add","arguments":[1,2]}', "arguments", "got an array"),
+        ('{"name":"memory_add","arguments":"content=x"}', "arguments", "got a string"),
+        ('{"name":"memory_add","arguments":5}', "arguments", "got a number"),
+        ('{"name":5,"arguments":{}}', "name", "got a number"),
+        ('{"arguments":{}}', "name", "got nothing"),
+    ],
+)
+def test_a_tool_call_with_malformed_arguments_is_32602_naming_what_is_wrong(params: str, field: str, said: str) -> None:
+    refusal = _refusal(f'{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{params}}}')
+    assert (refusal.code, refusal.ids) == (INVALID_PARAMS, (9,))
+    assert said in refusal.message
+    assert f"params.{field}" in refusal.message
+    wire = refusal.answer().model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert wire["error"]["data"] == {"field": field}
+
+
+def test_a_tool_call_without_arguments_or_with_null_ones_still_reaches_the_tool() -> None:
+    for params in ('{"name":"stores_list"}', '{"name":"stores_list","arguments":null}'):
+        decoded = decode(f'{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{params}}}')
+        assert isinstance(decoded, SessionMessage), decoded

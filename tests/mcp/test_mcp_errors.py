@@ -135,10 +135,10 @@ async def test_out_of_range_numbers_are_400_naming_them(mcp: Session, name: str)
 
 
 async def test_range_errors_read_like_the_services_own(mcp: Session) -> None:
-    error = await mcp.refused("memory_search", {"query": "x", "limit": 3}, status=400, type="invalid_request_error")
+    error = await mcp.refused("memory_search", {"query": "x", "limit": 21}, status=400, type="invalid_request_error")
     assert error == {
         "type": "invalid_request_error",
-        "message": "limit must be between 5 and 20, got 3",
+        "message": "limit must be between 1 and 20, got 21",
         "field": "limit",
     }
     error = await mcp.refused(
@@ -193,7 +193,7 @@ async def test_malformed_messages_are_400_naming_the_message(mcp: Session) -> No
 
 async def test_memory_recall_limits_out_of_range_are_400_naming_them(mcp: Session) -> None:
     for arguments, field in [
-        ({"limit": 4}, "limit"),
+        ({"limit": 0}, "limit"),
         ({"limit": 21}, "limit"),
         ({"context_limit": -1}, "context_limit"),
         ({"context_limit": 21}, "context_limit"),

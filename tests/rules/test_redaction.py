@@ -450,7 +450,7 @@ def test_a_bad_redact_setting_is_refused(value: str, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_bad_redact_flag_stops_every_command_with_one_line(tmp_path: Path) -> None:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("WONTOPOS_")}, "PYTHONPATH": str(REPO)}
-    for argv in (["--redact", "all"], ["stores", "list", "--redact", "all"]):
+    for argv in (["--redact", "all"], ["add", "x", "--redact", "all"], ["--redact", "all", "stores", "list"]):
         done = subprocess.run(
             [sys.executable, "-m", "wontopos_mcp", "--db", str(tmp_path / "db"), *argv],
             env={**env, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=60,

@@ -38,8 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from wontopos_mcp.contract import DEFAULT_STORE, Param, operation
@@ -95,9 +94,35 @@ def ranged(param: Param) -> Callable[[str], int]:
     return parse
 
 
-def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParser, epilog: str = "") -> None:
-    """Register the subcommands on ``parser``; ``common`` carries the shared settings
-    flags, ``epilog`` ends every command's ``--help`` (the resolved database path)."""
+# The settings flags each command takes beyond ``--db`` and ``--log-level``: those it uses.
+# The server's own (``--transport``, ``--host``, ``--port``, ...) belong to no command.
+_MODEL = ("embed_model", "model_cache")  # a command that embeds
+_WRITES = ("writers",)  # a command that writes (object storage: one writer, or leased replicas)
+USES: dict[str, tuple[str, ...]] = {
+    "stores create": _WRITES,
+    "stores delete": _WRITES,
+    "speakers add": (*_WRITES, "speaker_limit"),
+    "speakers remove": _WRITES,
+    "speakers rename": _WRITES,
+    "speakers merge": _WRITES,
+    "memories forget": _WRITES,
+    "info": _MODEL,  # names the model and its cache
+    "add": (*_MODEL, *_WRITES, "redact"),
+    "search": _MODEL,
+    "import": (*_MODEL, *_WRITES, "redact", "speaker_limit"),
+    "reindex": ("model_cache", *_WRITES),  # and its own --embed-model, required
+}
+EVERY_COMMAND = ("db", "log_level")
+
+
+def add_commands(
+    parser: argparse.ArgumentParser,
+    flags: Callable[[Sequence[str]], argparse.ArgumentParser],
+    epilog: str = "",
+) -> None:
+    """Register the subcommands on ``parser``; ``flags(names)`` gives a parent parser with
+    the settings flags of those names (each command takes those it uses, ``USES``),
+    ``epilog`` ends every command's ``--help`` (the resolved database path)."""
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(
@@ -106,11 +131,13 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
         example: str,
         *,
         parent: Any = commands,
+        of: str = "",
         store: str | None = "the store",
         json: bool = True,
     ) -> argparse.ArgumentParser:
+        uses = flags((*EVERY_COMMAND, *USES.get(f"{of} {name}".strip(), ())))
         sub: argparse.ArgumentParser = parent.add_parser(
-            name, help=help, description=help, parents=[common], epilog=f"example:\n  {example}\n\n{epilog}",
+            name, help=help, description=help, parents=[uses], epilog=f"example:\n  {example}\n\n{epilog}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )  # fmt: skip
         where = argparse.SUPPRESS if store is None else f'{store} (default: "{DEFAULT_STORE}")'
@@ -129,52 +156,69 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
     )
 
     stores = group("stores", "list, create or delete stores")
-    command("list", "list every store", "wontopos-mcp stores list", parent=stores, store=None)
-    command("create", "create a store", "wontopos-mcp stores create alice", parent=stores, store=None).add_argument(
-        "name", nargs="?", metavar="NAME"
-    )
+    command("list", "list every store", "wontopos-mcp stores list", parent=stores, of="stores", store=None)
+    command(
+        "create", "create a store", "wontopos-mcp stores create alice", parent=stores, of="stores", store=None
+    ).add_argument("name", nargs="?", metavar="NAME")
     delete = command(
         "delete",
         "delete a store with its memories and speakers (asks first)",
         "wontopos-mcp stores delete alice --yes",
         parent=stores,
+        of="stores",
         store=None,
     )
     delete.add_argument("name", metavar="NAME")
     delete.add_argument("--yes", action="store_true", help="do not ask")
 
     speakers = group("speakers", "list, add or remove a store's speakers")
-    command("list", "list the people registered in a store", "wontopos-mcp speakers list --user alice", parent=speakers)
     command(
-        "add", "register a person in a store", "wontopos-mcp speakers add Bob --user alice", parent=speakers
+        "list",
+        "list the people registered in a store",
+        "wontopos-mcp speakers list --user alice",
+        parent=speakers,
+        of="speakers",
+    )
+    command(
+        "add",
+        "register a person in a store",
+        "wontopos-mcp speakers add Bob --user alice",
+        parent=speakers,
+        of="speakers",
     ).add_argument("speaker", metavar="NAME")
     command(
         "remove",
         "unregister a person (their memories stay, untagged)",
         "wontopos-mcp speakers remove Bob --user alice",
         parent=speakers,
+        of="speakers",
     ).add_argument("speaker", metavar="NAME")
     renamed = command("rename", "give a person another name (their memories follow)",
-                      "wontopos-mcp speakers rename Bbo Bob --user alice", parent=speakers)  # fmt: skip
+                      "wontopos-mcp speakers rename Bbo Bob --user alice", parent=speakers, of="speakers")  # fmt: skip
     renamed.add_argument("speaker", metavar="NAME")
     renamed.add_argument("new_name", metavar="NEW_NAME")
     merged = command("merge", "make one person of two names: NAME's memories go to INTO (asks first)",
-                     "wontopos-mcp speakers merge Robert Bob --user alice", parent=speakers)  # fmt: skip
+                     "wontopos-mcp speakers merge Robert Bob --user alice", parent=speakers, of="speakers")  # fmt: skip
     merged.add_argument("speaker", metavar="NAME")
     merged.add_argument("into", metavar="INTO")
     merged.add_argument("--yes", action="store_true", help="do not ask")
 
     memories = group("memories", "list, show or forget a store's memories")
     listed = command("list", "list memories, oldest first (with --speaker: that person's only)",
-                     "wontopos-mcp memories list --user alice --speaker Bob --limit 20", parent=memories)  # fmt: skip
+                     "wontopos-mcp memories list --user alice --speaker Bob --limit 20",
+                     parent=memories, of="memories")  # fmt: skip
     listed.add_argument("--speaker", metavar="NAME", help="only this person's memories")
     listed.add_argument("--limit", type=ranged(_LIST), default=_LIST.default, help=f"how many ({_LIST.span})")
     listed.add_argument("--cursor", help="continue after an earlier list (the command for it is printed)")
-    command("get", "show one memory", "wontopos-mcp memories get MEMORY_ID --user alice", parent=memories).add_argument(
-        "memory_id", metavar="ID"
-    )
     command(
-        "forget", "forget one memory", "wontopos-mcp memories forget MEMORY_ID --user alice", parent=memories
+        "get", "show one memory", "wontopos-mcp memories get MEMORY_ID --user alice", parent=memories, of="memories"
+    ).add_argument("memory_id", metavar="ID")
+    command(
+        "forget",
+        "forget one memory",
+        "wontopos-mcp memories forget MEMORY_ID --user alice",
+        parent=memories,
+        of="memories",
     ).add_argument("memory_id", metavar="ID")
 
     added = command(
@@ -229,13 +273,15 @@ def add_commands(parser: argparse.ArgumentParser, common: argparse.ArgumentParse
 
     command("stats", "count a store's memories and speakers", "wontopos-mcp stats --user alice")
 
-    command(
+    reindex = command(
         "reindex",
-        "re-embed every memory in place for another embedding model (--embed-model NAME, required); "
-        "afterwards start the server with that --embed-model",
+        "re-embed every memory in place for another embedding model; afterwards start the server with that "
+        "--embed-model",
         "wontopos-mcp reindex --embed-model BAAI/bge-small-en-v1.5 --db ./memdb",
         store=None,
     )
+    # Required, after the command (WONTOPOS_EMBED_MODEL alone is not the wish to rewrite every vector).
+    reindex.add_argument("--embed-model", metavar="NAME", required=True, help="the model to re-embed every memory for")
 
 
 def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | None = None) -> int:
@@ -263,7 +309,9 @@ def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | No
         _say(str(exc))
         return EXIT_BAD_SETTING
     except WontoposError as exc:
-        print(f"wontopos-mcp: {speak(exc, 'cli').message} ({exc.status} {exc.type})", file=sys.stderr)
+        print(
+            f"wontopos-mcp: {speak(exc, 'cli').message}{_where(exc, args)} ({exc.status} {exc.type})", file=sys.stderr
+        )
         return EXIT_REFUSED
     except OSError as exc:
         print(f"wontopos-mcp: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
@@ -271,6 +319,14 @@ def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | No
     finally:
         if own:
             service.close()
+
+
+def _where(exc: WontoposError, args: dict[str, Any]) -> str:
+    """For a memory or speaker not found: the store the command looked in, and how to name
+    another (a store that does not exist says so itself, with how to create it)."""
+    if exc.status != 404 or exc.field == "user_id" or "user_id" not in args:
+        return ""
+    return f", {args['user_id'] or DEFAULT_STORE!r}; name another store with --user NAME"
 
 
 def many(n: int, one: str, more: str) -> str:
@@ -487,18 +543,23 @@ def _import(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
 
 
 def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+    """The SDK's ``stats`` and ``revisions`` counts (memories, never records), and who said
+    how many: counts only, whatever the store's size."""
+    stats = service.stats(user_id=args["user_id"])
+    revisions = service.revisions(user_id=args["user_id"])
     speakers = service.speakers_list(user_id=args["user_id"])
-    memories = list(_memories(service, args["user_id"]))
-    superseded = sum(1 for m in memories if m["is_superseded"])
-    by_speaker = Counter(m.get("speaker", "(untagged)") for m in memories)
+    said = {s["speaker"]: s["memories"] for s in speakers["speakers"]}
+    said["me"] = service.by_speaker("me", limit=1, user_id=args["user_id"])["memories_to_delete"]
+    said["(untagged)"] = stats["total_memories"] - sum(said.values())
     answer = {
-        "user_id": speakers["user_id"],
-        "memories": len(memories),
-        "current": len(memories) - superseded,
-        "superseded": superseded,
+        "user_id": stats["user_id"],
+        "memories": stats["total_memories"],
+        "current": revisions["unrevised"],
+        "superseded": revisions["revised"],
+        "short_term_turns": stats["short_term_turns"],
         "speakers": speakers["count"],
         "speaker_limit": speakers["limit"],
-        "by_speaker": dict(sorted(by_speaker.items())),
+        "by_speaker": {name: n for name, n in sorted(said.items()) if n},
     }
     lines = [
         (

@@ -61,28 +61,27 @@ class _Parser(argparse.ArgumentParser):
         _fail(message)
 
 
-def _store_flags(parser: argparse.ArgumentParser, default: Any) -> None:
-    """The settings every command shares (the server's and the human commands')."""
-    parser.add_argument("--db", default=default, help="database directory or LanceDB URI (WONTOPOS_DB)")
-    parser.add_argument(
-        "--speaker-limit", default=default, help="people a store may register, default 50 (WONTOPOS_SPEAKER_LIMIT)"
-    )
-    parser.add_argument("--embed-model", default=default, help="embedding model (WONTOPOS_EMBED_MODEL)")
-    parser.add_argument("--model-cache", default=default, help="model cache directory (WONTOPOS_MODEL_CACHE)")
-    parser.add_argument(
-        "--log-level", default=default, help="debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)"
-    )
-    parser.add_argument(
-        "--writers",
-        default=default,
-        help="object storage: single (default, one writing process) or leased (replicas) (WONTOPOS_WRITERS)",
-    )
-    parser.add_argument(
-        "--redact",
-        default=default,
-        help="none (default) or secrets: API keys, tokens, private keys and passwords in written "
-        "texts become [redacted:<kind>] before they are stored (WONTOPOS_REDACT)",
-    )
+# The settings the server and the human commands share, by ``Settings`` field: each
+# command's ``--help`` shows only those it uses (``cli.commands.USES``), the server all.
+SETTINGS_FLAGS: dict[str, str] = {
+    "db": "database directory or LanceDB URI (WONTOPOS_DB)",
+    "speaker_limit": "people a store may register, default 50 (WONTOPOS_SPEAKER_LIMIT)",
+    "embed_model": "embedding model (WONTOPOS_EMBED_MODEL)",
+    "model_cache": "model cache directory (WONTOPOS_MODEL_CACHE)",
+    "log_level": "debug, info, warning (default), error (WONTOPOS_LOG_LEVEL)",
+    "writers": "object storage: single (default, one writing process) or leased (replicas) (WONTOPOS_WRITERS)",
+    "redact": "none (default) or secrets: API keys, tokens, private keys and passwords in written "
+    "texts become [redacted:<kind>] before they are stored (WONTOPOS_REDACT)",
+}
+
+
+def _settings_flags(names: Sequence[str] = tuple(SETTINGS_FLAGS), default: Any = None) -> argparse.ArgumentParser:
+    """A parent parser with the ``--flags`` of these settings; ``default`` is what a flag
+    left out leaves (a command's copy: ``SUPPRESS``, so one given before the command stands)."""
+    flags = argparse.ArgumentParser(add_help=False)
+    for name in names:
+        flags.add_argument("--" + name.replace("_", "-"), default=default, help=SETTINGS_FLAGS[name])
+    return flags
 
 
 def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -92,6 +91,7 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     where = _database_line(argv)
     parser = _Parser(
         prog="wontopos-mcp",
+        parents=[_settings_flags()],
         description="Memory that knows who said it: an offline MCP memory server. "
         "With no command it serves MCP (stdio by default; --transport http or sse for HTTP, "
         "which also serves the memory browser at http://HOST:PORT/ui/).",
@@ -99,16 +99,13 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"wontopos-mcp {__version__}")
-    _store_flags(parser, None)
     parser.add_argument("--transport", choices=TRANSPORTS, help="stdio (default), http or sse (WONTOPOS_TRANSPORT)")
     parser.add_argument("--host", help="HTTP bind address, default 127.0.0.1 (WONTOPOS_HOST)")
     parser.add_argument("--port", help="HTTP port, default 8765 (WONTOPOS_PORT)")
     parser.add_argument("--allowed-hosts", help="extra Host/Origin names, comma-separated (WONTOPOS_ALLOWED_HOSTS)")
     parser.add_argument("--max-body-bytes", help="HTTP body limit, default 4 MiB (WONTOPOS_MAX_BODY_BYTES)")
-    # A command's own copy of the flags sets them only when given after the command.
-    common = argparse.ArgumentParser(add_help=False)
-    _store_flags(common, argparse.SUPPRESS)
-    add_commands(parser, common, where)
+    # A command's own copy of the flags it uses sets them only when given after the command.
+    add_commands(parser, lambda names: _settings_flags(names, argparse.SUPPRESS), where)
     return parser
 
 

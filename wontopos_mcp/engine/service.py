@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from wontopos_mcp.model.embeddings import model_wait_observer
+from wontopos_mcp.model.embeddings import MODEL_WAIT_S, model_wait_observer
 from wontopos_mcp.rules.batch_items import Origin
 from wontopos_mcp.rules.dates import to_us
 from wontopos_mcp.rules.idempotency import Idempotency
@@ -42,6 +42,7 @@ from .reads import Reads
 from .registry import Registry
 from .retagging import Retagging
 from .speaker_pages import SpeakerPages
+from .store_state import HistoryAnswer, LineageAnswer, RevisionsAnswer, StatsAnswer, StoreState
 from .stores import Stores
 from .writes import Writes
 
@@ -71,7 +72,7 @@ class MemoryService:
         *,
         speaker_limit: int = DEFAULT_SPEAKER_LIMIT,
         clock: Callable[[], datetime] = _utcnow,
-        model_wait: float = 20.0,
+        model_wait: float = MODEL_WAIT_S,
         window_cap: int = 1024,
         redact: str = "none",
         on_open_failure: Callable[[Exception], None] | None = None,
@@ -93,6 +94,7 @@ class MemoryService:
         self._batches = BatchWrites(self.commits)
         self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder, now_us=self.now_us)
         self._pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self.now_us)
+        self._state = StoreState(self.registry, self.memories, self._pages)
         self._db_state = "opening"  # the background open's outcome: "opening", "ok" or "error"
         self._started = False
         self._on_open_failure = on_open_failure
@@ -365,6 +367,26 @@ class MemoryService:
     ) -> dict[str, Any]:
         """What one person said, newest first, a page at a time."""
         return self._pages.by_speaker(speaker, limit, before, skip_ids, user_id)
+
+    # -- the store's own state (REST and library; no MCP tool) ---------------------------------------
+
+    def stats(self, user_id: Any = None) -> StatsAnswer:
+        """How many memories the store holds (memories, never records) and its short-term turns."""
+        return self._state.stats(user_id)
+
+    def history(self, user_id: Any = None) -> HistoryAnswer:
+        """The short-term turns ``memory_recall`` reads, oldest first."""
+        return self._state.recent_turns(user_id)
+
+    def lineage(self, memory_id: Any, user_id: Any = None) -> LineageAnswer:
+        """One memory's versions from ``memory_id`` forward to the one in force, oldest first."""
+        return self._state.lineage(memory_id, user_id)
+
+    def revisions(
+        self, include: Any = None, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
+    ) -> RevisionsAnswer:
+        """How many memories a later version superseded; with ``include``, one page of either side."""
+        return self._state.revisions(include, limit, before, skip_ids, user_id)
 
     # -- for tests and bench/ (thin names over the parts) ---------------------------------------------
 

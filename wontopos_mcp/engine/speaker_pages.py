@@ -30,6 +30,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,16 @@ _FLOOR_US = to_us(datetime(1, 1, 1, tzinfo=timezone.utc))  # no timestamp is old
 PAGE_LIMIT = operation("by_speaker").param("limit")  # range and default: the contract table's
 
 
+@dataclass(frozen=True)
+class Page:
+    """One page of memories, newest first, and where the next one starts."""
+
+    memories: list[dict[str, Any]]
+    has_more: bool
+    next_before: str | None
+    next_skip_ids: list[str]
+
+
 class SpeakerPages:
     def __init__(self, registry: Registry, memories: Memories, *, window_cap: int, now_us: Callable[[], int]) -> None:
         self.registry = registry
@@ -85,26 +96,33 @@ class SpeakerPages:
         chunks = self.memories.count(said_by(handle.key, name))
         memories = self.memories.count_memories(said_by(handle.key, name)) if chunks else 0
         rows = self.newest_said(handle.key, name, before_us, skip, limit + 1, chunks) if chunks else []
-        page, has_more = rows[:limit], len(rows) > limit
-        next_before, next_skip = None, []
-        if has_more and page:
-            last = page[-1]["created_us"]
-            next_before = format_us(last)
-            carried = skip if before_us == last else []
-            next_skip = carried + [r["memory_id"] for r in page if r["created_us"] == last]
+        page = self.page(handle.key, rows, limit, before_us, skip)
         return {
             "user_id": handle.display,
             "speaker": name,
-            "memories": self.history.dated(handle.key, [memory_record(r) for r in page]),
-            "returned": len(page),
+            "memories": page.memories,
+            "returned": len(page.memories),
             "chunks": chunks,
             "records_to_delete": chunks,
             "points_to_delete": chunks,
             "memories_to_delete": memories,
-            "has_more": has_more,
-            "next_before": next_before,
-            "next_skip_ids": next_skip,
+            "has_more": page.has_more,
+            "next_before": page.next_before,
+            "next_skip_ids": page.next_skip_ids,
         }
+
+    def page(self, key: str, rows: list[Row], limit: int, before_us: int | None, skip: list[str]) -> Page:
+        """One page of ``rows`` (newest first, ``limit + 1`` asked for) with the cursor to
+        the next (SPEC "by_speaker" paging: the last ``created_at``, and the ids already
+        returned at it, those carried from ``skip`` included)."""
+        kept, has_more = rows[:limit], len(rows) > limit
+        next_before, next_skip = None, []
+        if has_more and kept:
+            last = kept[-1]["created_us"]
+            next_before = format_us(last)
+            carried = skip if before_us == last else []
+            next_skip = carried + [r["memory_id"] for r in kept if r["created_us"] == last]
+        return Page(self.history.dated(key, [memory_record(r) for r in kept]), has_more, next_before, next_skip)
 
     def newest_said(
         self, key: str, name: str, before_us: int | None, skip: list[str], want: int, chunks: int
@@ -112,10 +130,18 @@ class SpeakerPages:
         """The speaker's newest ``want`` memories at or before ``before_us``, not in ``skip``
         (the module docstring says how, and why it is exact); ``chunks``: the speaker's
         chunk rows, just counted."""
+        return self.newest(key, name, said_by(key, name) + FIRST_CHUNK, before_us, skip, want, chunks)
+
+    def newest(
+        self, key: str, name: str, scope: str, before_us: int | None, skip: list[str], want: int, rows_in_scope: int
+    ) -> list[Row]:
+        """The newest ``want`` memories of ``scope`` (one row per memory) at or before
+        ``before_us``, not in ``skip``; ``name`` keys the window hints (a speaker, or a
+        name no speaker can have), ``rows_in_scope`` is how many rows ``scope`` holds."""
         first_page = before_us is None
-        scope = said_by(key, name) + FIRST_CHUNK + not_among(skip)
+        scope += not_among(skip)
         target = max(1, self.window_cap // 8)
-        if first_page and chunks <= self.window_cap:
+        if first_page and rows_in_scope <= self.window_cap:
             rows = self.memories.newest_first(scope, want)  # few rows: sorting them all is cheap
             self._guess_later_span(key, name, rows, target)
             return rows

@@ -64,16 +64,12 @@ SEARCH_OPTIONS = ("verify", "max_images", "cache_control", "form", "tz", "image"
 # SDK endpoints of the hosted service that this engine does not serve: path -> the
 # ``endpoint`` a 501 names.
 HOSTED_ONLY: Mapping[str, str] = {
-    "/memory/history": "history",
-    "/memory/stats": "stats",
-    "/memory/lineage": "lineage",
     "/memory/images": "images",
     "/memory/image": "image",
     "/engram": "engram",
     "/engram/run": "engram",
     "/models": "models",
     "/won/usage": "usage",
-    "/won/revisions": "revisions",
 }
 
 
@@ -217,6 +213,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     _endpoint("memory_forget", prepare=_forget),  # and delete_all: {user_id} alone
     _endpoint("add_turn", write=True, prepare=_turn),
     _endpoint("add_bulk", write=True),
+    _endpoint("stats"),
+    _endpoint("history"),
+    _endpoint("lineage"),
+    _endpoint("revisions"),
 )
 
 

@@ -33,6 +33,9 @@ __all__ = [
     "BySpeakerAnswer",
     "ErrorBody",
     "ErrorEnvelope",
+    "HistoryAnswer",
+    "HistoryTurn",
+    "LineageAnswer",
     "MemoryAddAnswer",
     "MemoryAddMessagesAnswer",
     "MemoryBatchAnswer",
@@ -50,14 +53,17 @@ __all__ = [
     "RecallShortTerm",
     "RecallTurn",
     "Redaction",
+    "RevisionsAnswer",
     "SpeakerInfo",
     "SpeakerRegisterAnswer",
     "SpeakerRemoveAnswer",
     "SpeakersListAnswer",
+    "StatsAnswer",
     "StoreCreateAnswer",
     "StoreDeleteAnswer",
     "StoreInfo",
     "StoresListAnswer",
+    "Version",
 ]
 
 
@@ -193,12 +199,15 @@ class BySpeakerAnswer(_Answer):
     next_skip_ids: list[str] = Field(description="Pass as `skip_ids` for the next page; empty on the last page.")
 
 
-class RecallTurn(_Answer):
-    """One conversation turn, as ``memory_add_messages`` stored it."""
-
+class _Turn(_Answer):
     role: Literal["user", "assistant"]
     content: str
     speaker: str = _absent('"me" or the registered name; absent when untagged.')
+
+
+class RecallTurn(_Turn):
+    """One conversation turn, as ``memory_add_messages`` stored it."""
+
     timestamp: str = Field(description="When it was stored, RFC 3339 UTC with microseconds.")
 
 
@@ -250,6 +259,54 @@ class MemorySupersedeAnswer(_Answer):
     status: Literal["stored"]
     superseded: str = Field(description="The id of the memory it replaced.")
     redacted: list[Redaction] = _absent(_REDACTED)
+
+
+# --- the store's own state (REST and the library: engine.store_state) -----------------
+
+
+class StatsAnswer(_Answer):
+    user_id: str
+    total_memories: int = Field(ge=0, description="Memories stored, superseded versions included (never records).")
+    short_term_turns: int = Field(ge=0, description="The short-term turns `history` gives.")
+
+
+class HistoryTurn(_Turn):
+    """One short-term turn, as the SDK's ``history`` reads it."""
+
+    created_at: str = Field(description="When it was stored, RFC 3339 UTC with microseconds.")
+
+
+class HistoryAnswer(_Answer):
+    user_id: str
+    turns: list[HistoryTurn] = Field(description="The short-term turns recall reads, oldest first.")
+
+
+class Version(_Answer):
+    id: str
+    content: str
+    created_at: str
+    is_current: bool = Field(description="True for the version in force.")
+
+
+class LineageAnswer(_Answer):
+    user_id: str
+    memory_id: str
+    versions: list[Version] = Field(description="From memory_id forward to the version in force, oldest first.")
+
+
+class RevisionsAnswer(_Answer):
+    user_id: str
+    revised: int = Field(ge=0, description="Memories a later version superseded.")
+    unrevised: int = Field(ge=0, description="Memories as first written.")
+    total: int = Field(ge=0, description="Memories stored: revised + unrevised.")
+    counts: str
+    excludes: str
+    ordered_by: Literal["stored"]
+    include: Literal["revised", "unrevised"] = _absent("The side this page lists, when asked.")
+    memories: list[MemoryRecord] = _absent("With include: one page of those memories, newest stored first.")
+    has_more: bool = _absent("With include: whether another page follows.")
+    next_before: str | None = _absent("With include: pass as `before` for the next page; null on the last page.")
+    next_skip_ids: list[str] = _absent("With include: pass as `skip_ids` for the next page.")
 
 
 # --- speakers ---------------------------------------------------------------------

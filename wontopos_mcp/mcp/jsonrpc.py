@@ -19,6 +19,9 @@ forever. :func:`decode` answers every such message instead:
   request's ``id`` (recovered from a shallow copy when even the standard library cannot
   parse that deep);
 - not a JSON-RPC message (``{}``, ``"params": 5``): ``-32600`` with the ``id`` when it has one;
+- a ``tools/call`` whose ``name`` is not a string or whose ``arguments`` is not an object
+  (``[1, 2]``): ``-32602`` with the request's ``id``, naming what is wrong (the SDK's own
+  answer names nothing: ``data: ""``);
 - a ``method`` with an ``id`` that is neither a string nor an integer (null, ``1.5``,
   ``1e2``, ``true``, an array, an object): ``-32600`` with ``id`` null, since that id
   cannot be echoed. The SDK would validate it as a notification (its notification model
@@ -82,6 +85,7 @@ class Refusal:
     code: int
     message: str
     ids: tuple[RequestId | None, ...] = (None,)
+    data: Any = None  # ``ErrorData.data`` when set: ``{"field": ...}`` naming the parameter at fault
 
     def answers(self) -> list[JSONRPCError]:
         """What a stream transport (stdio, SSE) writes back."""
@@ -92,7 +96,8 @@ class Refusal:
         return self._error(self.ids[0] if len(self.ids) == 1 else None)
 
     def _error(self, request_id: RequestId | None) -> JSONRPCError:
-        return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=self.code, message=self.message))
+        error = ErrorData(code=self.code, message=self.message, data=self.data)
+        return JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
 
 
 @dataclass(frozen=True)
@@ -165,7 +170,44 @@ def _message(value: Any) -> Decoded:
             f"Invalid Request: not a JSON-RPC 2.0 request, notification or response ({where}: {first['msg']})",
             (_request_id(value),),
         )
+    flaw = _tool_call_flaw(value)
+    if flaw is not None:
+        field, reason = flaw
+        return Refusal(INVALID_PARAMS, f"Invalid params: {reason}", (_request_id(value),), {"field": field})
     return SessionMessage(message)
+
+
+def _tool_call_flaw(value: Any) -> tuple[str, str] | None:
+    """(the parameter, what is wrong with it) for a ``tools/call`` request whose ``name`` or
+    ``arguments`` is malformed (the SDK answers these -32602 with ``data: ""``, naming nothing)."""
+    if not isinstance(value, dict) or value.get("method") != "tools/call" or "id" not in value:
+        return None
+    params = value.get("params")
+    if not isinstance(params, dict):
+        return None  # absent: the SDK's own -32602 says the name is missing; not an object: -32600 above
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str):
+        return "name", f"tools/call needs params.name, the tool's name as a string; got {_kind(name)}"
+    if arguments is not None and not isinstance(arguments, dict):
+        reason = (
+            f"params.arguments of tools/call must be an object of the tool's arguments by name "
+            f'(e.g. {{"query": "..."}}); got {_kind(arguments)}'
+        )
+        return "arguments", reason
+    return None
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, as a message names it: ``an array``, ``a number``, ``nothing``."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else "an object"
 
 
 def _batch(items: list[Any]) -> Refusal:
