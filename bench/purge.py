@@ -1,4 +1,4 @@
-"""What a forget that reaches the disk costs, at 10k and 100k memories.
+"""What a forget that reaches the disk costs, at 10k and 100k memories (1M if asked).
 
 One fresh database per size, filled as ``bench/scale.py`` fills it (rows with every field
 ``memory_add`` writes, clustered e5 vectors, the production thresholds: IVF_SQ from
@@ -11,7 +11,11 @@ database looks after long use. A few marked memories are added through the servi
   3 memories, each purged at once (``store.purge()``): the time its rewrite holds the
   write lock (every write waits that long at worst) and its cleanup's; a write made while
   the purge runs is timed too; then a byte search of every file for the recent memory's
-  text, and the index rebuild alone (median of 3).
+  text, and the index rebuild alone (median of 3);
+* **writes**: the p50/p99 of back-to-back ``memory_add`` calls (embedding included) with
+  no purge running, then while an old memory's forget is purged at once (the writes
+  start before the forget and stop when the purge is done); and how long the forget
+  call itself took (it looks for the records naming the memory: issue 30).
 
     PYTHONPATH=. python bench/purge.py [--sizes 10000,100000] [--model-cache DIR]
 """
@@ -123,7 +127,45 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
         rebuild.append(time.perf_counter() - begun)
     print(f"  of which the scalar and full-text index rebuild: {statistics.median(rebuild):.2f} s (median of 3); "
           f"disk after: {mb(db):.0f} MB")  # fmt: skip
+    writes_during_a_purge(svc, oldest)
     svc.close()
+
+
+def _writes(svc: MemoryService, stop: threading.Event, took: list[float], count: int | None = None) -> None:
+    """Back-to-back writes into "u2" until ``stop`` (or ``count`` of them), each timed."""
+    i = 0
+    while not stop.is_set() and (count is None or i < count):
+        begun = time.perf_counter()
+        svc.memory_add(f"Write number {i} of the latency run, {time.time()}.", user_id="u2")
+        took.append(time.perf_counter() - begun)
+        i += 1
+
+
+def _p(took: list[float], q: int) -> float:
+    return statistics.quantiles(took, n=100, method="inclusive")[q - 1] if len(took) > 1 else took[0]
+
+
+def writes_during_a_purge(svc: MemoryService, oldest: Any) -> None:
+    usual: list[float] = []
+    _writes(svc, threading.Event(), usual, count=60)
+    during: list[float] = []
+    stop = threading.Event()
+    writer = threading.Thread(target=_writes, args=(svc, stop, during))
+    writer.start()
+    while len(during) < 3:  # writing has begun
+        time.sleep(0.01)
+    memory_id = oldest()
+    begun = time.perf_counter()
+    svc.memory_forget(memory_id=memory_id, user_id="u0")
+    forget_s = time.perf_counter() - begun
+    took = svc.store.purge()
+    stop.set()
+    writer.join()
+    assert took is not None
+    print(f"  forget call {1000 * forget_s:.0f} ms; purge rewrite {took['rewrite_s']:.2f} s in the write lock; "
+          f"writes usual p50 {_p(usual, 50):.2f} s p99 {_p(usual, 99):.2f} s ({len(usual)}), during the purge "
+          f"p50 {_p(during, 50):.2f} s p99 {_p(during, 99):.2f} s ({len(during)}): "
+          f"p99 ratio {_p(during, 99) / _p(usual, 99):.2f}")  # fmt: skip
 
 
 def main() -> None:

@@ -326,3 +326,70 @@ async def test_a_limit_from_1_to_20_is_served_and_0_or_21_refused_naming_it_on_e
             assert (rest_error["status"], rest_error["error"]["field"]) == (400, rest_name)
             mcp_error = await faces.mcp_error(op, **asked, limit=n, user_id=stores["mcp"])
             assert (mcp_error["status"], mcp_error["error"]["field"]) == (400, "limit")
+
+
+# --- 6. a name that looks like Bob: refused by every face, naming the code point -------------------
+
+# Issue 30: each of these inside "Bob" was registered as a new person with no hint.
+LOOKS_LIKE_BOB = {
+    "U+034F": "Bo\u034fb",
+    "U+FE0F": "Bob\ufe0f",
+    "U+E0100": "Bo\U000e0100b",
+    "U+180B": "Bo\u180bb",
+    "U+17B4": "B\u17b4ob",
+    "U+2800": "Bo\u2800b",
+    "U+200A": "Bo\u200ab",
+    "U+1680": "Bo\u1680b",
+    "U+3164": "Bo\u3164b",
+    "U+00A0": "Bo\u00a0b",
+}
+
+
+@pytest.mark.parametrize("name", list(LOOKS_LIKE_BOB.values()), ids=list(LOOKS_LIKE_BOB))
+async def test_a_name_that_looks_like_bob_is_refused_by_every_face_naming_its_code_point(
+    faces: Faces, name: str
+) -> None:
+    """register, rename's ``new_name``, merge's ``into``, a message's ``name``: the library,
+    REST (the SDK and raw HTTP) and MCP answer the same 400, ``field`` as each caller named
+    it, the code point in the message; nobody is registered."""
+    stores = faces.stores()
+    code_point = next(k for k, v in LOOKS_LIKE_BOB.items() if v == name)
+    for user_id in stores.values():
+        faces.mem.add_speaker("Ann", user_id)
+    library = [
+        faces.library_error(lambda: faces.mem.add_speaker(name, stores["library"])),
+        faces.library_error(lambda: faces.mem.rename_speaker("Ann", name, stores["library"])),
+        faces.library_error(lambda: faces.mem.merge_speakers("Ann", name, 0, stores["library"])),
+        faces.library_error(
+            lambda: faces.mem.add_messages([{"role": "user", "name": name, "content": "hi"}], stores["library"])
+        ),
+    ]
+    rest_user = stores["rest"]
+    rest = [
+        faces.rest_error("/memory/speakers", {"user_id": rest_user, "speaker": name}),
+        faces.rest_error("/memory/speakers/rename", {"user_id": rest_user, "speaker": "Ann", "new_name": name}),
+        faces.rest_error(
+            "/memory/speakers/merge", {"user_id": rest_user, "speaker": "Ann", "into": name, "confirm_records": 0}
+        ),
+    ]
+    with pytest.raises(wontopos.BadRequestError) as sdk:
+        faces.sdk.add_speaker(name, user_id=rest_user)
+    mcp_user = stores["mcp"]
+    mcp = [
+        await faces.mcp_error("speaker_register", speaker=name, user_id=mcp_user),
+        await faces.mcp_error("speaker_rename", speaker="Ann", new_name=name, user_id=mcp_user),
+        await faces.mcp_error("speaker_merge", speaker="Ann", into=name, confirm_records=0, user_id=mcp_user),
+        await faces.mcp_error(
+            "memory_add_messages", messages=[{"role": "user", "name": name, "content": "hi"}], user_id=mcp_user
+        ),
+    ]
+    fields = ["speaker", "new_name", "into", "messages[0].name"]
+    for answers in (library, rest, mcp):
+        assert [a["error"]["field"] for a in answers] == fields[: len(answers)]
+        for answer in answers:
+            assert (answer["status"], answer["error"]["type"]) == (400, "invalid_request_error")
+            assert f"({code_point})" in answer["error"]["message"], answer
+    assert sdk.value.details["field"] == "speaker"
+    assert f"({code_point})" in sdk.value.message
+    for user_id in stores.values():
+        assert [s["speaker"] for s in faces.mem.list_speakers(user_id)["speakers"]] == ["Ann"]

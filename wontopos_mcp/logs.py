@@ -16,6 +16,15 @@ one, so :class:`PrivateRecords` keeps by origin instead:
 - any other logger's records pass from ``warning`` up (failures worth seeing); below
   that they are dropped, whatever ``--log-level`` says.
 
+Whatever passes loses what may quote a memory, a query or a key though its origin is
+trusted: an exception's message (``KeyError('<a speaker name>')``, a database error
+quoting a filter) leaves every traceback, which keeps its frames and the exception's
+type (``_traceback``); a Python warning, routed into logging (``logging.captureWarnings``:
+``py.warnings``, at ``warning``), keeps where it was raised and its category, not its
+text (pydantic's serialization warnings quote the value). An exception that ends a
+thread or the process is logged too (``threading.excepthook``, ``sys.excepthook``)
+instead of printed, so its traceback passes the same way.
+
 The filter sits on the root handler the CLI installs (:func:`configure`), so every
 record that reaches stderr goes through it. The ``Memory`` library configures no logging:
 its host application's own logging decides, and neither the MCP SDK's transports nor
@@ -25,7 +34,11 @@ uvicorn run inside it.
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import threading
+import traceback
+from types import TracebackType
 
 __all__ = ["PrivateRecords", "configure"]
 
@@ -33,6 +46,10 @@ logger = logging.getLogger(__name__)
 
 OURS = ("wontopos_mcp", "uvicorn")
 ACCESS = "uvicorn.access"
+WARNINGS = "py.warnings"  # where logging.captureWarnings sends Python warnings
+WITHHELD = "(message withheld from the log)"
+# warnings.formatwarning's "path:line: Category: message\n  source line"
+_WARNING = re.compile(r"(?s)(?P<where>.*?:\d+): (?P<category>[A-Za-z_][\w.]*): ")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -47,7 +64,61 @@ class PrivateRecords(logging.Filter):
         if record.name == ACCESS:
             _without_query(record)
             return True
-        return _within(record.name, OURS) or record.levelno >= logging.WARNING
+        if not (_within(record.name, OURS) or record.levelno >= logging.WARNING):
+            return False
+        if record.name == WARNINGS:
+            _warning_without_text(record)
+        if record.exc_info and record.exc_info[1] is not None:
+            record.exc_text = _traceback(record.exc_info[1])
+        return True
+
+
+def _warning_without_text(record: logging.LogRecord) -> None:
+    """A captured warning (``"%s"`` of its formatted text) keeps where and what kind."""
+    text = record.getMessage()
+    found = _WARNING.match(text)
+    record.msg, record.args = "%s", (f"{found['where']}: {found['category']} {WITHHELD}" if found else WITHHELD,)
+
+
+def _traceback(exc: BaseException) -> str:
+    """The traceback ``logging`` would print, each exception's message left out (its
+    type, its frames and the chain of causes stay)."""
+    lines: list[str] = []
+    seen: set[int] = set()
+
+    def add(error: BaseException) -> None:
+        seen.add(id(error))
+        chained = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
+        if chained is not None and id(chained) not in seen:
+            add(chained)
+            lines.append(
+                "\nThe above exception was the direct cause of the following exception:\n\n"
+                if error.__cause__ is not None
+                else "\nDuring handling of the above exception, another exception occurred:\n\n"
+            )
+        if error.__traceback__ is not None:
+            lines.append("Traceback (most recent call last):\n")
+            lines.extend(traceback.StackSummary.extract(traceback.walk_tb(error.__traceback__)).format())
+        kind = type(error)
+        lines.append(f"{kind.__module__}.{kind.__qualname__} {WITHHELD}\n")
+
+    add(exc)
+    return "".join(lines).rstrip("\n")
+
+
+def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        sys.__excepthook__(kind, exc, tb)
+        return
+    logger.critical("uncaught %s", kind.__qualname__, exc_info=(kind, exc, tb))
+
+
+def _log_uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
+    if args.exc_value is None:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    logger.error("thread %s ended by an uncaught %s", name, args.exc_type.__qualname__,
+                 exc_info=(args.exc_type, args.exc_value, args.exc_traceback))  # fmt: skip
 
 
 def _without_query(record: logging.LogRecord) -> None:
@@ -64,5 +135,7 @@ def configure(level: str) -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, PrivateRecords) for f in handler.filters):
             handler.addFilter(PrivateRecords())
+    logging.captureWarnings(True)  # warnings become py.warnings records, through the filter
+    sys.excepthook, threading.excepthook = _log_uncaught, _log_uncaught_in_thread
     # Says, to whoever turned debug on, why the MCP SDK's own debug lines are missing.
     logger.debug("logging at %s; other libraries' records below warning are dropped (they carry message bodies)", level)

@@ -188,3 +188,16 @@ def test_a_refusal_is_one_line_on_stderr_and_exit_code_1(tmp_path: Path, model_c
     assert done.stdout == ""
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("wontopos-mcp: store 'nobody' does not exist")
+
+
+@pytest.mark.parametrize("name", ["Bo\u034fb", "Bob\ufe0f", "Bo\U000e0100b", "Bo\u180bb", "Bo\u2800b", "Bo\u200ab"])
+def test_speakers_add_and_rename_refuse_a_name_that_looks_like_another_naming_the_code_point(
+    wontopos: Any, name: str
+) -> None:
+    bad = next(ch for ch in name if ch not in "Bob")
+    assert wontopos("speakers", "add", "Ann")[0] == 0
+    for command in (("speakers", "add", name), ("speakers", "rename", "Ann", name)):
+        code, out, err = wontopos(*command)
+        assert (code, out) == (1, ""), command
+        assert f"(U+{ord(bad):04X})" in err, command
+    assert wontopos("speakers", "list")[1].splitlines()[0].startswith("Ann")

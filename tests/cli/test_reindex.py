@@ -462,3 +462,73 @@ def test_chunks_cut_again_fill_the_stored_rows_in_order_whatever_their_count() -
     assert _spread(["a", "b", "c"], 2) == ["a", "b c"]
     assert _spread(["a", "b"], 3) == ["a", "a", "b"]
     assert _spread([], 2) == ["", ""]
+
+
+def test_a_write_waiting_on_a_local_reindex_answers_503_after_its_bounded_wait(
+    tmp_path: Path, embedder: Any, test_embedder: Any
+) -> None:
+    """A reindex holds every writer off for its whole run: a write waits ``write_wait``
+    (0.2 s here; a few seconds by default), then answers 503 with ``retry_after_ms`` while
+    the reindex still runs, and nothing of it is stored."""
+    import threading
+
+    db = str(tmp_path / "db")
+    old = MemoryService(Store(db, write_wait=0.2), ModelLoader.of(embedder))
+    new = MemoryService(Store(db), ModelLoader.of(test_embedder))
+    try:
+        kept = old.memory_add("Written before the reindex.")["id"]
+        outcome: list[BaseException | dict[str, Any]] = []
+
+        def write() -> None:
+            try:
+                outcome.append(old.memory_add("Written while the reindex runs."))
+            except UnavailableError as exc:
+                outcome.append(exc)
+
+        def step(name: str) -> None:
+            if name == "marked":
+                writer = threading.Thread(target=write)
+                writer.start()
+                writer.join(30)
+                assert not writer.is_alive(), "the write waited for the whole reindex"
+
+        assert new.reindex(TEST_MODEL, step=step)["status"] == "reindexed"
+        assert len(outcome) == 1
+        assert isinstance(outcome[0], UnavailableError), outcome
+        assert outcome[0].details["retry_after_ms"] >= 1000
+        assert [m["id"] for m in new.memory_list()["memories"]] == [kept]
+    finally:
+        old.close()
+        new.close()
+
+
+def test_a_write_waiting_on_anything_but_a_reindex_waits_on_past_its_bound(tmp_path: Path, embedder: Any) -> None:
+    """Another writer (a purge, an index build) holding the lock longer than
+    ``write_wait``: the write waits for it and is stored."""
+    import threading
+
+    service = MemoryService(Store(str(tmp_path / "db"), write_wait=0.05), ModelLoader.of(embedder))
+    try:
+        service.memory_add("The first note, so the table exists.")
+        holding, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with service.store.write_lock():
+                holding.set()
+                release.wait(30)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert holding.wait(30)
+        outcome: list[Any] = []
+        writer = threading.Thread(target=lambda: outcome.append(service.memory_add("Written after a long wait.")))
+        writer.start()
+        writer.join(0.5)  # ten times its bound
+        assert writer.is_alive()
+        assert outcome == []
+        release.set()
+        writer.join(30)
+        holder.join(30)
+        assert outcome[0]["status"] == "stored"
+    finally:
+        service.close()

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+import regex
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support import mcp_session, refused, refused_by_every_store_call
@@ -21,13 +22,19 @@ from support import mcp_session, refused, refused_by_every_store_call
 from wontopos_mcp.errors import InvalidRequestError
 from wontopos_mcp.library import Memory
 from wontopos_mcp.rules.dates import format_us, parse_moment, to_us
-from wontopos_mcp.rules.names import check_person, check_speaker, check_store_id
+from wontopos_mcp.rules.names import DEFAULT_IGNORABLE, check_person, check_speaker, check_store_id, similar_names
 
 # -- strategies --------------------------------------------------------------------------------
 
 # The Hangul fillers are letters (Lo) that display as nothing: invisible, refused.
 HANGUL_FILLERS = "\u115f\u1160\u3164\uffa0"
-NAME_CHARACTERS = st.characters(categories=("L", "M", "N", "P", "S", "Zs"), exclude_characters=HANGUL_FILLERS)
+# Characters of a name: any letter, mark, digit, punctuation or symbol but those that show
+# as nothing (Default_Ignorable_Code_Point) or as a blank (U+2800), and U+0020 for spaces.
+NAME_CHARACTERS = st.characters(
+    categories=("L", "M", "N", "P", "S"),
+    include_characters=" ",
+    exclude_characters=[chr(c) for a, b in DEFAULT_IGNORABLE for c in range(a, b + 1)] + ["\u2800"],
+)
 # SPEC's white space at the ends of a name: trimmed, whatever it is.
 EDGE_SPACE = st.sampled_from([" ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\u2003"])
 # Control characters that must never survive inside a name.
@@ -60,6 +67,19 @@ INVISIBLES = {
     "tag-a": "\U000e0041",
     "cancel-tag": "\U000e007f",
     **{f"hangul-filler-{ord(ch):04X}": ch for ch in HANGUL_FILLERS},
+    # Default_Ignorable_Code_Point outside Cf (issue 30: each registered as a new "Bob").
+    "combining-grapheme-joiner": "\u034f",
+    "variation-selector-16": "\ufe0f",
+    "variation-selector-17": "\U000e0100",
+    "variation-selector-256": "\U000e01ef",
+    **{f"mongolian-fvs-{c:04X}": chr(c) for c in range(0x180B, 0x1810)},
+    "khmer-vowel-inherent-aq": "\u17b4",
+    "khmer-vowel-inherent-aa": "\u17b5",
+}
+# Blanks that are not U+0020: trimmed at either end (white space) or refused there (the
+# braille blank is not white space), refused inside a name.
+BLANKS = {f"U+{ord(ch):04X}": ch for ch in "\u00a0\u1680\u202f\u205f\u3000\u2800"} | {
+    f"U+{c:04X}": chr(c) for c in range(0x2000, 0x200B)
 }
 
 
@@ -238,6 +258,63 @@ def test_the_checks_run_in_specs_order_control_then_invisible_then_length_then_r
         with refused(400, field="speaker") as info:
             check_speaker(raw)
         assert says in info.value.message, raw
+
+
+def test_the_default_ignorable_table_is_unicodes_property_as_the_regex_module_has_it() -> None:
+    """``DEFAULT_IGNORABLE`` is DerivedCoreProperties' Default_Ignorable_Code_Point: the
+    same code points as ``regex``'s ``\\p{Default_Ignorable_Code_Point}``, in sorted,
+    disjoint, non-adjacent ranges."""
+    prop = regex.compile(r"\p{Default_Ignorable_Code_Point}")
+    expected = [c for c in range(0x110000) if prop.match(chr(c))]
+    assert [c for a, b in DEFAULT_IGNORABLE for c in range(a, b + 1)] == expected
+    assert all(b + 1 < c for (_, b), (c, _) in itertools.pairwise(DEFAULT_IGNORABLE))
+
+
+@pytest.mark.parametrize("blank", list(BLANKS.values()), ids=list(BLANKS))
+def test_a_blank_other_than_a_space_inside_a_name_is_refused_naming_its_code_point(service: Any, blank: str) -> None:
+    """U+00A0, U+1680, U+2000-U+200A, U+202F, U+205F, U+3000 and the braille blank U+2800
+    inside a name: 400 on every path a name enters, nothing changed. The code point named
+    is the one NFC leaves (U+2000 and U+2001 are U+2002 and U+2003 in NFC)."""
+    named = ord(unicodedata.normalize("NFC", blank))
+    service.speaker_register("Bob")
+    service.speaker_register("Ann")
+    bad = f"Bo{blank}b"
+    for field, call in (
+        ("speaker", lambda: service.speaker_register(bad)),
+        ("speaker", lambda: service.speaker_register(f"Ann{blank}Lee")),
+        ("new_name", lambda: service.speaker_rename("Bob", bad)),
+        ("into", lambda: service.speaker_merge("Ann", bad, confirm_records=0)),
+        ("messages[0].name", lambda: service.memory_add_messages([{"role": "user", "name": bad, "content": "hi"}])),
+        ("speaker", lambda: service.memory_add("hello there", speaker=bad)),
+    ):
+        with refused(400, field=field) as info:
+            call()
+        assert f"blank other than a space (U+{named:04X})" in info.value.message, field
+    assert [s["speaker"] for s in service.speakers_list()["speakers"]] == ["Bob", "Ann"]
+    assert service.speaker_register("Ann Lee")["status"] == "registered"  # U+0020 is the space of names
+
+
+def test_white_space_at_the_ends_is_trimmed_before_blanks_are_refused_and_the_braille_blank_is_not_trimmed() -> None:
+    assert check_speaker("\u00a0\u3000Bob\u2009\u1680") == "Bob"
+    with refused(400, field="speaker") as info:
+        check_speaker("\u2800Bob")
+    assert "U+2800" in info.value.message
+    for raw, says in (
+        ("Bo\u00a0b\n!", "control character (U+000A)"),  # control before blank
+        ("Bo\u00a0b" + "x" * 90, "blank other than a space (U+00A0)"),  # blank before length
+        ("m\u00a0e", "blank other than a space (U+00A0)"),  # blank before reserved
+    ):
+        with refused(400, field="speaker") as info:
+            check_speaker(raw)
+        assert says in info.value.message, raw
+
+
+def test_similar_to_compares_names_without_their_invisible_and_blank_characters() -> None:
+    """A name registered before the rule refused them (``Bo\u034fb``, ``Bo\u200ab``) is
+    named as a look-alike of ``Bob``, and ``Bob`` of it."""
+    older = ["Bo\u034fb", "Bo\u200ab", "B\ufe0fob", "\u2800Bob", "Ann"]
+    assert similar_names("Bob", older) == older[:4]
+    assert similar_names("Bo\u180bb", ["Bob", "Rob"]) == ["Bob"]
 
 
 @pytest.mark.parametrize("separator", ["\x1c", "\x1d", "\x1e", "\x1f"])

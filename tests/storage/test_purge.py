@@ -25,9 +25,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import lance
 import pytest
 from lance.file import LanceFileReader
+from support import KEY, refused, serve, settings_for
 
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.storage.locks.lease import LeaseTiming
@@ -112,10 +114,20 @@ def versions_holding(table: str, needles: tuple[str, ...], options: dict[str, st
 
 
 def orphan_documents(table: Path, latest: Any) -> list[str]:
-    """Full-text documents of the latest version whose row is not in it (a deleted row's)."""
+    """Full-text documents and vector index entries of the latest version whose row is
+    not in it (a deleted row's)."""
     live = set(latest.to_table(columns=[], with_row_address=True)["_rowaddr"].to_pylist())
     found = []
     for index in latest.describe_indices():
+        if "IVF" in index.index_type:  # its rows' ids sit beside their quantized vectors
+            for segment in index.segments:
+                for file in sorted((table / "_indices" / str(segment.uuid)).glob("*.idx")):
+                    held = LanceFileReader(str(file)).read_all().to_table()
+                    rows = set(held["_rowid"].to_pylist()) if "_rowid" in held.column_names else set()
+                    found += [
+                        f"{table.name} {index.name}: the vector of deleted row {row}" for row in sorted(rows - live)
+                    ]
+            continue
         if index.index_type != "Inverted":
             continue
         docs = [table / "_indices" / str(s.uuid) for s in index.segments]
@@ -138,6 +150,29 @@ def test_forgotten_memories_leave_every_file_and_version(svc: MemoryService, tmp
     assert traces(tmp_path / "db", TRACES) == []
     assert svc.memory_list()["count"] == 16  # what was not forgotten is all there
     assert len(svc.memory_search("filler note about the garden")["memories"]) == 10
+
+
+@pytest.mark.slow
+def test_a_forgotten_memory_alone_in_its_fragment_leaves_the_vector_index(
+    make_purging: Callable[..., MemoryService], tmp_path: Path
+) -> None:
+    """With a vector index (built here from 16 rows) whose one segment covers the second
+    marked memory's fragment (an index update merged it in), that memory, alone in its
+    fragment, leaves the table at its delete while its vector stays in the index (LanceDB
+    drops only a segment all of whose fragments went) until the purge merges the index."""
+    svc = make_purging(vector_index_min_rows=16)
+    ids = remember(svc)
+    chunks = svc.store.existing_chunks()
+    chunks.to_lance().optimize.optimize_indices(num_indices_to_merge=2)  # one segment of both fragments
+    chunks.checkout_latest()
+    assert [len(i.segments) for i in chunks.to_lance().describe_indices() if "IVF" in i.index_type] == [1]
+    svc.memory_forget(memory_id=ids[1])
+    table = tmp_path / "db" / "chunks.lance"
+    assert any("the vector of deleted row" in t for t in orphan_documents(table, lance.dataset(str(table))))
+    purged(svc)
+    assert orphan_documents(table, lance.dataset(str(table))) == []
+    assert traces(tmp_path / "db", (ids[1],)) == []
+    assert ids[1] not in [m["id"] for m in svc.memory_search("where is the spare key?", limit=20)["memories"]]
 
 
 @pytest.mark.slow
@@ -283,3 +318,88 @@ def test_on_object_storage_a_leased_replica_purges_every_object_and_version(
     for table in ("chunks", "registry"):
         found += versions_holding(f"{uri}/{table}.lance", TRACES, options)
     assert found == []
+
+
+# --- records that name a forgotten memory ----------------------------------------------------------
+
+SECRET_TEXT = "The safe's PIN is 4719."
+DUPLICATE_KEY = "zdupkeyqq"  # a second key, answered "duplicate" of the memory forgotten later
+
+
+def erase_over_rest(http: httpx.Client, how: str, memory_id: str) -> None:
+    """Forget ``memory_id``, said by Bob in the store "alice", as ``how`` says."""
+    if how == "by id":
+        answer = http.post("/api/v1/memory/forget", json={"user_id": "alice", "memory_id": memory_id})
+    elif how == "by speaker":
+        said = http.post("/api/v1/memory/by-speaker", json={"user_id": "alice", "speaker": "Bob"}).json()
+        body = {"user_id": "alice", "speaker": "Bob", "confirm_records": said["records_to_delete"]}
+        answer = http.post("/api/v1/memory/forget", json=body)
+    elif how == "delete_all":
+        answer = http.post("/api/v1/memory/forget", json={"user_id": "alice"})
+    else:
+        answer = http.request("DELETE", "/api/v1/memory/collection", json={"user_id": "alice"})
+    assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["by id", "by speaker", "delete_all", "store_delete"])
+def test_a_duplicates_record_goes_with_the_memory_it_names_and_its_key_is_fresh_again(
+    svc: MemoryService, tmp_path: Path, how: str
+) -> None:
+    """Issue 30: a text stored under one key, sent again under a second (answered
+    "duplicate"), then forgotten: after the purge no file holds the second key or the
+    forgotten id, and replaying the second key stores the text afresh (REST, raw HTTP)."""
+    with (
+        serve(svc, settings_for(tmp_path, api_key=KEY)) as live,
+        httpx.Client(base_url=live.url, headers={"X-API-Key": KEY}, timeout=60) as http,
+    ):
+        assert http.post("/api/v1/memory/collection", json={"user_id": "alice"}).status_code == 200
+        http.post("/api/v1/memory/speakers", json={"user_id": "alice", "speaker": "Bob"})
+        body = {"user_id": "alice", "content": SECRET_TEXT, "metadata": {"speaker": "Bob"}}
+
+        def store(key: str) -> httpx.Response:
+            return http.post("/api/v1/memory/store", json=body, headers={"Idempotency-Key": key})
+
+        first = store("zfirstkeyqq").json()
+        duplicate = store(DUPLICATE_KEY)
+        assert duplicate.json()["duplicate_of"] == first["id"]
+        assert "Idempotent-Replayed" in store(DUPLICATE_KEY).headers  # kept before the forget
+        erase_over_rest(http, how, first["id"])
+        purged(svc)
+        assert traces(tmp_path / "db", (DUPLICATE_KEY, "zfirstkeyqq", first["id"])) == []
+        if how == "store_delete":
+            http.post("/api/v1/memory/collection", json={"user_id": "alice"})
+            http.post("/api/v1/memory/speakers", json={"user_id": "alice", "speaker": "Bob"})
+        again = store(DUPLICATE_KEY)
+        assert again.status_code == 200, again.text
+        assert "Idempotent-Replayed" not in again.headers
+        assert (again.json()["status"], again.json().get("replayed")) == ("stored", None)
+
+
+@pytest.mark.slow
+def test_records_on_other_memories_that_name_a_forgotten_one_go_in_the_same_commit(svc: MemoryService) -> None:
+    """A conversation stored in one call (its answer, kept on each message's rows, names
+    every message, and a message answered "duplicate" names the memory it restates) and a
+    supersede (its answer names the old version): forgetting the memory they name takes
+    their records at once, so a repeat is a new request; other records stay."""
+    svc.speaker_register("Bob")
+    named = svc.memory_add(SECRET_TEXT, speaker="Bob")["id"]
+    messages = [
+        {"role": "user", "name": "Bob", "content": SECRET_TEXT},  # duplicate_of named
+        {"role": "user", "name": "Bob", "content": "The gate code changed last week."},
+    ]
+    conversation = svc.memory_add_messages(messages, idempotency=svc.idempotency("k-conversation", "c"))
+    assert conversation["results"][0]["duplicate_of"] == named
+    kept = svc.memory_add("The bins go out on Thursday.", idempotency=svc.idempotency("k-kept", "k"))
+    old = svc.memory_add("The lock code is 1234.", idempotency=svc.idempotency("k-old", "o"))["id"]
+    newer = svc.memory_supersede(old, "The lock code is 5678.", idempotency=svc.idempotency("k-newer", "n"))
+    assert newer["superseded"] == old
+    svc.memory_forget(memory_id=named)
+    svc.memory_forget(memory_id=old)
+    again = svc.memory_add_messages(messages, idempotency=svc.idempotency("k-conversation", "c"))
+    assert "replayed" not in again  # a new request: the first message is stored this time
+    assert again["results"][0]["status"] == "stored"
+    with refused(404, field="memory_id"):  # a new request too: the old version is gone
+        svc.memory_supersede(old, "The lock code is 5678.", idempotency=svc.idempotency("k-newer", "n"))
+    replayed = svc.memory_add("The bins go out on Thursday.", idempotency=svc.idempotency("k-kept", "k"))
+    assert replayed == {**kept, "replayed": True}  # naming no forgotten memory, it stays

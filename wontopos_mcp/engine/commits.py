@@ -3,7 +3,8 @@ it only if the database moved, at most once per idempotency key, in one LanceDB 
 
 ``Commits`` also keeps the promise a delete must keep first: the store's sequence
 high-water mark (a number is never given twice). A memory's idempotency record lives on
-its rows and goes with them (SPEC), so a repeat of a forgotten write is a new write.
+its rows and goes with them (SPEC), with every record whose answer names it, so a repeat
+of a forgotten write, or of one answered with a forgotten memory, is a new write.
 """
 
 from __future__ import annotations
@@ -167,15 +168,31 @@ class Commits:
         """Call inside the write lock before deleting memories of the store ``key``."""
         self.registry.record_seq(key, self.last_seq(key))
 
-    def delete_memories(self, key: str, where: str, *, updated: list[ChunkRow] | None = None) -> None:
-        """Delete the memories ``where`` selects (inside the store's write lock), keeping
-        the store's sequence high-water mark first; rows in ``updated`` are rewritten in
-        the same commit as the delete. Their idempotency records go with their rows (SPEC:
-        removed with the memory), and the purge takes every trace off the disk
-        (``Store.erasing``)."""
+    def delete_memories(
+        self, key: str, where: str, memory_ids: set[str] | None, *, updated: list[ChunkRow] | None = None
+    ) -> None:
+        """Delete the memories ``where`` selects, ``memory_ids`` (``None``: every memory
+        of the store), inside the store's write lock, keeping the store's sequence
+        high-water mark first; rows in ``updated`` are rewritten in the same commit as the
+        delete. Their idempotency records go with their rows, and so does every record
+        whose answer names one of them (SPEC): those in the registry first, those on
+        other memories' rows cleared in the delete's commit. The purge takes every trace
+        off the disk (``Store.erasing``)."""
         with self.store.erasing():
             self.remember_last_seq(key)
-            self.memories.delete(where, updated=updated)
+            self.registry.forget_records_naming(key, memory_ids)
+            answering = [] if memory_ids is None else self.memories.answering_for(key, memory_ids)
+            self.memories.delete(where, updated=_without_records(updated or [], answering))
+
+
+def _without_records(updated: list[ChunkRow], answering: list[ChunkRow]) -> list[ChunkRow]:
+    """``updated``, and the ``answering`` rows with no idempotency record (a row in both
+    keeps both changes)."""
+    rows = {row["chunk_id"]: row for row in updated}
+    for answered in answering:
+        row = rows.get(answered["chunk_id"], answered)
+        rows[row["chunk_id"]] = {**row, "idem_key": None, "idem_fp": None, "idem_answer": None}
+    return list(rows.values())
 
 
 def chunks_of(embedder: Embedder, text: str) -> list[str]:

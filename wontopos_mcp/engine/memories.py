@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from wontopos_mcp.errors import NotFoundError
 from wontopos_mcp.rules.dates import month_bucket
-from wontopos_mcp.rules.idempotency import speaker_in_answer
+from wontopos_mcp.rules.idempotency import answer_needles, names_any, speaker_in_answer
 from wontopos_mcp.rules.records import RECORD_FIELDS
 from wontopos_mcp.rules.restatement import is_restatement, restatement_key
 from wontopos_mcp.rules.text import cjk_text, duplicate_key, full_text, importance
@@ -183,6 +183,24 @@ class Memories:
             for row in self.store.rows(where, columns=("idem_key", "idem_fp", "memory_id")):
                 found[row["idem_key"] or ""] = (row["memory_id"], row["idem_fp"] or "")
         return found
+
+    def answering_for(self, key: str, memory_ids: set[str]) -> list[Row]:
+        """Every column of every chunk of the store's other memories whose kept first
+        answer names one of ``memory_ids`` (a conversation stored in one call, a supersede
+        of one of them): one filtered scan, then ``names_any`` decides."""
+        if not memory_ids:
+            return []
+        where = in_store(key) + clause.answer_names_any(answer_needles(memory_ids))
+        naming = {
+            row["memory_id"]
+            for row in self.store.rows(where, columns=("memory_id", "idem_answer"))
+            if row["memory_id"] not in memory_ids and names_any(row["idem_answer"] or "", memory_ids)
+        }
+        return self.store.rows(memories_in(key, sorted(naming)), columns=None) if naming else []
+
+    def ids(self, where: str) -> set[str]:
+        """The ids of the memories ``where`` selects."""
+        return set(self.store.column(where + FIRST_CHUNK, "memory_id"))
 
     # -- counts and pages -----------------------------------------------------------------------
 

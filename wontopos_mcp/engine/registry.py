@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wontopos_mcp.errors import ConflictError, Fix, InvalidRequestError, NotFoundError
+from wontopos_mcp.rules.idempotency import names_any
 from wontopos_mcp.rules.names import DEFAULT_STORE, ME, named_store, store_key, store_skeleton
 from wontopos_mcp.storage import where
 from wontopos_mcp.storage.rows import RegistryRow
@@ -26,6 +27,7 @@ from wontopos_mcp.storage.rows import RegistryRow
 if TYPE_CHECKING:
     from wontopos_mcp.storage.adapter import Store
 
+_DELETE_BATCH = 500  # registry keys per delete
 _SECRET = "secret:idempotency"  # the database's key for idempotency fingerprints
 Speakers = Sequence[tuple[str | None, str]]  # (name or None, the field that named it)
 
@@ -227,6 +229,23 @@ class Registry:
         latest = {record[0]: record for record in sorted(records, key=lambda record: record[3])}
         if latest:
             self.store.registry_upsert([_idempotency_row(key, *record) for record in latest.values()])
+
+    def forget_records_naming(self, key: str, memory_ids: set[str] | None) -> None:
+        """Inside the write lock, before the memories go (a crash in between leaves a
+        repeat that answers afresh, never a record naming a forgotten memory): the kept
+        records whose answer names one of ``memory_ids`` (a duplicate's ``duplicate_of``);
+        ``None``: every memory of the store is going, and every record of the store goes."""
+        records = where.registry_of_store(("idem",), key)
+        if memory_ids is None:
+            self.store.registry_delete(records)
+            return
+        naming = [
+            row["key"]
+            for row in self.store.registry_rows(records)
+            if names_any((row["value"] or "\n").split("\n", 1)[1], memory_ids)
+        ]
+        for start in range(0, len(naming), _DELETE_BATCH):
+            self.store.registry_delete(where.registry_keys_in(naming[start : start + _DELETE_BATCH]))
 
 
 # -- the rule, once ------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ class Stores:
         handle = self.registry.resolve(user_id)
         with self.store.write_lock(handle.key):
             deleted = self.memories.count_memories(in_store(handle.key))
-            self.commits.delete_memories(handle.key, in_store(handle.key))
+            self.commits.delete_memories(handle.key, in_store(handle.key), None)
         return {"user_id": handle.display, "status": "deleted", "deleted": deleted}
 
     # -- speakers --------------------------------------------------------------------------

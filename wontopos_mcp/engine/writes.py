@@ -185,7 +185,7 @@ class Writes:
                 {**r, "superseded": successor is not None, "superseded_by": successor}
                 for r in self.memories.superseded_by(key, memory_id)
             ]
-            self.commits.delete_memories(key, memory_is(key, memory_id), updated=relinked)
+            self.commits.delete_memories(key, memory_is(key, memory_id), {memory_id}, updated=relinked)
         return {"user_id": handle.display, "status": "deleted", "deleted": 1}
 
     def _forget_speaker(self, name: str, confirm: int, handle: StoreHandle) -> dict[str, Any]:
@@ -194,9 +194,9 @@ class Writes:
         said = said_by(key, name)
         with self.store.write_lock(key):
             require_confirmed(key, name, self.memories.count(said), confirm)
-            deleted = self.memories.count_memories(said)
-            self.commits.delete_memories(key, said)
-        return {"user_id": handle.display, "status": "deleted", "deleted": deleted}
+            forgotten = self.memories.ids(said)
+            self.commits.delete_memories(key, said, forgotten)
+        return {"user_id": handle.display, "status": "deleted", "deleted": len(forgotten)}
 
 
 def stored_answer(display: str, memory_id: str, speaker: str | None, chunks: int) -> dict[str, Any]:

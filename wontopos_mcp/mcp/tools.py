@@ -284,7 +284,8 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
         "Me", is refused). Names are exact after trimming surrounding spaces: "Bob" and "bob"
         are two people. Registering an existing name answers status "exists" and changes
         nothing. A store holds up to {speaker_limit} people; past it the answer is 400 with
-        `speaker_limit`. Names with invisible characters (zero-width space, ...) are refused.
+        `speaker_limit`. Names with invisible characters (zero-width space, variation
+        selectors, ...) or a blank other than a plain space inside are refused.
         If the answer has `similar_to`, those registered names look like this one (another
         case, look-alike letters): it is still a new person; if it was meant to be one of
         them, speaker_remove it and use theirs.

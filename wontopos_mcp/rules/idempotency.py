@@ -5,7 +5,10 @@ The official SDK sends an ``Idempotency-Key`` on every memory write and retries 
 same commit as the memories it guards (columns on their rows), so after a crash a repeat
 either replays the stored answer or finds nothing and writes exactly once; forgetting the
 memory forgets its record with it. An outcome that writes no memory (a duplicate) is
-recorded in the registry instead (``registry`` keeps those rows).
+recorded in the registry instead (``registry`` keeps those rows). A forget also takes
+every record whose answer names a forgotten memory (``names_any``): a duplicate's
+``duplicate_of``, a conversation's other messages, a supersede's old version; a repeat
+of such a key is then a new request.
 
 A request body is kept only as a keyed hash: HMAC-SHA256 under a secret the database
 creates once (``Registry.idempotency_secret``), so a fingerprint cannot be checked
@@ -22,7 +25,7 @@ import hmac
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +86,31 @@ def speaker_in_answer(name: str | None) -> str:
     what a rename, merge or removal rewrites there, so no kept answer holds a name that
     ended. ``None`` (no speaker): the empty string."""
     return "" if name is None else ', "speaker": ' + json.dumps(name, ensure_ascii=False)
+
+
+# Where a kept answer names memories other than its own: a conversation's ``results``, a
+# batch's ``ids``, a supersede's ``superseded`` (a duplicate's ``duplicate_of`` is in
+# ``results`` or in an answer that stored nothing, kept in the registry), as
+# ``answer_json`` writes them.
+_NAMING_OTHERS = ('"results": [', '"ids": [', '"superseded": "')
+_FEW_IDS = 16  # up to this many forgotten memories, an answer is looked for by their ids
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def answer_needles(memory_ids: Collection[str]) -> list[str]:
+    """Texts one of which every kept answer naming one of ``memory_ids`` contains, for a
+    storage filter to narrow the answers ``names_any`` then decides on: each id as a JSON
+    string when they are few, else the keys under which an answer names other memories."""
+    if len(memory_ids) <= _FEW_IDS:
+        return [json.dumps(memory_id, ensure_ascii=False) for memory_id in sorted(memory_ids)]
+    return list(_NAMING_OTHERS)
+
+
+def names_any(answer_json: str, memory_ids: Collection[str]) -> bool:
+    """Whether a kept answer names one of ``memory_ids`` (as any string of its JSON: ``id``,
+    ``duplicate_of``, ``superseded``, ``ids``, ``results``). SPEC: a forgotten memory's
+    record goes, and so does every record whose answer names it."""
+    return any(match.group(1) in memory_ids for match in _JSON_STRING.finditer(answer_json))
 
 
 def replayed(idem: Idempotency, fingerprint: str, answer_json: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Speaker names and store ids: the checks SPEC applies, in its order, in one place.
 
 Speaker names: NFC, trim Unicode white space at both ends, refuse remaining control
-characters, then invisible ones, 1-80 code points, then the reserved-name check. After
+characters, then invisible ones (every Default_Ignorable_Code_Point) and blanks other
+than U+0020 inside the name, 1-80 code points, then the reserved-name check. After
 that, matching is exact (``Bob`` and ``bob`` are two people) so a typo never merges two
 persons; ``similar_names`` only tells a registration which names it could be mistaken for
 (the same after case-folding, or after mapping look-alike letters to one skeleton).
@@ -13,6 +14,7 @@ exist (``alice-smith`` blocks ``alice.smith``).
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -39,11 +41,39 @@ _WHITE_SPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
     "\u2028\u2029\u202f\u205f\u3000"
 )
-# Invisible characters: a name holding one displays as another name (``Bob`` and
-# ``Bo\u200bb``) or as nothing. Unicode format characters (Cf: zero-width space and
-# joiners, word joiner, BOM, soft hyphen, tag characters, ...) and the Hangul fillers,
-# which are letters (Lo) that render blank.
-_HANGUL_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+# Characters that show as nothing: a name holding one displays as another name (``Bob``
+# and ``Bo\u200bb``) or as nothing. Unicode's Default_Ignorable_Code_Point, as
+# DerivedCoreProperties.txt lists it: format characters (Cf: zero-width
+# space and joiners, word joiner, BOM, soft hyphen, tag characters), the variation
+# selectors, the combining grapheme joiner, the Mongolian free variation selectors,
+# Khmer's inherent vowels, the Hangul fillers (letters that render blank) and the
+# reserved stretches around them. Python's ``unicodedata`` lacks the property, so the
+# ranges are written out here, and tests/rules/test_names.py checks them against the
+# ``regex`` module's copy of the same data. Every other Cf character is refused too.
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD),
+    (0x034F, 0x034F),
+    (0x061C, 0x061C),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+_IGNORABLE_STARTS = [start for start, _ in DEFAULT_IGNORABLE]
+# Characters that show as a blank: inside a name only U+0020 separates words (a name with
+# U+00A0 or U+200A displays as another name), and the braille blank U+2800 is no space but
+# looks like one.
+_BLANKS = frozenset(_WHITE_SPACE.replace(" ", "") + "\u2800")
 # Marks the confusables data puts around right-to-left characters so that they display.
 _DIRECTION_MARKS = "\u200e\u200f"
 _STORE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -53,8 +83,18 @@ def _is_forbidden(ch: str) -> bool:
     return ch in _BIDI or ch in _LINE_SEPARATORS or unicodedata.category(ch) in ("Cc", "Cs", "Co")
 
 
+def is_default_ignorable(ch: str) -> bool:
+    """Whether ``ch`` is a Default_Ignorable_Code_Point (``DEFAULT_IGNORABLE``)."""
+    at = bisect.bisect_right(_IGNORABLE_STARTS, ord(ch)) - 1
+    return at >= 0 and ord(ch) <= DEFAULT_IGNORABLE[at][1]
+
+
 def _is_invisible(ch: str) -> bool:
-    return unicodedata.category(ch) == "Cf" or ch in _HANGUL_FILLERS
+    return unicodedata.category(ch) == "Cf" or is_default_ignorable(ch)
+
+
+def _is_blank(ch: str) -> bool:
+    return ch in _BLANKS
 
 
 def check_speaker(raw: Any, *, field: str = "speaker") -> str:
@@ -62,13 +102,15 @@ def check_speaker(raw: Any, *, field: str = "speaker") -> str:
     if not isinstance(raw, str):
         raise InvalidRequestError(f"{field} must be a string", field=field)
     name = unicodedata.normalize("NFC", raw).strip(_WHITE_SPACE)
-    for is_bad, what, kind in ((_is_forbidden, "a control", "plain"), (_is_invisible, "an invisible", "visible")):
+    for is_bad, what, kind in (
+        (_is_forbidden, "a control character", "plain text"),
+        (_is_invisible, "an invisible character", "visible text"),
+        (_is_blank, "a blank other than a space", "words separated by plain spaces (U+0020)"),
+    ):
         bad = next((ch for ch in name if is_bad(ch)), None)
         if bad is not None:
             raise InvalidRequestError(
-                f"{field} contains {what} character (U+{ord(bad):04X}); names are {kind} text",
-                field=field,
-                speaker=name,
+                f"{field} contains {what} (U+{ord(bad):04X}); names are {kind}", field=field, speaker=name
             )
     if not name:
         raise InvalidRequestError(f"{field} must not be empty", field=field)
@@ -102,7 +144,10 @@ def similar_names(name: str, others: Iterable[str]) -> list[str]:
 
 def _look_alike_keys(name: str) -> frozenset[str]:
     """Case-folded skeletons, folded before and after the mapping (``ВОВ`` folds to
-    ``вов``, whose ``в`` looks like no Latin letter, while ``В`` is ``B``)."""
+    ``вов``, whose ``в`` looks like no Latin letter, while ``В`` is ``B``), of the name
+    without the characters ``check_speaker`` refuses as invisible or blank: a name
+    registered before that rule (``Bo\u034fb``) is then a look-alike of ``Bob``."""
+    name = "".join(ch for ch in name if not (_is_invisible(ch) or _is_blank(ch)))
     folded = name.casefold()
     return frozenset((folded, _skeleton(name).casefold(), _skeleton(folded)))
 

@@ -26,7 +26,7 @@ from wontopos_mcp.rules.locations import is_remote
 
 from .chunk_search import ChunkReads, Found, RegistryReads, run
 from .lancedb_import import import_lancedb
-from .locks.coordination import LOCK_FILE, coordinator_for
+from .locks.coordination import LOCK_FILE, Patience, coordinator_for
 from .locks.lease import LeaseTiming
 from .purge import Purges, PurgeTiming
 from .rows import ChunkRow, RegistryRow
@@ -52,6 +52,8 @@ META_FILE = "wontopos.json"
 _CONFLICT_TRIES = 5  # a commit that lost to a concurrent maintenance commit
 T = TypeVar("T")
 _CHECK_TIMEOUT_S = 20.0  # check_usable: longest wait for object storage to answer
+# A write waits this long for the lock a reindex holds, then answers 503 (the SDK retries).
+WRITE_WAIT_S = 5.0
 
 
 def _opened(open_table: Callable[[], Any]) -> Any:
@@ -114,6 +116,11 @@ class ModelRecord:
     def pending(self) -> bool:
         """Whether a reindex marked the record and has not finished (or was killed)."""
         return self._remote or "reindex" in (self._file() or {})
+
+    def reindexing(self) -> bool:
+        """Whether a reindex of a local database marked the record and has not finished
+        (on object storage, leases bound a writer's wait themselves)."""
+        return not self._remote and "reindex" in (self._file() or {})
 
     def truth(self) -> tuple[str, int] | None:
         """The model the vectors are of: the table's own record when it keeps one (read
@@ -209,6 +216,7 @@ class Store:
         writers: str = "single",
         lease: LeaseTiming | None = None,
         purge: PurgeTiming | None = None,
+        write_wait: float = WRITE_WAIT_S,
     ) -> None:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
@@ -218,7 +226,8 @@ class Store:
         go to ``lancedb.connect`` (object storage: endpoint, region, allow_http...).
         ``writers`` and ``lease``: how writers on object storage share the database
         (``coordination``). ``purge``: how soon what an erasure removed leaves the disk
-        (``purge``; tests shorten it)."""
+        (``purge``; tests shorten it). ``write_wait``: a writer waiting this long for a
+        local database's lock while a reindex holds it answers 503 (``Patience``)."""
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.vector_index_min_rows = vector_index_min_rows
@@ -226,6 +235,7 @@ class Store:
         self.retain = retain if retain is not None else (RETAIN_REMOTE if self._remote else RETAIN)
         self._upkeep = Upkeep(self.retain, vector_index_min_rows, self.registry_rows)
         self._coordinator = coordinator_for(uri, writers=writers, storage_options=self.storage_options, timing=lease)
+        self._patience = Patience(write_wait, self._refuse_while_reindexing)
         self._reads = ChunkReads(self._reader, flat_search_max)
         self._db: Any = None
         self._registry: Any = None
@@ -338,8 +348,18 @@ class Store:
         """Serialise writers of the store ``where`` (its key), or of the whole database,
         across processes and machines where the URI allows. Take a store's before the
         database's, never the other way round."""
-        with self._coordinator.hold(scope):
+        with self._coordinator.hold(scope, self._patience):
             yield
+
+    def _refuse_while_reindexing(self) -> None:
+        """A writer has waited ``write_wait`` for the lock: 503 if a reindex holds it (it
+        may take minutes), else it waits on (another write, a purge, an index build)."""
+        if self._model.reindexing():
+            raise UnavailableError(
+                "the database is being re-embedded for another model (wontopos-mcp reindex); "
+                "writes wait until it is done: retry shortly",
+                retry_after_ms=int(1000 * max(1.0, self._patience.seconds)),
+            )
 
     @contextmanager
     def erasing(self) -> Iterator[None]:
@@ -624,9 +644,9 @@ class Store:
         while True:
             with ExitStack() as held:
                 keys = sorted({row["user_id"] for row in self.registry_rows(REGISTRY_STORES)})
-                for key in keys:
-                    held.enter_context(self.write_lock(key))
-                held.enter_context(self.write_lock())
+                for key in keys:  # without patience: the reindex itself waits for every writer
+                    held.enter_context(self._coordinator.hold(key))
+                held.enter_context(self._coordinator.hold())
                 if sorted({row["user_id"] for row in self.registry_rows(REGISTRY_STORES)}) == keys:
                     yield
                     return

@@ -9,8 +9,9 @@ key whose rows are all gone (a category, a speaker's name, a store id); and a fr
 whose every row was deleted leaves the table at once, so no compaction visits it, and the
 full-text, B-tree and bitmap indexes all keep its rows (the full-text index only blocks
 them at search time) until an index update that has new rows to add prunes them (not a
-bitmap's key); an update with nothing new, merging segments or not, kept them. A rebuild
-never keeps anything. So a purge does, for each table:
+bitmap's key); an update with nothing new, merging segments or not, kept them. The vector
+index keeps such a fragment's vectors too, until a merge of its segments (with new rows
+or not: measured) or a rebuild. A rebuild never keeps anything. So a purge does, for each table:
 
 1. *rewrite*, inside the database's write lock: every fragment holding deleted rows is
    compacted with its deletions materialised (only those: the size tiers of
@@ -18,9 +19,10 @@ never keeps anything. So a purge does, for each table:
    with the same effect on the indexes). The chunks table's bitmap indexes are built
    again from the live rows (``schema.create_indexes``: cheap, a few values each),
    and its B-tree and full-text indexes too when one still covers a fragment that is
+   gone. The vector index is remapped by the compaction, and merged into one segment
+   (``prune_vectors``, not retrained) when it still holds the rows of a fragment that is
    gone. A last commit of the purge's own follows (the latest version is never removed,
-   and its files describe its operation). The vector index is only remapped: see the
-   README.
+   and its files describe its operation).
 2. *cleanup*, once the rewrite is ``retain`` old (a query in another process that loaded
    an older version when it started has had that long to finish, as for every cleanup in
    ``upkeep_policy``): every version older than the rewrite goes, with the files only those
@@ -98,6 +100,7 @@ def rewrite(table: Any, reindex: bool) -> int:
         )
     if reindex:  # each index replaced: one commit each
         create_indexes(table, bitmaps_only=not stale)
+        prune_vectors(table)
     # The latest version stays whatever its age, and its manifest and transaction file
     # hold its operation: an erasing delete's where-clause names a store or a speaker. So
     # the purge's own commit comes last (a timestamp in the table's metadata).
@@ -105,6 +108,30 @@ def rewrite(table: Any, reindex: bool) -> int:
     table.to_lance().update_metadata({PURGED: str(_now_us())})
     table.checkout_latest()
     return int(table.version)
+
+
+def prune_vectors(table: Any) -> int:
+    """Merge every vector index that holds rows the table no longer has (the vectors of
+    a fragment a delete emptied: compaction's remapping never visits it) into one that
+    holds none; how many indexes were merged. A merge writes the index again without
+    training it (no rebuild); the index's bookkeeping still lists the emptied fragment
+    afterwards, so what it holds is counted instead: its partitions' rows against the
+    table's rows it covers."""
+    table.checkout_latest()
+    dataset = table.to_lance()
+    merged = 0
+    for index in dataset.describe_indices():
+        if not _is_vector(index.index_type):
+            continue
+        stats = dataset.stats.index_stats(index.name)
+        held = sum(partition["size"] for segment in stats["indices"] for partition in segment["partitions"])
+        if held > stats["num_indexed_rows"]:
+            dataset.optimize.optimize_indices(index_names=[index.name], num_indices_to_merge=len(index.segments))
+            dataset = table.to_lance()
+            merged += 1
+    if merged:
+        table.checkout_latest()
+    return merged
 
 
 def cleanup(table: Any, before: int) -> int:

@@ -149,6 +149,11 @@ def answer_names(text: str) -> str:
     return f" AND strpos(idem_answer, {quote(text)}) > 0"
 
 
+def answer_names_any(texts: Sequence[str]) -> str:
+    """A clause to append: a kept first answer whose JSON contains one of ``texts``."""
+    return " AND (" + " OR ".join(f"strpos(idem_answer, {quote(text)}) > 0" for text in texts) + ")"
+
+
 def replaced_in_answer(old: str, new: str) -> str:
     """The update expression that replaces ``old`` by ``new`` in a kept first answer."""
     return f"replace(idem_answer, {quote(old)}, {quote(new)})"

@@ -17,6 +17,8 @@ depends on where the database lives, and ``coordinator_for`` chooses by its URI:
   ``InProcessCoordinator``, this process's threads only.
 
 ``hold(scope)`` takes a store's lock (``where`` = its key) or, without one, the database's;
+with ``patience``, a writer waiting for a local lock asks every ``patience.seconds`` whether
+to give up (a reindex holding the database: 503, not a wait as long as the reindex);
 a store's is always taken before the database's, never after, so two threads or two
 replicas cannot wait on each other. Every lock is re-entrant for the thread that holds it;
 the thread lock of ``local`` is what ``Store`` opens and closes the database under.
@@ -30,6 +32,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from wontopos_mcp.errors import ConfigError
@@ -42,6 +45,24 @@ log = logging.getLogger(__name__)
 LOCK_FILE = ".wontopos.lock"  # a local database's file lock
 PRIVATE_DIR = 0o700  # a database directory made here (startup_checks or attach): nobody else may list or read it
 DATABASE = "database"  # the database lease's name
+
+
+@dataclass(frozen=True)
+class Patience:
+    """How a writer waits for a lock someone else holds: every ``seconds`` without it,
+    ``give_up()`` is called, which raises to stop waiting (or returns to wait on)."""
+
+    seconds: float
+    give_up: Callable[[], None]
+
+
+def _wait_for(acquire: Callable[[float], bool], patience: Patience | None) -> None:
+    """``acquire(timeout)`` (``-1``: no bound) until it succeeds, asking ``patience``."""
+    if patience is None:
+        acquire(-1)
+        return
+    while not acquire(patience.seconds):
+        patience.give_up()
 
 
 class Coordinator(Protocol):
@@ -58,9 +79,10 @@ class Coordinator(Protocol):
         """This process's threads only (re-entrant): opening and closing the database."""
         ...
 
-    def hold(self, scope: str | None = None) -> AbstractContextManager[None]:
+    def hold(self, scope: str | None = None, patience: Patience | None = None) -> AbstractContextManager[None]:
         """Exclusive writing to the store ``where`` (or the whole database), across
-        threads and (once attached) processes; re-entrant."""
+        threads and (once attached) processes; re-entrant. ``patience``: how to wait
+        (leases bound their own waits and ignore it)."""
         ...
 
     def check(self) -> None:
@@ -98,9 +120,12 @@ class InProcessCoordinator:
         return self._lock
 
     @contextmanager
-    def hold(self, scope: str | None = None) -> Iterator[None]:
-        with self._lock:
+    def hold(self, scope: str | None = None, patience: Patience | None = None) -> Iterator[None]:
+        _wait_for(lambda timeout: self._lock.acquire(timeout=timeout), patience)
+        try:
             yield
+        finally:
+            self._lock.release()
 
     def check(self) -> None:
         return None
@@ -139,13 +164,25 @@ class FileLockCoordinator(InProcessCoordinator):
         self._file_lock = FileLock(os.path.join(self.directory, LOCK_FILE), thread_local=False)
 
     @contextmanager
-    def hold(self, scope: str | None = None) -> Iterator[None]:
-        with self._lock:
+    def hold(self, scope: str | None = None, patience: Patience | None = None) -> Iterator[None]:
+        from filelock import Timeout
+
+        def acquire(timeout: float) -> bool:
+            try:
+                self._file_lock.acquire(timeout=timeout)
+            except Timeout:
+                return False
+            return True
+
+        with super().hold(scope, patience):
             if self._file_lock is None:
                 yield
                 return
-            with self._file_lock:
+            _wait_for(acquire, patience)
+            try:
                 yield
+            finally:
+                self._file_lock.release()
 
     @contextmanager
     def try_hold(self) -> Iterator[bool]:
@@ -227,7 +264,7 @@ class LeaseCoordinator(InProcessCoordinator):
             return self._locks.setdefault(name, threading.RLock())
 
     @contextmanager
-    def hold(self, scope: str | None = None) -> Iterator[None]:
+    def hold(self, scope: str | None = None, patience: Patience | None = None) -> Iterator[None]:
         if self.mode == "single":
             with self._lock:
                 self._single()
