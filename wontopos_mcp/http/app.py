@@ -35,11 +35,12 @@ One pure-ASGI middleware, :class:`Guard`, applies to every route, in this order:
    ``charset`` allowed), else 415 with ``field: "content-type"``. A page elsewhere can
    send a cross-site form or ``text/plain`` POST without asking first; it cannot send
    ``application/json`` so.
-6. The body (``bodies``), read before the route runs and only for a route that takes
-   one (a POST, PUT, PATCH or DELETE to the REST API or MCP), so only after every check
-   above: over ``max_body_bytes`` (declared, or counted as it arrives) 413 with
-   ``max_bytes``; not in by ``body_timeout_ms`` 408; past the budget of the bodies being
-   read at once (``body_budget_bytes``) 503 with ``retry_after_ms``.
+6. The body (``bodies``): a declared length over ``max_body_bytes`` is 413 with
+   ``max_bytes`` on any route; the body itself is read before the route runs, only for a
+   route that takes one (a POST, PUT, PATCH or DELETE to the REST API or MCP), so only
+   after every check above: counted as it arrives, 413 past the limit; not in by
+   ``body_timeout_ms`` 408; past the budget of the bodies being read at once
+   (``body_budget_bytes``) 503 with ``retry_after_ms``.
 
 Every answer, refusals and the 500 of a crash included (the HTTP parser's own 400 too,
 see ``server``), then carries ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy:
@@ -96,7 +97,7 @@ from wontopos_mcp.errors import (
 from wontopos_mcp.mcp.server import build_server
 from wontopos_mcp.mcp.transport import answering_routes, sse_routes
 
-from .bodies import BODY_PATHS, BodyBudget, read_body, takes_body
+from .bodies import BODY_PATHS, BodyBudget, declared_size, read_body, takes_body
 from .rest import rest_routes
 from .wrong_keys import KeyFailures
 
@@ -261,6 +262,7 @@ class Guard:
             return
         try:
             self._check(scope)
+            declared_size(scope, self.max_body_bytes)  # 413 on any route, before a byte is read
             if takes_body(scope):
                 receive = await read_body(
                     scope, receive, limit=self.max_body_bytes, budget=self.budget, timeout_s=self.body_timeout_s

@@ -3,9 +3,11 @@ in by a deadline from its head (408), and all those being read at once within on
 :class:`BodyBudget` (503 ``unavailable_error`` with ``retry_after_ms``) (SPEC "Transports
 and HTTP").
 
-Only a route that takes a body gets one read (:func:`takes_body`), and only once the
-request has passed the Guard's checks, the API key's included: a client without the key,
-or one calling a route that takes no body, cannot make the server hold a byte of it
+A declared length over the limit is 413 on any route (:func:`declared_size`: nothing is
+read to say so). Only a route that takes a body gets one read (:func:`takes_body`), and
+only once the request has passed the Guard's checks, the API key's included: a client
+without the key, or one calling a route that takes no body, cannot make the server hold
+a byte of it
 (uvicorn keeps at most its 64 KiB read-ahead, and discards the rest once the answer is
 out; ``http.server`` closes the connection when that body is late).
 """
@@ -20,7 +22,7 @@ from starlette.types import Message, Receive, Scope
 
 from wontopos_mcp.errors import InvalidRequestError, UnavailableError
 
-__all__ = ["BodyBudget", "read_body", "takes_body"]
+__all__ = ["BodyBudget", "declared_size", "read_body", "takes_body"]
 
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # REST calls and MCP messages: the paths whose bodies are read, and must be JSON (415).
@@ -55,15 +57,25 @@ class BodyBudget:
         self.held -= size
 
 
-async def read_body(scope: Scope, receive: Receive, *, limit: int, budget: BodyBudget, timeout_s: float) -> Receive:
-    """Read the request's body within ``limit`` bytes, ``timeout_s`` seconds and the
-    budget, and return a ``receive`` that hands it to the app again as one message."""
-    too_big = InvalidRequestError(f"the request body is larger than {limit} bytes", status=413, max_bytes=limit)
+def _too_big(limit: int) -> InvalidRequestError:
+    return InvalidRequestError(f"the request body is larger than {limit} bytes", status=413, max_bytes=limit)
+
+
+def declared_size(scope: Scope, limit: int) -> int | None:
+    """The body's declared length (None: chunked, or none declared); 413 when it is over
+    ``limit``, on any route: refusing it reads nothing."""
     headers = Headers(scope=scope)
     length = headers.get("content-length", "").strip()
     declared = int(length) if length.isdigit() and "transfer-encoding" not in headers else None
     if declared is not None and declared > limit:
-        raise too_big
+        raise _too_big(limit)
+    return declared
+
+
+async def read_body(scope: Scope, receive: Receive, *, limit: int, budget: BodyBudget, timeout_s: float) -> Receive:
+    """Read the request's body within ``limit`` bytes, ``timeout_s`` seconds and the
+    budget, and return a ``receive`` that hands it to the app again as one message."""
+    declared = declared_size(scope, limit)
     chunks: list[bytes] = []
     pending: list[Message] = []
     size = held = 0
@@ -80,7 +92,7 @@ async def read_body(scope: Scope, receive: Receive, *, limit: int, budget: BodyB
                 chunk = message.get("body", b"")
                 size += len(chunk)
                 if size > limit:
-                    raise too_big
+                    raise _too_big(limit)
                 if declared is None:
                     budget.take(len(chunk))
                     held += len(chunk)
