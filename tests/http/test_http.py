@@ -269,7 +269,7 @@ def _from(address: str, url: str, **headers: str) -> httpx.Client:
 
 @pytest.mark.slow
 def test_fifty_wrong_keys_from_five_addresses_share_one_budget_and_the_right_key_still_gets_in(
-    tmp_path: Path, embedder: Any
+    tmp_path: Path, embedder: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     now = [1000.0]
     failures = KeyFailures(clock=lambda: now[0])  # the default policy, on a clock the test moves
@@ -278,7 +278,7 @@ def test_fifty_wrong_keys_from_five_addresses_share_one_budget_and_the_right_key
     collections = "/api/v1/memory/collections"
     addresses = [f"127.0.0.{n}" for n in range(2, 7)]
     try:
-        with serve(service, settings, key_failures=failures) as live:
+        with serve(service, settings, key_failures=failures) as live, caplog.at_level(logging.WARNING):
             clients = [_from(address, live.url) for address in addresses]
             try:
                 answers = [
@@ -306,6 +306,9 @@ def test_fifty_wrong_keys_from_five_addresses_share_one_budget_and_the_right_key
                 for client in clients * 2:
                     _refused(client.get(collections, headers={"X-API-Key": "guess"}), 401, "authentication_error")
                 _refused(clients[2].get(collections, headers={"X-API-Key": "guess"}), 429, "rate_limit_error")
+                warned = [r.getMessage() for r in caplog.records if "wrong API keys within" in r.getMessage()]
+                assert len(warned) == 2, warned  # once each time the budget filled, never a key
+                assert not any("guess" in message for message in warned)
             finally:
                 for client in clients:
                     client.close()

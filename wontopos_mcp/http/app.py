@@ -317,6 +317,13 @@ class Guard:
                 f"too many wrong API keys in the last minute: retry after {wait_ms} ms", retry_after_ms=wait_ms
             )
         self.failures.failed()
+        if self.failures.wait_ms():  # that one filled the budget: say so once, without the keys
+            logger.warning(
+                "%d wrong API keys within %.0f s: further wrong keys are refused (429) for %d ms",
+                self.failures.limit,
+                self.failures.window_s,
+                self.failures.wait_ms(),
+            )
         raise AuthenticationError("wrong API key")
 
     def _origin_allowed(self, origin: str, scope: Scope, host: tuple[str, int | None] | None) -> bool:
