@@ -21,6 +21,10 @@ from .errors import ConfigError
 
 TRANSPORTS = ("stdio", "http", "sse")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+# An HTTP server refuses a shorter WONTOPOS_API_KEY: the wrong-key limit never refuses the
+# right key, so a guess's answer (429 or 200) tells a guesser which it was; only the key's
+# length bounds guessing.
+MIN_KEY_LENGTH = 16
 _MiB = 1024 * 1024
 
 
@@ -35,6 +39,20 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+def key_problem(key: str | None) -> str | None:
+    """Why ``key`` cannot guard an HTTP server (one line, without the key), or None when
+    it can or none is set. Empty counts as set: ``WONTOPOS_API_KEY=`` asked for a key."""
+    if key is None or len(key) >= MIN_KEY_LENGTH:
+        return None
+    fix = "e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+    if not key:
+        return (
+            f"WONTOPOS_API_KEY is set but empty; it must be at least {MIN_KEY_LENGTH} characters ({fix}), "
+            "or unset it to serve loopback without a key"
+        )
+    return f"WONTOPOS_API_KEY is {len(key)} characters; it must be at least {MIN_KEY_LENGTH} ({fix})"
 
 
 def default_db_dir() -> str:
@@ -72,8 +90,13 @@ class Settings:
     # Secrets in written texts replaced by [redacted:<kind>] (``secrets``) or kept (``none``).
     redact: str = "none"
     # HTTP: a connection that has not sent a whole request's headers this long after it
-    # opened (or after its last answer) is closed (``http.server``).
+    # opened (or after its last answer) is closed (``http.server``); a body that has not
+    # arrived this long after its headers is 408; the bodies being read at once hold at
+    # most this many bytes together (or one body of ``max_body_bytes``, when that is more),
+    # past which a body is 503 (``http.app.Guard``).
     header_timeout_ms: int = 10_000
+    body_timeout_ms: int = 30_000
+    body_budget_bytes: int = 64 * _MiB
 
     @property
     def storage_options_dict(self) -> dict[str, str]:
@@ -92,7 +115,8 @@ class Settings:
             if f.name in given:
                 continue
             raw = env.get(f"WONTOPOS_{f.name.upper()}")
-            if raw is not None and raw.strip() != "":
+            # An empty variable is unset, but for the key: set and empty, it is refused (SPEC).
+            if raw is not None and (raw.strip() != "" or f.name == "api_key"):
                 values[f.name] = _parse(f.name, raw.strip(), source=f"WONTOPOS_{f.name.upper()}")
         for name, value in (overrides or {}).items():
             if name == "api_key":
@@ -128,12 +152,24 @@ class Settings:
             raise ConfigError(f"WONTOPOS_LEASE_TTL_MS must be at least 500, not {self.lease_ttl_ms}")
         if self.header_timeout_ms < 100:
             raise ConfigError(f"WONTOPOS_HEADER_TIMEOUT_MS must be at least 100, not {self.header_timeout_ms}")
+        if self.body_timeout_ms < 100:
+            raise ConfigError(f"WONTOPOS_BODY_TIMEOUT_MS must be at least 100, not {self.body_timeout_ms}")
+        if self.body_budget_bytes < 1024:
+            raise ConfigError(f"WONTOPOS_BODY_BUDGET_BYTES must be at least 1024, not {self.body_budget_bytes}")
         if not self.embed_model.strip():
             raise ConfigError("embed model must not be empty")
         return self
 
 
-_INTS = {"port", "speaker_limit", "max_body_bytes", "lease_ttl_ms", "header_timeout_ms"}
+_INTS = {
+    "port",
+    "speaker_limit",
+    "max_body_bytes",
+    "lease_ttl_ms",
+    "header_timeout_ms",
+    "body_timeout_ms",
+    "body_budget_bytes",
+}
 
 
 def _local_path(db: str) -> str:

@@ -20,7 +20,7 @@ everywhere::
     ├── PaymentRequiredError          402  │ service or the network answers: never raised
     └── GoneError                     410  ┘ here, kept so code catching them runs unchanged
 
-``InvalidRequestError`` also carries 413/415/421/422 on the HTTP face: the type names the
+``InvalidRequestError`` also carries 408/413/415/421/422 on the HTTP face: the type names the
 kind of fault, the status the HTTP meaning. ``WosError`` and ``BadRequestError`` are the
 official SDK's names, kept as aliases so code written for the hosted client ports by
 changing one import.
@@ -191,9 +191,9 @@ class UnavailableError(ServerError):
 
 
 class RateLimitError(WontoposError):
-    """429: one client sent too many wrong API keys (the HTTP face only, ``http.app``);
-    ``retry_after_ms`` says when it may try again. ``retry_after`` is the SDK's attribute
-    (that wait in seconds)."""
+    """429: too many wrong API keys came in the last minute, from every client together
+    (the HTTP face only, ``http.wrong_keys``); ``retry_after_ms`` says when a wrong key is
+    counted again. ``retry_after`` is the SDK's attribute (that wait in seconds)."""
 
     status = 429
     type = "rate_limit_error"

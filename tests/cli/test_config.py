@@ -17,6 +17,8 @@ def test_defaults_apply_when_nothing_is_set(tmp_path):
     assert settings.speaker_limit == 50
     assert settings.embed_model == DEFAULT_MODEL
     assert settings.max_body_bytes == 4 * 1024 * 1024
+    assert (settings.header_timeout_ms, settings.body_timeout_ms) == (10_000, 30_000)
+    assert settings.body_budget_bytes == 64 * 1024 * 1024
     assert settings.db
     assert "wontopos-mcp" in settings.db
 
@@ -31,6 +33,8 @@ def test_environment_overrides_defaults_and_flags_override_the_environment():
 
 def test_the_api_key_comes_from_the_environment_only():
     assert Settings.load({}, environ={"WONTOPOS_API_KEY": "k1"}).api_key == "k1"
+    assert Settings.load({}, environ={"WONTOPOS_API_KEY": ""}).api_key == ""  # set, and empty: refused by a server
+    assert Settings.load({}, environ={}).api_key is None
     with pytest.raises(ConfigError):
         Settings.load({"api_key": "k2"}, environ={})
     assert "k1" not in repr(Settings.load({}, environ={"WONTOPOS_API_KEY": "k1"}))
@@ -50,6 +54,8 @@ def test_the_api_key_comes_from_the_environment_only():
         ({}, {"WONTOPOS_STORAGE_OPTIONS": '{"timeout": null}'}),
         ({}, {"WONTOPOS_HEADER_TIMEOUT_MS": "50"}),
         ({}, {"WONTOPOS_HEADER_TIMEOUT_MS": "ten"}),
+        ({}, {"WONTOPOS_BODY_TIMEOUT_MS": "50"}),
+        ({}, {"WONTOPOS_BODY_BUDGET_BYTES": "100"}),
     ],
 )
 def test_bad_settings_are_refused(overrides, env):

@@ -28,8 +28,9 @@ Keeping to itself (SPEC "Transports and HTTP"):
   beforehand keeps the mode they gave it; its new files are still 0600.
 - Logs go to stderr through ``logs.PrivateRecords``: no memory text, query or key.
 - An HTTP server (``--transport http`` or ``sse``) refuses to start with a
-  ``WONTOPOS_API_KEY`` shorter than :data:`MIN_KEY_LENGTH` characters, which a wrong-key
-  limit of ten a minute would not protect for long. stdio never reads the key.
+  ``WONTOPOS_API_KEY`` that is set but shorter than 16 characters (``config.MIN_KEY_LENGTH``),
+  empty included (``config.key_problem``): the wrong-key limit never refuses the right
+  key, so the key's length is what bounds guessing. stdio never reads the key.
 """
 
 from __future__ import annotations
@@ -44,13 +45,12 @@ from dataclasses import fields
 from typing import Any
 
 from wontopos_mcp import logs
-from wontopos_mcp.config import TRANSPORTS, Settings, is_loopback
+from wontopos_mcp.config import TRANSPORTS, Settings, is_loopback, key_problem
 from wontopos_mcp.errors import ConfigError
 from wontopos_mcp.version import __version__
 
 from .exits import EXIT_BAD_SETTING
 
-MIN_KEY_LENGTH = 16
 PRIVATE_UMASK = 0o077
 
 
@@ -153,15 +153,12 @@ def serve(settings: Settings) -> int:
     from wontopos_mcp.engine.service import MemoryService
     from wontopos_mcp.errors import ModelMismatch
 
-    if settings.transport != "stdio" and not settings.api_key and not is_loopback(settings.host):
+    if settings.transport != "stdio" and (problem := key_problem(settings.api_key)) is not None:
+        _fail(problem)
+    if settings.transport != "stdio" and settings.api_key is None and not is_loopback(settings.host):
         _fail(
             f"refusing to serve on {settings.host} without an API key: set WONTOPOS_API_KEY, "
             "or bind a loopback address such as 127.0.0.1"
-        )
-    if settings.transport != "stdio" and settings.api_key and len(settings.api_key) < MIN_KEY_LENGTH:
-        _fail(
-            f"WONTOPOS_API_KEY is {len(settings.api_key)} characters; it must be at least {MIN_KEY_LENGTH} "
-            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     _check_database(settings)
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)

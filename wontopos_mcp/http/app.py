@@ -25,22 +25,26 @@ One pure-ASGI middleware, :class:`Guard`, applies to every route, in this order:
    compared in constant time, on every route but ``/healthz`` and the memory browser's
    static files under ``/ui`` (a browser cannot send a header when it opens a page; the
    files hold no data, and the page sends the key on every REST call); else 401. With no
-   key configured a sent key is ignored. Wrong keys are counted per client address
-   (``wrong_keys.KeyFailures``): past 10 in a minute, every request of that address that needs
-   the key is 429 ``rate_limit_error`` with ``retry_after_ms`` (and ``Retry-After``),
-   without the key being looked at, until the oldest of those ten is a minute old.
+   key configured a sent key is ignored. A right key always passes. Wrong keys share one
+   budget over every client (``wrong_keys.KeyFailures``; any local process can send from
+   any loopback address): once 10 came in a minute, a wrong key is 429
+   ``rate_limit_error`` with ``retry_after_ms`` (and ``Retry-After``) instead of 401, until
+   the oldest of those ten is a minute old.
 5. Content type: a POST to the REST API, ``/mcp`` or ``/messages/`` (and any request there
    that declares a body) must say ``Content-Type: application/json`` (parameters such as
    ``charset`` allowed), else 415 with ``field: "content-type"``. A page elsewhere can
    send a cross-site form or ``text/plain`` POST without asking first; it cannot send
    ``application/json`` so.
-6. Body limit (``max_body_bytes``): a declared ``Content-Length`` over it is refused at
-   once, and a streamed body is counted as it arrives (the body is read up to the limit
-   before the route runs); either way 413 with ``max_bytes``.
+6. The body (``bodies``): a declared length over ``max_body_bytes`` is 413 with
+   ``max_bytes`` on any route; the body itself is read before the route runs, only for a
+   route that takes one (a POST, PUT, PATCH or DELETE to the REST API or MCP), so only
+   after every check above: counted as it arrives, 413 past the limit; not in by
+   ``body_timeout_ms`` 408; past the budget of the bodies being read at once
+   (``body_budget_bytes``) 503 with ``retry_after_ms``.
 
-Every answer, refusals and the 500 of a crash included, then carries
-``X-Content-Type-Options: nosniff`` and ``Referrer-Policy: no-referrer``; the memory
-browser's also ``X-Frame-Options: DENY`` and its Content-Security-Policy (``frame-ancestors
+Every answer, refusals and the 500 of a crash included (the HTTP parser's own 400 too,
+see ``server``), then carries ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy:
+no-referrer``; the memory browser's also ``X-Frame-Options: DENY`` and its Content-Security-Policy (``frame-ancestors
 'none'``: no page may frame it, which only a header can say), and every other answer
 ``Cache-Control: no-store`` (they hold memories; an SSE stream included). These are set by
 :class:`SecurityHeaders`, outside Starlette's error middleware so that its 500 has them too.
@@ -77,10 +81,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from wontopos_mcp.config import is_loopback
+from wontopos_mcp.config import is_loopback, key_problem
 from wontopos_mcp.errors import (
     APIError,
     AuthenticationError,
+    ConfigError,
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
@@ -92,6 +97,7 @@ from wontopos_mcp.mcp.server import build_server
 from wontopos_mcp.mcp.transport import answering_routes, sse_routes
 from wontopos_mcp.version import __version__
 
+from .bodies import BODY_PATHS, BodyBudget, declared_size, read_body, takes_body
 from .rest import rest_routes
 from .wrong_keys import KeyFailures
 
@@ -108,7 +114,6 @@ OPEN_PATHS = ("/healthz", "/")  # "/" only redirects to the memory browser
 UI_PATH = "/ui"  # the memory browser: static files in the package (``wontopos_mcp/ui``)
 UI_FILES = Path(__file__).resolve().parent / "ui"
 WELL_KNOWN = "/.well-known/"
-JSON_PATHS = ("/api/", "/mcp", "/messages")  # bodies must be application/json (415)
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # The memory browser's one policy: nothing but this server, and no page may frame it.
 UI_CSP = (
@@ -215,12 +220,6 @@ def _declares_body(headers: Headers) -> bool:
     return "transfer-encoding" in headers or (length != "" and length != "0")
 
 
-def _peer(scope: Scope) -> str:
-    """The client's address (the TCP peer: ``http.server`` trusts no proxy header)."""
-    client = scope.get("client")
-    return str(client[0]) if client else "unknown"
-
-
 class Guard:
     """Host, Origin, API key, wrong-key limit, content type and body limit for every HTTP
     request (see the module doc)."""
@@ -233,11 +232,19 @@ class Guard:
         allowed_hosts: Iterable[str] = (),
         bind_host: str | None = None,
         max_body_bytes: int,
+        body_timeout_s: float,
+        body_budget_bytes: int,
         key_failures: KeyFailures | None = None,
     ) -> None:
+        problem = key_problem(api_key)
+        if problem is not None:
+            raise ConfigError(problem)
         self.app = app
-        self.key = api_key.encode("utf-8") if api_key else None
+        self.key = None if api_key is None else api_key.encode("utf-8")
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+        # One body of the largest size allowed always fits (SPEC's 64 MiB is the default).
+        self.budget = BodyBudget(max(body_budget_bytes, max_body_bytes))
         self.failures = key_failures if key_failures is not None else KeyFailures()
         # Names an Origin may carry besides this server's own: the allow-list only.
         self.origins = [parsed for entry in allowed_hosts if (parsed := _host_entry(entry)) is not None]
@@ -255,7 +262,11 @@ class Guard:
             return
         try:
             self._check(scope)
-            receive = await self._bounded(scope, receive)
+            declared_size(scope, self.max_body_bytes)  # 413 on any route, before a byte is read
+            if takes_body(scope):
+                receive = await read_body(
+                    scope, receive, limit=self.max_body_bytes, budget=self.budget, timeout_s=self.body_timeout_s
+                )
         except WontoposError as exc:
             await error_response(exc)(scope, receive, send)
             return
@@ -283,8 +294,8 @@ class Guard:
         if path.startswith(WELL_KNOWN):
             raise no_route(scope["method"], path)
         if self.key is not None and not _open(path):
-            self._check_key(scope, headers)
-        if path.startswith(JSON_PATHS) and (scope["method"] == "POST" or _declares_body(headers)):
+            self._check_key(headers)
+        if path.startswith(BODY_PATHS) and (scope["method"] == "POST" or _declares_body(headers)):
             sent = headers.get("content-type")
             if not _is_json(sent):
                 raise InvalidRequestError(
@@ -294,19 +305,26 @@ class Guard:
                     field="content-type",
                 )
 
-    def _check_key(self, scope: Scope, headers: Headers) -> None:
-        client = _peer(scope)
-        wait_ms = self.failures.wait_ms(client)
-        if wait_ms:
-            raise RateLimitError(
-                f"too many wrong API keys from {client}: retry after {wait_ms} ms", retry_after_ms=wait_ms
-            )
+    def _check_key(self, headers: Headers) -> None:
+        """The right key passes, whatever the wrong-key budget says; a wrong one spends it."""
         if self._authenticated(headers):
             return
-        if "x-api-key" in headers or "authorization" in headers:
-            self.failures.failed(client)
-            raise AuthenticationError("wrong API key")
-        raise AuthenticationError("an API key is required: send it as X-API-Key or Authorization: Bearer")
+        if "x-api-key" not in headers and "authorization" not in headers:
+            raise AuthenticationError("an API key is required: send it as X-API-Key or Authorization: Bearer")
+        wait_ms = self.failures.wait_ms()
+        if wait_ms:
+            raise RateLimitError(
+                f"too many wrong API keys in the last minute: retry after {wait_ms} ms", retry_after_ms=wait_ms
+            )
+        self.failures.failed()
+        if self.failures.wait_ms():  # that one filled the budget: say so once, without the keys
+            logger.warning(
+                "%d wrong API keys within %.0f s: further wrong keys are refused (429) for %d ms",
+                self.failures.limit,
+                self.failures.window_s,
+                self.failures.wait_ms(),
+            )
+        raise AuthenticationError("wrong API key")
 
     def _origin_allowed(self, origin: str, scope: Scope, host: tuple[str, int | None] | None) -> bool:
         """This server's own origin (scheme, host and port the request was sent to) or an
@@ -333,32 +351,6 @@ class Guard:
             # Every candidate is compared, so the time taken says nothing about which matched.
             ok |= hmac.compare_digest(candidate.encode("latin-1", "replace"), self.key)
         return ok
-
-    async def _bounded(self, scope: Scope, receive: Receive) -> Receive:
-        """Read the body up to the limit (413 past it) and hand it to the app again."""
-        limit = self.max_body_bytes
-        too_big = InvalidRequestError(f"the request body is larger than {limit} bytes", status=413, max_bytes=limit)
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            raise too_big
-        body = bytearray()
-        pending: list[Message] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                pending.append(message)  # a disconnect: the app sees it in turn
-                break
-            body += message.get("body", b"")
-            if len(body) > limit:
-                raise too_big
-            if not message.get("more_body", False):
-                break
-        queued: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}, *pending]
-
-        async def replay() -> Message:
-            return queued.pop(0) if queued else await receive()
-
-        return replay
 
 
 def _listed(names: list[tuple[str, int | None]], name: str, port: int | None) -> bool:
@@ -443,7 +435,7 @@ async def _health(service: MemoryService, limiter: anyio.CapacityLimiter) -> tup
 def build_app(service: MemoryService, settings: Settings, *, key_failures: KeyFailures | None = None) -> Starlette:
     """The whole HTTP face over ``service``. Build one per server run: the Streamable
     HTTP session manager inside can run only once. ``key_failures``: the wrong-key limit
-    (a test's own clock and threshold; by default 10 a minute per address)."""
+    (a test's own clock and threshold; by default 10 a minute over every client)."""
     server = build_server(service, log_level=settings.log_level)
     # Our Guard has checked every request first (see the module doc).
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -491,6 +483,8 @@ def build_app(service: MemoryService, settings: Settings, *, key_failures: KeyFa
                 allowed_hosts=settings.allowed_hosts,
                 bind_host=bound,
                 max_body_bytes=limit,
+                body_timeout_s=settings.body_timeout_ms / 1000,
+                body_budget_bytes=settings.body_budget_bytes,
                 key_failures=key_failures,
             ),
         ],

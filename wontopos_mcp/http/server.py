@@ -1,98 +1,164 @@
 """uvicorn as every HTTP run of wontopos-mcp uses it: the CLI's ``--transport http`` and
 the tests' live servers build their ``uvicorn.Config`` here, so what is tested is what runs.
 
-Two choices are not uvicorn's defaults:
+What is not uvicorn's default, all in :class:`BoundedH11` (h11's protocol, whatever else
+is installed: ``httptools`` would be uvicorn's ``auto`` pick, so the bounds hold on every
+install):
 
-- **A deadline for a request's headers** (``Settings.header_timeout_ms``, 10 s). uvicorn
-  bounds only the idle time *between* requests (``timeout_keep_alive``, armed once an
-  answer is complete and cancelled by the first byte that arrives); a connection that
-  sends nothing, or trickles a header line every few seconds (slowloris), is kept open
-  for ever, one file descriptor and one buffer each (measured with uvicorn 0.54: both
-  still open after 20 s). :class:`HeaderDeadline` closes a connection whose headers are
-  not complete that long after it opened, or after its last answer. It bounds the
-  headers only; a body is read by the app under the body limit (``http.app.Guard``).
-  The protocol is h11's, whatever else is installed (``httptools`` would be uvicorn's
-  ``auto`` pick), so the bound holds on every install.
-- **No proxy headers.** uvicorn trusts ``X-Forwarded-For`` from 127.0.0.1 by default,
-  which would let any local process name the client address that the wrong-key limit
-  (``http.app.KeyFailures``) counts by. Here the client is the TCP peer; behind a
-  reverse proxy every client is the proxy.
+- **A deadline for a request's head** (``Settings.header_timeout_ms``, 10 s). uvicorn
+  (0.55) bounds only the idle time *between* requests (``timeout_keep_alive``, armed once
+  an answer is complete and cancelled by every byte that arrives) and has no option for
+  the time a head may take (its issue #157 has asked for one since 2018); a connection
+  that sends nothing, or trickles a header line every few seconds (slowloris), would be
+  kept open for ever, one file descriptor and one buffer each. The connection is closed
+  when its head is not complete that long after it opened, or after its last answer.
+- **A deadline for a request's body** (``Settings.body_timeout_ms``, 30 s from its head).
+  ``http.app.Guard`` answers 408 when a body it reads is late; what no route reads (a
+  refusal sent before the body, a route that takes none) uvicorn discards as it comes,
+  and the connection is closed once the body is that late. An answer that goes out
+  before its body is in does not close the connection at once: the client may still be
+  sending, and a close with unread bytes would reset the connection under the answer.
+- **The parser's own 400 carries the headers of every answer** (``http.app``: nosniff,
+  no-referrer, no-store) and SPEC's error body; uvicorn's has neither.
+- **No WebSocket upgrades** (``ws="none"``): with ``websockets`` installed uvicorn would
+  answer a handshake itself, without those headers; here an upgrade request is an
+  ordinary request, refused by the app like any other unknown route.
+- **No proxy headers.** uvicorn trusts ``X-Forwarded-For`` from 127.0.0.1 by default;
+  here the client is the TCP peer; behind a reverse proxy every client is the proxy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+
+from wontopos_mcp.errors import InvalidRequestError
+
+from .app import DATA_ANSWERS, EVERY_ANSWER
 
 if TYPE_CHECKING:
     from wontopos_mcp.config import Settings
 
-__all__ = ["HeaderDeadline", "server_config"]
+__all__ = ["BoundedH11", "server_config"]
 
 logger = logging.getLogger(__name__)
 
+_NOT_HTTP = InvalidRequestError("the request is not valid HTTP/1.1").envelope()
 
-class HeaderDeadline(H11Protocol):
-    """h11's protocol, closing a connection whose request headers are not complete within
-    ``header_timeout`` seconds of its opening or of its last answer (see the module).
 
-    h11 reports the client's state as ``IDLE`` until a whole header block has been parsed
-    (then ``SEND_BODY`` or ``DONE``), so the deadline is armed while the client is
-    ``IDLE`` and disarmed as soon as it is not; bytes arriving do not move it.
+class BoundedH11(H11Protocol):
+    """h11's protocol with a deadline for each request's head and body, and a parser 400
+    in SPEC's body with the common headers (see the module).
+
+    h11 says where the client is: ``IDLE`` until a whole head has been parsed, then
+    ``SEND_BODY`` while a body is due, then ``DONE``. :meth:`_watch` runs after every
+    batch of events and every answer and keeps one deadline armed for the state: the
+    head's while ``IDLE``, the body's while ``SEND_BODY``; bytes arriving do not move it.
     """
 
     header_timeout: float = 10.0
-    _header_deadline: asyncio.TimerHandle | None = None
+    body_timeout: float = 30.0
+    _head_due: asyncio.TimerHandle | None = None
+    _body_due: asyncio.TimerHandle | None = None
+    _body_late = False  # this request's body missed its deadline
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._watch()
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.conn.their_state is not h11.IDLE:
-            self._disarm()
+        self._watch()
 
     def on_response_complete(self) -> None:
+        if self._body_late and self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self._close(f"its body was not in {self.body_timeout:.1f} s after its head")
         super().on_response_complete()
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self._arm()  # the next request's headers get the same time
+        self._watch()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._cancel_head()
+        self._cancel_body()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
-        self._disarm()
-        self._header_deadline = self.loop.call_later(self.header_timeout, self._too_slow)
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 cannot parse, as SPEC's error body with the
+        headers every answer carries (uvicorn's own is text/plain with neither)."""
+        body = json.dumps(_NOT_HTTP).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *((name.lower().encode(), value.encode()) for name, value in (*EVERY_ANSWER, *DATA_ANSWERS)),
+            (b"connection", b"close"),
+        ]
+        for event in (h11.Response(status_code=400, headers=headers, reason=STATUS_PHRASES[400]), h11.Data(data=body)):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        self.transport.close()
 
-    def _disarm(self) -> None:
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
-            self._header_deadline = None
+    # -- the deadlines ------------------------------------------------------------------------
 
-    def _too_slow(self) -> None:
-        self._header_deadline = None
+    def _watch(self) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        state = self.conn.their_state
+        if state is not h11.IDLE:
+            self._cancel_head()
+        elif self._head_due is None:
+            self._body_late = False  # a new request
+            self._head_due = self.loop.call_later(self.header_timeout, self._head_missed)
+        if state is not h11.SEND_BODY:
+            self._cancel_body()
+        elif self._body_due is None and not self._body_late:
+            self._body_due = self.loop.call_later(self.body_timeout, self._body_missed)
+
+    def _head_missed(self) -> None:
+        self._head_due = None
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            logger.debug("closed a connection that sent no complete request within %.1f s", self.header_timeout)
-            self.transport.close()
+            self._close(f"it sent no complete request head in {self.header_timeout:.1f} s")
+
+    def _body_missed(self) -> None:
+        self._body_due = None
+        if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
+            return
+        self._body_late = True
+        if self.cycle is not None and self.cycle.response_complete:
+            self._close(f"its body was not in {self.body_timeout:.1f} s after its head")
+        # else a route is still reading it: ``Guard`` answers 408, then the answer closes it
+
+    def _cancel_head(self) -> None:
+        if self._head_due is not None:
+            self._head_due.cancel()
+            self._head_due = None
+
+    def _cancel_body(self) -> None:
+        if self._body_due is not None:
+            self._body_due.cancel()
+            self._body_due = None
+
+    def _close(self, why: str) -> None:
+        logger.debug("closed a connection: %s", why)
+        self.transport.close()
 
 
-def _protocol(header_timeout: float) -> type[HeaderDeadline]:
-    """:class:`HeaderDeadline` with this bound (uvicorn builds one protocol per connection
+def _protocol(settings: Settings) -> type[BoundedH11]:
+    """:class:`BoundedH11` with these bounds (uvicorn builds one protocol per connection
     from the class it is given, with no room for arguments of ours)."""
-    return type("BoundedHeaders", (HeaderDeadline,), {"header_timeout": header_timeout})
+    bounds = {"header_timeout": settings.header_timeout_ms / 1000, "body_timeout": settings.body_timeout_ms / 1000}
+    return type("Bounded", (BoundedH11,), bounds)
 
 
 def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
     """The ``uvicorn.Config`` serving ``app`` (``overrides`` win, e.g. a test's log level)."""
     options: dict[str, Any] = {
-        "http": _protocol(settings.header_timeout_ms / 1000),
+        "http": _protocol(settings),
+        "ws": "none",
         "proxy_headers": False,
         "log_level": settings.log_level,
         "log_config": None,  # uvicorn's loggers go to the root logger: stderr, through ``logs``
