@@ -29,6 +29,7 @@ import httpx
 import lance
 import pytest
 import wontopos
+from redaction_corpora import load, placed
 from support import KEY, REPO, all_memories, mcp_session, served
 
 from wontopos_mcp.config import ConfigError, Settings
@@ -297,19 +298,6 @@ def test_what_the_audit_found_missing_is_redacted(kind: str, template: str, secr
     assert (found.text, found.counts) == (template.format(s=f"[redacted:{kind}]"), {kind: 1})
 
 
-def _corpus() -> dict[str, Any]:
-    return json.loads((REPO / "tests" / "data" / "redaction_corpus.json").read_text(encoding="utf-8"))
-
-
-def _placed(entry: dict[str, Any]) -> tuple[str, list[str]]:
-    """An entry's text with its secrets (stored as parts) in place."""
-    secrets = ["".join(parts) for parts in entry["secrets"]]
-    text = entry["text"]
-    for i, secret in enumerate(secrets):
-        text = text.replace(f"\u27e6{i}\u27e7", secret)
-    return text, secrets
-
-
 def _placeholders(text: str) -> Counter[str]:
     return Counter(re.findall(r"\[redacted:(\w+)\]", text))
 
@@ -318,11 +306,11 @@ def test_the_corpus_loses_its_secrets_whole_and_keeps_its_look_alikes() -> None:
     """>= 95% of the secrets replaced, none in part (no 8 characters of a replaced secret
     left anywhere), at most one look-alike changed; each text's answer counts exactly
     the placeholders it holds, of documented kinds; a redacted text redacts to itself."""
-    corpus, redactor = _corpus(), Redactor("secrets")
+    corpus, redactor = load("redaction_corpus.json"), Redactor("secrets")
     secrets = replaced = 0
     partial, wrong_kinds = [], []
     for entry in corpus["secrets"]:
-        text, expected = _placed(entry)
+        text, expected = placed(entry)
         found = redactor.redact(text)
         assert _placeholders(found.text) == Counter(found.counts), entry
         assert set(found.counts) <= set(redaction.KINDS), entry
