@@ -10,6 +10,7 @@ secret scanner reads the files as leaks.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -36,15 +37,20 @@ def placed(entry: dict[str, Any]) -> tuple[str, list[str]]:
 
 def measure(corpus: dict[str, Any], redactor: Redactor) -> dict[str, list[Any]]:
     """Each secret caught (gone whole), missed (kept) or cut in part (8 characters of it
-    left); each look-alike changed; each text named with other kinds than the corpus's."""
+    left that the text holds nowhere else); each look-alike changed; each text named with
+    other kinds than the corpus's."""
     found: dict[str, list[Any]] = {"caught": [], "missed": [], "partial": [], "wrong_kind": [], "changed": []}
     for entry in corpus["secrets"]:
         text, secrets = placed(entry)
         done = redactor.redact(text)
+        left = re.sub(r"\[redacted:\w+\]", "", done.text)  # "rubygems_": a prefix and a kind
         for secret in secrets:
             if secret in done.text:
                 found["missed"].append(text)
-            elif any(secret[i : i + 8] in done.text for i in range(len(secret) - 7)):
+            elif any(
+                (piece := secret[i : i + 8]) in left and piece not in text.replace(secret, "")
+                for i in range(len(secret) - 7)
+            ):
                 found["partial"].append(done.text)
             else:
                 found["caught"].append(secret)

@@ -13,6 +13,7 @@ mistakes this file for a leak.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -29,13 +30,14 @@ import httpx
 import lance
 import pytest
 import wontopos
-from redaction_corpora import load, placed
+from redaction_corpora import load, measure, placed
 from support import KEY, REPO, all_memories, mcp_session, served
 
 from wontopos_mcp.config import ConfigError, Settings
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.library import Memory
 from wontopos_mcp.rules import redaction
+from wontopos_mcp.rules.bip39_words import WORDS
 from wontopos_mcp.rules.idempotency import Idempotency
 from wontopos_mcp.rules.redaction import Redacted, Redactor, _rules
 
@@ -343,6 +345,63 @@ def test_readme_documents_every_kind() -> None:
     assert [kind for kind in redaction.KINDS if f"`{kind}`" not in section] == []
 
 
+def test_the_second_corpus_loses_every_secret_whole_and_keeps_every_look_alike() -> None:
+    """Issue 30's corpus, written before its rules: kinds the first corpus has not (wallet
+    keys, seed phrases, passwords in prose and pairs, other providers' tokens) and their
+    look-alikes (a link to a password page, hashes, public addresses, word lists)."""
+    corpus, redactor = load("redaction_corpus_2.json"), Redactor("secrets")
+    found = measure(corpus, redactor)
+    assert len(found["caught"]) == sum(len(entry["secrets"]) for entry in corpus["secrets"]) >= 60
+    assert len(corpus["look_alikes"]) >= 60
+    assert {what: found[what] for what in ("missed", "partial", "wrong_kind", "changed")} == {
+        "missed": [],
+        "partial": [],
+        "wrong_kind": [],
+        "changed": [],
+    }
+    for entry in corpus["secrets"]:
+        assert set(redactor.redact(placed(entry)[0]).counts) <= set(redaction.KINDS), entry
+
+
+def test_the_issues_misses_are_redacted_and_a_link_to_a_password_page_is_not() -> None:
+    redactor = Redactor("secrets")
+    for text, kind in (
+        ("postgresql://app:" + "S3c#et!" + "@db.internal:5432/app", "url_password"),
+        ("Authorization: SSWS 00" + "a1B2c3D4e5" * 4, "authorization"),
+        ("the login is root with Winter" + "2024!Snow", "password"),
+        ("admin / P@ssw0" + "rd123", "password"),
+        ("the key is key-" + "0123456789abcdef" * 2, "mailgun_key"),
+    ):
+        assert redactor.redact(text).counts == {kind: 1}, text
+    for text in ("reset your password at https://example.com/reset", "http://localhost:8080?to=a@b.example"):
+        assert redactor.redact(text) == Redacted(text, {}), text
+
+
+def _base58check(payload: bytes) -> str:
+    data = payload + hashlib.sha256(hashlib.sha256(payload).digest()).digest()[:4]
+    alphabet, number, out = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz", int.from_bytes(data), ""
+    while number:
+        number, digit = divmod(number, 58)
+        out = alphabet[digit] + out
+    return out
+
+
+def test_a_wallet_key_is_known_by_its_checksum_and_a_seed_phrase_by_its_checksum_or_its_words() -> None:
+    redactor = Redactor("secrets")
+    wif = _base58check(b"\x80" + bytes(range(1, 33)) + b"\x01")
+    broken = wif[:-1] + ("2" if wif[-1] != "2" else "3")
+    assert redactor.redact(f"it is {wif} here").counts == {"wallet_key": 1}
+    assert redactor.redact(f"it is {broken} here").counts == {}
+    valid = "abandon " * 11 + "about"  # BIP39's first test vector: its checksum holds
+    invalid = "abandon " * 11 + "abandon"
+    assert redactor.redact(f"note: {valid}").text == "note: [redacted:seed_phrase]"
+    assert redactor.redact(f"note: {invalid}").counts == {}
+    assert redactor.redact(f"my seed words: {invalid}").text == "my seed words: [redacted:seed_phrase]"
+    block_hash = "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f"
+    assert redactor.redact(f"block {block_hash}").counts == {}
+    assert redactor.redact(f"wallet private key 0x{block_hash}").counts == {"wallet_key": 1}
+
+
 @pytest.mark.slow
 def test_the_answer_lists_only_what_was_replaced(redacting: MemoryService) -> None:
     """The audit saw an AWS secret in prose reported as redacted and stored as it was:
@@ -367,6 +426,7 @@ ADVERSARIAL = [
     "sk-", "a", "=", "://", "password is ", "password=", "pw=f(", "-", "://:a@", "curl -u a:b ",
     "docker login ", "--password ", "-----BEGIN RSA PRIVATE KEY-----\n",
     "QUJDREVGR0hJSktMTU5PUA==\n-----END PRIVATE KEY-----\n", "Authorization: ", "eyJ", "passwordtokensecret",
+    "c ", " ".join(WORDS[:20]) + " zz ", " ".join(WORDS[:50]) + " ", "admin / ", "login is root with ",
 ]  # fmt: skip
 
 
@@ -388,6 +448,9 @@ def test_redacting_200k_characters_of_any_shape_costs_at_most_20_times_prose() -
     shapes = {repr(unit): _of_length(unit, n) for unit in ADVERSARIAL}
     shapes["long base64"] = base64.b64encode(os.urandom(n))[:n].decode()
     shapes["long hex"] = os.urandom(n // 2).hex()
+    shapes["a wallet's hex"] = "wallet " + os.urandom(n // 2).hex()
+    base58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+    shapes["long base58"] = "".join(base58[b % 58] for b in os.urandom(n))
     prose = _cpu_seconds(redactor, _of_length(PROSE, n), runs=3)
     slow = {}
     for name, text in shapes.items():
