@@ -35,6 +35,7 @@ from support import KEY, REPO, all_memories, mcp_session, served
 
 from wontopos_mcp.config import ConfigError, Settings
 from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.errors import InvalidRequestError
 from wontopos_mcp.library import Memory
 from wontopos_mcp.rules import redaction
 from wontopos_mcp.rules.bip39_words import WORDS
@@ -462,10 +463,11 @@ def test_redacting_200k_characters_of_any_shape_costs_at_most_20_times_prose() -
 
 @pytest.mark.slow
 def test_no_rule_is_slow_on_its_own_literal_repeated() -> None:
-    """Each rule's literals, repeated alone or with a space, 20,000 characters: the texts
-    that make a rule try itself at every position (a quadratic rule takes a second or
-    more here, a linear one milliseconds)."""
-    redactor, n = Redactor("secrets"), 20_000
+    """Each rule's literals, repeated alone or with a space, 10,000 characters: the texts
+    that make a rule try itself at every position (a quadratic rule takes a quarter of a
+    second or more here, 46 s at 128,000 before; a linear one milliseconds). 10,000 and
+    not more: the literals are ~300, each text run once through every rule."""
+    redactor, n = Redactor("secrets"), 10_000
     prose = _cpu_seconds(redactor, _of_length(PROSE, n), runs=3)
     units = {literal + after for rule in _rules() for literal in rule.anchors or rule.needles for after in ("", " ")}
     slow = {}
@@ -608,6 +610,64 @@ def test_a_supersede_is_redacted_and_duplicates_see_only_the_redacted_text(redac
     _no_secret_in(all_memories(redacting), ["first-pass-11", "other-pass-22", "third-pass-33"])
 
 
+# -- every stored field; a name that is a secret ---------------------------------------------------
+
+GHP = "ghp_" + "Zz9Yy8Xx7W" * 3 + "v6U5t4"  # a token where a label or a name goes
+
+
+def test_category_and_conversation_id_are_redacted_and_counted_with_the_content(
+    redacting: MemoryService, tmp_path: Path
+) -> None:
+    answer = redacting.memory_add(
+        "The deploy runs nightly with password=nightly-77x", category=f"ops {GHP}", conversation_id=f"chat {GHP}"
+    )
+    assert _redacted(answer) == {"github_token": 2, "password": 1}
+    stored = redacting.memory_get(answer["id"])["memory"]
+    assert stored["category"] == "ops [redacted:github_token]"
+    assert stored["conversation_id"] == "chat [redacted:github_token]"
+    said = redacting.memory_add_messages([{"role": "user", "content": "Ana prefers tea."}], conversation_id=GHP)
+    assert said["conversation_id"] == "[redacted:github_token]"
+    assert _redacted(said) == {"github_token": 1}
+    redacting.store_create("many")
+    batch = redacting.memory_add_batch([{"content": "Ben keeps bees.", "category": GHP}], "many")
+    assert _redacted(batch) == {"github_token": 1}
+    bulk = redacting.memory_add_bulk("One plain paragraph.", category=f"{GHP}", user_id="many")
+    assert _redacted(bulk) == {"github_token": 1}
+    _no_secret_in([all_memories(redacting), all_memories(redacting, "many")], [GHP, "nightly-77x"])
+    assert not _files_hold(tmp_path / "db", GHP)
+
+
+def test_a_speaker_name_that_is_a_secret_is_refused_naming_the_field_and_nothing_is_stored(
+    redacting: MemoryService, tmp_path: Path
+) -> None:
+    redacting.speaker_register("Bob")
+    refusals = {
+        "speaker": lambda: redacting.speaker_register(GHP),
+        "new_name": lambda: redacting.speaker_rename("Bob", f"Bob {GHP}"),
+        "into": lambda: redacting.speaker_merge("Bob", GHP, confirm_records=0),
+        "messages[1].name": lambda: redacting.memory_add_messages(
+            [{"role": "user", "content": "hi"}, {"role": "user", "name": GHP, "content": "hello"}]
+        ),
+        "items[0].speaker": lambda: redacting.memory_add_batch([{"content": "hello", "speaker": GHP}]),
+    }
+    for field, call in refusals.items():
+        with pytest.raises(InvalidRequestError) as refused:
+            call()
+        assert refused.value.field == field, refused.value
+        assert "github_token" in str(refused.value)
+        _no_secret_in([str(refused.value), refused.value.details], [GHP])
+    with pytest.raises(InvalidRequestError, match="shaped like a secret") as refused:
+        redacting.memory_add("hello", speaker=GHP)
+    assert refused.value.field == "speaker"
+    assert [s["speaker"] for s in redacting.speakers_list()["speakers"]] == ["Bob"]
+    assert all_memories(redacting) == []
+    assert not _files_hold(tmp_path / "db", GHP)
+
+
+def test_without_redaction_a_name_shaped_like_a_token_is_a_name(service: MemoryService) -> None:
+    assert service.speaker_register(GHP)["status"] == "registered"
+
+
 @pytest.mark.slow
 def test_a_write_without_secrets_carries_no_redacted_key(redacting: MemoryService) -> None:
     for text in CLEAN:
@@ -659,6 +719,26 @@ def live(tmp_path: Path, embedder: Any) -> Iterator[Any]:
         yield live
 
 
+@pytest.mark.anyio
+async def test_mcp_and_the_library_redact_every_field_and_refuse_a_secret_name(redacting: MemoryService) -> None:
+    async with mcp_session(redacting) as mcp:
+        added = await mcp.ok("memory_add", content="Ana prefers tea.", category=GHP, conversation_id=GHP)
+        assert added["redacted"] == [{"kind": "github_token", "count": 2}]
+        for tool, arguments, field in (
+            ("speaker_register", {"speaker": GHP}, "speaker"),
+            ("memory_add", {"content": "hello", "speaker": GHP}, "speaker"),
+            ("memory_add_messages", {"messages": [{"role": "user", "name": GHP, "content": "hi"}]}, "messages[0].name"),
+        ):
+            error = await mcp.refused(tool, arguments, status=400, type="invalid_request_error", field=field)
+            _no_secret_in(error, [GHP])
+    library = Memory(service=redacting)
+    with pytest.raises(InvalidRequestError, match=r"^metadata\.speaker is shaped like a secret") as refused:
+        library.add("hello", metadata={"speaker": GHP})
+    assert refused.value.field == "metadata.speaker"
+    assert _redacted(library.add("Ben keeps bees.", metadata={"category": GHP})) == {"github_token": 1}
+    _no_secret_in(all_memories(redacting), [GHP])
+
+
 @pytest.mark.slow
 def test_rest_through_the_sdk_redacts_store_turn_bulk_and_update(live: Any, tmp_path: Path) -> None:
     with wontopos.Client(api_key=KEY, base_url=live.url, deadline=60) as mem:
@@ -673,8 +753,16 @@ def test_rest_through_the_sdk_redacts_store_turn_bulk_and_update(live: Any, tmp_
         assert newer["redacted"] == [{"kind": "gitlab_token", "count": 1}]
         found = mem.search("deploy key, wifi password, billing, claude", user_id="rest")
         _no_secret_in([added, turn, bulk, newer, found], ALL)
+        labelled = mem.add("Ana prefers tea.", user_id="rest", metadata={"category": GHP, "conversation_id": GHP})
+        assert labelled["redacted"] == [{"kind": "github_token", "count": 2}]
+        with pytest.raises(wontopos.BadRequestError) as refused:
+            mem.add_speaker(GHP, user_id="rest")
+        assert (refused.value.type, (refused.value.details or {}).get("field")) == ("invalid_request_error", "speaker")
+        assert GHP not in str(refused.value)
+        assert mem.list_speakers(user_id="rest")["speakers"] == []
     for kind in ("aws_key", "password", "api_key", "stripe_key", "anthropic_key", "gitlab_token"):
         assert not _files_hold(tmp_path / "db", _secret(kind)), kind
+    assert not _files_hold(tmp_path / "db", GHP)
 
 
 @pytest.mark.slow

@@ -69,6 +69,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from wontopos_mcp.errors import InvalidRequestError
+
 from . import secret_shapes, secret_wallets, secret_words
 from .secret_matching import Rule, Span
 
@@ -132,6 +134,25 @@ class Redactor:
         """Several texts redacted, and their counts summed."""
         found = [self.redact(text) for text in texts]
         return [one.text for one in found], tally(one.counts for one in found)
+
+    def redact_labels(self, *labels: str | None) -> tuple[list[str | None], dict[str, int]]:
+        """A write's other free-text fields (``category``, ``conversation_id``) redacted as
+        its text is (``None``: not given), and their counts summed."""
+        found = [None if label is None else self.redact(label) for label in labels]
+        return [None if one is None else one.text for one in found], tally(one.counts for one in found if one)
+
+    def refuse_secret_name(self, name: str | None, *, field: str) -> None:
+        """A speaker name that holds a secret is refused, naming ``field`` and the kinds
+        found, never the name: a name is an identity, so it is never rewritten (SPEC)."""
+        if not self.enabled or name is None:
+            return
+        kinds = sorted({kind for _, _, kind in find_secrets(name)})
+        if kinds:
+            raise InvalidRequestError(
+                f"{field} is shaped like a secret ({', '.join(kinds)}); a name is an identity and is "
+                "never rewritten, so nothing was stored: give the person's name",
+                field=field,
+            )
 
     def scrub(self, value: Any) -> Any:
         """``value`` (JSON: objects, lists, strings) with every string redacted: what an
