@@ -400,6 +400,7 @@ def test_a_wallet_key_is_known_by_its_checksum_and_a_seed_phrase_by_its_checksum
     assert redactor.redact(f"my seed words: {invalid}").text == "my seed words: [redacted:seed_phrase]"
     block_hash = "000000000019d6689c085ae165831e934ff763ae46a2a6c172b3f1b60a8ce26f"
     assert redactor.redact(f"block {block_hash}").counts == {}
+    assert redactor.redact(f"made the repo private; commit {block_hash}").counts == {}
     assert redactor.redact(f"wallet private key 0x{block_hash}").counts == {"wallet_key": 1}
 
 

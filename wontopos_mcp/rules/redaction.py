@@ -17,7 +17,7 @@ the rules of 1-3, ``secret_wallets`` those of 2 for wallets, ``secret_words`` th
    by decoding their header, ``key-`` of Mailgun, ``AAAA...:APA91b`` of Firebase, ...), an
    AWS secret access key (40 characters of base64) where "AWS" or an access key id is
    near it; wallets: Bitcoin WIF and ``xprv`` keys by their checksum, an Ethereum key (64
-   hex digits) near "private" or "wallet", BIP39 seed phrases (12 to 24 of its words, with
+   hex digits) near "private key" or "wallet", BIP39 seed phrases (12 to 24 of its words, with
    their checksum or after "seed", "recovery", ...).
 3. **passwords in URLs**: ``scheme://user:password@host``, any characters RFC 3986 allows
    in the password (``!$&'()*+,;=``) and ``#``/``?`` written unescaped, an empty user

@@ -155,7 +155,7 @@ _PROVIDERS: tuple[tuple[str, tuple[str, ...], str, Callable[[str], bool] | None]
     ("rubygems_key", ("rubygems_",), r"[a-f0-9]{48}", None),
     ("nuget_key", ("oy2",), r"[a-z0-9]{43}", mixed),
     ("crates_token", ("cio",), r"[A-Za-z0-9]{32}", mixed),
-    ("twitter_token", ("AAAAAAAAAAAAAAAAAAAAA",), r"[A-Za-z0-9%]{30,}", mixed),
+    ("twitter_token", ("AAAAAAAAAAAAAAAAAAAAA",), r"[A-Za-z0-9%]{30,}(?![+/=])", mixed),  # not base64 of zeros
     ("facebook_token", ("EAA",), r"[B-Z][A-Za-z0-9]{100,}", cased),
     ("salesforce_token", ("00D",), r"[A-Za-z0-9]{9,15}![A-Za-z0-9._]{80,}", None),
     (

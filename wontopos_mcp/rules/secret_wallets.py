@@ -1,6 +1,6 @@
 """Wallets' secrets: Bitcoin private keys (WIF) and extended private keys (``xprv``), known
 by their base58check checksum; an Ethereum private key (64 hex digits, ``0x`` or not)
-where a word such as "private" or "wallet" is near it, since a hash has the same shape;
+where words such as "private key" or "wallet" are near it, since a hash has the same shape;
 and BIP39 seed phrases: 12 to 24 words of BIP39's list in a row, with a valid checksum or
 after "seed", "mnemonic", "recovery" or "wallet". The rules ``redaction`` runs, as
 ``secret_shapes`` and ``secret_words`` hold theirs.
@@ -53,12 +53,17 @@ def _extended(match: re.Match[str], text: str) -> Span | None:
     return match.start(), match.end(), WALLET_KEY
 
 
-_ETH_WORDS = ("private", "privkey", "wallet", "metamask", "ethers", "web3", "signer", "keystore")
+# "private" alone is not enough: "make the repo private (commit <sha256>)"
+_ETH_WORDS = (
+    "private key", "private_key", "privatekey", "privkey", "priv key", "wallet", "metamask", "ethers", "web3",
+    "signer", "keystore",
+)  # fmt: skip
 
 
 def _ethereum(match: re.Match[str], text: str) -> Span | None:
-    """64 hex digits are a hash (a commit, a block, a transaction) unless a word of a
-    wallet's key is within 100 characters before them."""
+    """64 hex digits are a hash (a commit, a block, a transaction) unless words of a
+    wallet's key ("private key", "wallet", "MetaMask", ...) are within 100 characters
+    before them."""
     start, end = match.span()
     if not mixed(match.group()):
         return None
