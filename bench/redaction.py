@@ -21,6 +21,7 @@ import time
 import timeit
 from collections.abc import Callable
 
+from wontopos_mcp.rules.bip39_words import WORDS
 from wontopos_mcp.rules.redaction import Redactor, _rules
 
 SIZES = (10_000, 100_000, 500_000)
@@ -29,6 +30,9 @@ PROSE = (
     "Ben will check the password policy and the token expiry with security next week; "
     "the staging database keeps its key in the vault, see https://wiki.example.com/ops. "
 )
+
+
+B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
 
 def repeated(unit: str) -> Callable[[int], str]:
@@ -66,6 +70,14 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "white space": repeated(" \n\t"),
     "digits": repeated("0123456789"),
     "one word, no space": repeated("passwordtokensecret"),
+    "one letter and a space": repeated("c "),
+    "BIP39 words, 20 then a break": repeated(" ".join(WORDS[:20]) + " zz "),
+    "BIP39 words, no break": repeated(" ".join(WORDS[:50]) + " "),
+    "'admin / ' repeated": repeated("admin / "),
+    "'login is root with ' repeated": repeated("login is root with "),
+    "'wallet ' then hex": lambda n: ("wallet " + _hex(n))[:n],
+    "'token ' then base64": lambda n: ("token " + _base64(n))[:n],
+    "long base58": lambda n: "".join(B58[b % 58] for b in os.urandom(n)),
 }
 
 

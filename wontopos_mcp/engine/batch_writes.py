@@ -28,7 +28,7 @@ from wontopos_mcp.rules.batch_items import (
 )
 from wontopos_mcp.rules.dates import parse_moment
 from wontopos_mcp.rules.idempotency import Idempotency, answer_json
-from wontopos_mcp.rules.redaction import tally, with_redactions
+from wontopos_mcp.rules.redaction import Redactor, tally, with_redactions
 from wontopos_mcp.rules.restatement import restatement_key
 from wontopos_mcp.rules.text import duplicate_key
 from wontopos_mcp.storage.rows import ChunkRow
@@ -52,6 +52,19 @@ class _Outcome:
     updated: list[Row] = field(default_factory=list)
     results: list[dict[str, Any]] = field(default_factory=list)
     duplicates: int = 0
+
+
+def _redacted_items(redactor: Redactor, items: list[Item]) -> tuple[list[Item], dict[str, int]]:
+    """Each item's speaker checked (a name that is a secret refuses the batch) and its
+    content, category and conversation id redacted; what was redacted, summed."""
+    done, counts = [], []
+    for item in items:
+        redactor.refuse_secret_name(item.speaker, field=f"items[{item.index}].speaker")
+        found = redactor.redact(item.content)
+        (category, conversation), in_labels = redactor.redact_labels(item.category, item.conversation_id)
+        done.append(dataclasses.replace(item, content=found.text, category=category, conversation_id=conversation))
+        counts += [found.counts, in_labels]
+    return done, tally(counts)
 
 
 class BatchWrites:
@@ -91,8 +104,7 @@ class BatchWrites:
         key = handle.key
         if origins is not None and (idempotency is not None or len(origins) != len(parsed)):
             raise ValueError("origins: one per item, and no batch idempotency key")
-        texts, found = self.commits.redactor.redact_each(item.content for item in parsed)
-        parsed = [dataclasses.replace(item, content=text) for item, text in zip(parsed, texts)]
+        parsed, found = _redacted_items(self.commits.redactor, parsed)
         counts = tally([found, redacted or {}])
         known = self._imported(key, origins or ())
         fresh = [item for item in parsed if origins is None or origins[item.index].idem.key not in known]

@@ -30,6 +30,7 @@ CONFIRM_RECORDS = operation("speaker_merge").param("confirm_records")
 
 class Retagging:
     def __init__(self, commits: Commits) -> None:
+        self.redactor = commits.redactor
         self.registry = commits.registry
         self.memories = commits.memories
         self.store = commits.store
@@ -37,6 +38,7 @@ class Retagging:
     def speaker_rename(self, speaker: Any, new_name: Any, user_id: Any = None) -> dict[str, Any]:
         name = check_person(speaker)
         new = check_person(new_name, field="new_name")
+        self.redactor.refuse_secret_name(new, field="new_name")  # the old name may be one: renaming it away is allowed
         handle = self.registry.resolve(user_id)
         self.registry.require_speaker(handle.key, name, writing=False)
         answer = {"user_id": handle.display, "speaker": new, "previous": name, "status": "renamed"}
@@ -66,6 +68,7 @@ class Retagging:
     ) -> dict[str, Any]:
         name = check_person(speaker)
         target = check_person(into, field="into")
+        self.redactor.refuse_secret_name(target, field="into")
         if confirm_records is None:
             raise InvalidRequestError(
                 "confirm_records is required: pass records_to_delete from by_speaker for the speaker merged",

@@ -65,6 +65,7 @@ class Stores:
 
     def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
         name = check_person(speaker)
+        self.commits.redactor.refuse_secret_name(name, field="speaker")
         handle = self.registry.resolve(user_id)
         row, status, count = self.registry.register_speaker(handle, name)
         answer = {

@@ -18,7 +18,7 @@ from wontopos_mcp.rules.conversation import parse_messages
 from wontopos_mcp.rules.dates import parse_moment
 from wontopos_mcp.rules.idempotency import Idempotency
 from wontopos_mcp.rules.names import check_speaker
-from wontopos_mcp.rules.redaction import with_redactions
+from wontopos_mcp.rules.redaction import tally, with_redactions
 from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import memory_is, said_by
 
@@ -55,10 +55,13 @@ class Writes:
         category = v.optional_label(category, field="category") or DEFAULT_CATEGORY
         event = None if event_date is None else parse_moment(event_date, field="event_date")
         conversation = v.optional_label(conversation_id, field="conversation_id")
+        redactor = self.commits.redactor
+        redactor.refuse_secret_name(name, field="speaker")
         handle = self.registry.resolve(user_id)
         key, display = handle.key, handle.display
-        found = self.commits.redactor.redact(text)
-        text, redacted = found.text, found.counts
+        found = redactor.redact(text)
+        (category, conversation), in_labels = redactor.redact_labels(category, conversation)
+        text, redacted = found.text, tally([found.counts, in_labels])
         memory = {
             "content": text, "speaker": name, "category": category, "event": event,
             "conversation_id": conversation, "role": None,
@@ -89,10 +92,15 @@ class Writes:
     ) -> dict[str, Any]:
         """Store a conversation: one labelled memory per message, all in one commit."""
         parsed = parse_messages(messages)
-        conversation = v.optional_label(conversation_id, field="conversation_id") or str(uuid.uuid4())
+        redactor = self.commits.redactor
+        for message in parsed:
+            redactor.refuse_secret_name(message.speaker, field=f"messages[{message.index}].name")
+        (given,), in_label = redactor.redact_labels(v.optional_label(conversation_id, field="conversation_id"))
+        conversation = given or str(uuid.uuid4())
         handle = self.registry.resolve(user_id)
         key, display = handle.key, handle.display
-        texts, redacted = self.commits.redactor.redact_each(m.content for m in parsed)
+        texts, in_texts = redactor.redact_each(m.content for m in parsed)
+        redacted = tally([in_texts, in_label])
         parsed = [dataclasses.replace(m, content=text) for m, text in zip(parsed, texts)]
 
         def check() -> None:

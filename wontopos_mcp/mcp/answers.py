@@ -102,8 +102,8 @@ class Redaction(_Answer):
 
 
 _REDACTED = (
-    "Present when the server redacts secrets and this write's text held some: each kind and how many "
-    "were stored as [redacted:<kind>]."
+    "Present when the server redacts secrets and this write's text, category or conversation_id held "
+    "some: each kind and how many were stored as [redacted:<kind>]."
 )
 
 

@@ -5,21 +5,28 @@ replaced by ``[redacted:<kind>]``; the write answer lists ``redacted: [{kind, co
 counted from the replacements themselves, so a kind is listed only when something was
 replaced. README lists the kinds. What finds what, best first (where two findings
 overlap, their union is replaced and the better one names it); ``secret_shapes`` holds
-the rules of 1-3, ``secret_words`` those of 4-6, ``secret_matching`` how a rule runs:
+the rules of 1-3, ``secret_wallets`` those of 2 for wallets, ``secret_words`` those of
+4-7, ``secret_matching`` how a rule runs:
 
 1. **private keys**: PEM blocks whole (also cut short, or only their end pasted, or inside
-   a JSON string with ``\\n`` escapes), PuTTY key files, age secret keys.
+   a JSON string with ``\\n`` escapes), PuTTY key files, age secret keys, the private
+   members of a JSON Web Key.
 2. **provider tokens**, by their fixed prefixes and shapes (``ghp_``, ``github_pat_``,
    ``glpat-``, ``xoxb-``/``xapp-``, ``sk_live_``, ``sk-``/``sk-ant-``, ``AIza``,
    ``hf_``, ``npm_``, ``hvs.``, ``dop_v1_``, ``shpat_``, ``dapi``, ``SG.``, JWTs checked
-   by decoding their header, ...), and an AWS secret access key (40 characters of base64)
-   where "AWS" or an access key id is near it.
+   by decoding their header, ``key-`` of Mailgun, ``AAAA...:APA91b`` of Firebase, ...), an
+   AWS secret access key (40 characters of base64) where "AWS" or an access key id is
+   near it; wallets: Bitcoin WIF and ``xprv`` keys by their checksum, an Ethereum key (64
+   hex digits) near "private key" or "wallet", BIP39 seed phrases (12 to 24 of its words, with
+   their checksum or after "seed", "recovery", ...).
 3. **passwords in URLs**: ``scheme://user:password@host``, any characters RFC 3986 allows
-   in the password (``!$&'()*+,;=``), an empty user (``redis://:pw@host``).
+   in the password (``!$&'()*+,;=``) and ``#``/``?`` written unescaped, an empty user
+   (``redis://:pw@host``).
 4. **headers and command lines**: ``Authorization: Bearer ...``, ``Bearer ...``,
    ``curl -u user:pw``, ``docker login -p``, ``mysql -pPW``/``-p PW``, ``sshpass -p``,
    ``redis-cli -a``, ``--password``/``--token``/``--api-key`` options, ``openssl
-   -passout pass:``, ``keytool -storepass``, ``.netrc`` lines.
+   -passout pass:``, ``keytool -storepass``, ``.netrc`` and ``.pgpass`` lines, SQL's
+   ``WITH PASSWORD``/``IDENTIFIED BY``, ``sqlplus user/pw@db``, ``ldapsearch -w``.
 5. **assignments**: ``password=...``, ``SECRET_KEY: ...``, ``"token": "..."``,
    ``<password>...</password>``, ``define('AUTH_KEY', '...')``, ``auth=("user", "pw")``.
    The name must *end* with the keyword (``max_tokens``, ``password_hash`` are other
@@ -30,7 +37,13 @@ the rules of 1-3, ``secret_words`` those of 4-6, ``secret_matching`` how a rule 
 6. **prose**: "the password is ...", "my wifi password is now ...", "Passwort: ...",
    "le mot de passe est ...", "la contraseña es ...", "パスワードは ...", and "the API key
    is ..." for a value shaped like a token. A plain word is a password only where the
-   sentence ends with it and it is no common word ("the password is wrong").
+   sentence ends with it and it is no common word ("the password is wrong"); "password at
+   https://..." is a link to a page, not a password.
+7. **pairs and passwords said without "is"**: "login is root with ...", "admin / ...",
+   "admin:...", "Benutzer admin, Kennwort ...", "пароль ...", "the Hetzner token ...": the
+   password by its look alone (8 characters or more, a letter, a digit, and a sign or
+   both cases), the token by its (32 or more, both cases and digits); "read / write",
+   "log in as root with sudo" are not pairs.
 
 Linear time, whatever the text (Python's ``re`` backtracks, and 3.10 has no atomic groups,
 so the patterns are written to need none). A rule is tried only where one of its literals
@@ -56,7 +69,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from . import secret_shapes, secret_words
+from wontopos_mcp.errors import InvalidRequestError
+
+from . import secret_shapes, secret_wallets, secret_words
 from .secret_matching import Rule, Span
 
 NONE, SECRETS = "none", "secrets"
@@ -71,8 +86,14 @@ KINDS = (
     "shopify_token", "databricks_token", "azure_storage_key", "azure_key", "jwt", "linear_key", "postman_key",
     "newrelic_key", "grafana_token", "sentry_token", "groq_key", "replicate_token", "perplexity_key", "xai_key",
     "pulumi_token", "tailscale_key", "doppler_token", "atlassian_token", "notion_token", "cloudant_key",
-    "ibm_cloud_key", "ibm_cos_key", "softlayer_key", "url_password", "authorization", "bearer_token", "password",
-    "secret", "token", "api_key",
+    "ibm_cloud_key", "ibm_cos_key", "softlayer_key", "mailgun_key", "firebase_key", "heroku_key", "netlify_token",
+    "supabase_token", "planetscale_token", "mapbox_token", "dropbox_token", "figma_token", "airtable_token",
+    "asana_token", "brevo_key", "braintree_token", "plaid_token", "dynatrace_token", "contentful_token",
+    "prefect_key", "pinecone_key", "langsmith_key", "openrouter_key", "aws_session_token", "alibaba_key",
+    "tencent_key", "terraform_token", "docker_token", "rubygems_key", "nuget_key", "crates_token", "ngrok_token",
+    "twitter_token", "facebook_token", "salesforce_token", "launchdarkly_key", "render_key", "onepassword_token",
+    "resend_key", "fly_token", "wallet_key", "seed_phrase", "url_password", "authorization", "bearer_token",
+    "password", "secret", "token", "api_key",
 )  # fmt: skip
 
 
@@ -113,6 +134,25 @@ class Redactor:
         """Several texts redacted, and their counts summed."""
         found = [self.redact(text) for text in texts]
         return [one.text for one in found], tally(one.counts for one in found)
+
+    def redact_labels(self, *labels: str | None) -> tuple[list[str | None], dict[str, int]]:
+        """A write's other free-text fields (``category``, ``conversation_id``) redacted as
+        its text is (``None``: not given), and their counts summed."""
+        found = [None if label is None else self.redact(label) for label in labels]
+        return [None if one is None else one.text for one in found], tally(one.counts for one in found if one)
+
+    def refuse_secret_name(self, name: str | None, *, field: str) -> None:
+        """A speaker name that holds a secret is refused, naming ``field`` and the kinds
+        found, never the name: a name is an identity, so it is never rewritten (SPEC)."""
+        if not self.enabled or name is None:
+            return
+        kinds = sorted({kind for _, _, kind in find_secrets(name)})
+        if kinds:
+            raise InvalidRequestError(
+                f"{field} is shaped like a secret ({', '.join(kinds)}); a name is an identity and is "
+                "never rewritten, so nothing was stored: give the person's name",
+                field=field,
+            )
 
     def scrub(self, value: Any) -> Any:
         """``value`` (JSON: objects, lists, strings) with every string redacted: what an
@@ -186,4 +226,4 @@ def _merged(found: list[tuple[int, int, int, str]]) -> list[Span]:
 def _rules() -> tuple[Rule, ...]:
     """Every rule, compiled on the first redaction (a server that does not redact
     compiles none)."""
-    return (*secret_shapes.rules(), *secret_words.rules())
+    return (*secret_shapes.rules(), *secret_wallets.rules(), *secret_words.rules())

@@ -47,6 +47,8 @@ def _sk_kind(match: re.Match[str], text: str) -> Span | None:
     token = match.group()
     if token.startswith("sk-ant-"):
         kind = "anthropic_key"
+    elif token.startswith("sk-or-"):
+        kind = "openrouter_key"
     elif (
         token.startswith(("sk-proj-", "sk-svcacct-", "sk-admin-"))
         or "T3BlbkFJ" in token
@@ -121,6 +123,54 @@ _PROVIDERS: tuple[tuple[str, tuple[str, ...], str, Callable[[str], bool] | None]
     ("atlassian_token", ("ATATT",), r"[A-Za-z0-9_=-]{100,}", None),
     ("notion_token", ("ntn_", "secret_"), r"[A-Za-z0-9]{40,}", mixed),
     ("age_key", ("AGE-SECRET-KEY-1",), r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", None),
+    ("mailgun_key", ("key-",), r"[0-9a-f]{32}", None),
+    ("heroku_key", ("HRKU-",), r"[A-Za-z0-9_-]{58,}", None),
+    ("netlify_token", ("nfp_", "nfc_"), r"[A-Za-z0-9]{36,}", mixed),
+    ("supabase_token", ("sbp_",), r"[a-f0-9]{40}", None),
+    ("supabase_token", ("sb_secret_",), r"[A-Za-z0-9_-]{30,}", None),
+    ("planetscale_token", ("pscale_tkn_", "pscale_pw_", "pscale_oauth_"), r"[A-Za-z0-9_.-]{32,}", None),
+    ("mapbox_token", ("sk.eyJ",), r"[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}", None),
+    ("dropbox_token", ("sl.",), r"[A-Za-z0-9_.-]{130,}", mixed),
+    ("figma_token", ("figd_", "figu_"), r"[A-Za-z0-9_-]{40,}", None),
+    ("airtable_token", ("pat",), r"[A-Za-z0-9]{14}\.[a-f0-9]{64}", None),
+    ("asana_token", ("1/", "2/"), r"[0-9]{13,16}/[0-9]{13,16}:[a-f0-9]{32}", None),
+    ("brevo_key", ("xkeysib-", "xsmtpsib-"), r"[a-f0-9]{64}-[A-Za-z0-9]{16}", None),
+    ("braintree_token", ("access_token$production$", "access_token$sandbox$"), r"[a-z0-9]{16}\$[a-f0-9]{32}", None),
+    (
+        "plaid_token",
+        ("access-production-", "access-sandbox-", "access-development-"),
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        None,
+    ),
+    ("dynatrace_token", ("dt0c01.", "dt0s01.", "dt0s02.", "dt0s16."), r"[A-Z0-9]{24}\.[A-Z0-9]{64}", None),
+    ("contentful_token", ("CFPAT-",), r"[A-Za-z0-9_-]{43}", None),
+    ("prefect_key", ("pnu_", "pnb_"), r"[A-Za-z0-9]{36}", None),
+    ("pinecone_key", ("pcsk_",), r"[A-Za-z0-9_]{60,}", mixed),
+    ("langsmith_key", ("lsv2_pt_", "lsv2_sk_"), r"[a-f0-9]{32}_[a-f0-9]{10}", None),
+    ("aws_session_token", ("IQoJb3JpZ2luX2Vj", "FwoGZXIvYXdzE", "FQoGZXIvYXdzE"), r"[A-Za-z0-9/+=]{100,}", None),
+    ("alibaba_key", ("LTAI",), r"[A-Za-z0-9]{12,20}", mixed),
+    ("tencent_key", ("AKID",), r"[A-Za-z0-9]{32}", mixed),
+    ("docker_token", ("dckr_pat_", "dckr_oat_"), r"[A-Za-z0-9_-]{27,}", None),
+    ("atlassian_token", ("ATBB",), r"[A-Za-z0-9_=.-]{32,}", mixed),
+    ("rubygems_key", ("rubygems_",), r"[a-f0-9]{48}", None),
+    ("nuget_key", ("oy2",), r"[a-z0-9]{43}", mixed),
+    ("crates_token", ("cio",), r"[A-Za-z0-9]{32}", mixed),
+    ("twitter_token", ("AAAAAAAAAAAAAAAAAAAAA",), r"[A-Za-z0-9%]{30,}(?![+/=])", mixed),  # not base64 of zeros
+    ("facebook_token", ("EAA",), r"[B-Z][A-Za-z0-9]{100,}", cased),
+    ("salesforce_token", ("00D",), r"[A-Za-z0-9]{9,15}![A-Za-z0-9._]{80,}", None),
+    (
+        "launchdarkly_key",
+        ("sdk-", "api-"),
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+        None,
+    ),
+    ("render_key", ("rnd_",), r"[A-Za-z0-9]{32,}", mixed),
+    ("onepassword_token", ("ops_eyJ",), r"[A-Za-z0-9_=-]{100,}", None),
+    ("resend_key", ("re_",), r"[A-Za-z0-9]{8}_[A-Za-z0-9]{24}", mixed),
+    ("fly_token", ("FlyV1 fm1_", "FlyV1 fm2_", "fm1_", "fm2_"), r"[A-Za-z0-9_+/=,-]{100,}", None),
+    ("newrelic_key", ("NRII-", "NRJS-"), r"[A-Za-z0-9_-]{32}", None),
+    ("artifactory_token", ("cmVmdGtuOjAxOj",), r"[A-Za-z0-9]{40,}", None),
+    ("google_oauth_token", ("1//0",), r"[A-Za-z0-9_-]{40,}", None),
 )
 _PROVIDER_KINDS = {"age_key": "private_key"}  # an age key is a private key
 
@@ -186,6 +236,14 @@ def _other_token_rules() -> list[Rule]:
             re.compile(r"(?:(?<=(?<![A-Za-z0-9_:-])[0-9]{8})|(?<=(?<![A-Za-z0-9_:-])[0-9]{9})"
                        r"|(?<=(?<![A-Za-z0-9_:-])[0-9]{10})):AA[A-Za-z0-9_-]{30,}(?![A-Za-z0-9_-])"),
             _telegram, anchors=(":AA",),
+        ),
+        Rule(
+            PROVIDER, re.compile(r"(?<=(?<![A-Za-z0-9_-])AAAA[A-Za-z0-9_-]{7}):APA91b[A-Za-z0-9_-]{100,}"),
+            _behind(11, "firebase_key"), anchors=(":APA91b",),
+        ),
+        Rule(
+            PROVIDER, re.compile(r"(?<=(?<![A-Za-z0-9])[A-Za-z0-9]{14})\.atlasv1\.[A-Za-z0-9_=-]{60,}"),
+            _behind(14, "terraform_token"), anchors=(".atlasv1.",),
         ),
         Rule(
             PROVIDER, re.compile(r"(?<=(?<![A-Za-z0-9])[0-9a-f]{32})-us[0-9]{1,2}(?![A-Za-z0-9])"),
@@ -274,7 +332,15 @@ def _orphan_end(match: re.Match[str], text: str) -> Span | None:
 
 
 def _private_key_rules() -> list[Rule]:
+    jwk_private = ('"d"', '"p"', '"q"', '"dp"', '"dq"', '"qi"', '"k"')  # a JSON Web Key's private members
     return [
+        Rule(
+            PRIVATE_KEY,
+            re.compile(r'"(?:d|p|q|dp|dq|qi|k)"[ \t]*:[ \t]*"(?P<s>[A-Za-z0-9_-]{20,})"'),
+            whole("private_key"),
+            anchors=jwk_private,
+            requires='"kty"',
+        ),
         Rule(PRIVATE_KEY, _PEM.compiled, _pem, anchors=("-----BEGIN",)),
         Rule(PRIVATE_KEY, _PEM_END.compiled, _orphan_end, anchors=("-----END",)),
         Rule(PRIVATE_KEY, _PUTTY.compiled, whole("private_key"), anchors=("PuTTY-User-Key-File-",)),
@@ -284,12 +350,15 @@ def _private_key_rules() -> list[Rule]:
 # -- passwords in URLs -----------------------------------------------------------------------------
 
 # After "://": a user (maybe empty), ":", the password up to the last "@" before the host.
-_URL = Lazy(r"://[^\s:/?#@\"'<>\[\]`]{0,128}:(?P<s>[^\s/?#\"<>`]{1,256})@(?=[A-Za-z0-9\[_.-])")
+# The password may hold "#" and "?" (written unescaped, as people do): a port followed by
+# a query or a fragment is not one ("host:8080?to=a@b").
+_URL = Lazy(r"://[^\s:/?#@\"'<>\[\]`]{0,128}:(?P<s>[^\s/\"<>`]{1,256})@(?=[A-Za-z0-9\[_.-])")
+_PORT = Lazy(r"[0-9]{1,5}(?:[?#]|$)")
 
 
 def _url_password(match: re.Match[str], text: str) -> Span | None:
     start, end = match.span("s")
-    if placeholder(text[start:end]):
+    if placeholder(text[start:end]) or _PORT.match(text[start:end]):
         return None
     return start, end, "url_password"
 

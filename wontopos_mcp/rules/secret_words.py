@@ -20,6 +20,7 @@ from .secret_matching import (
     Lazy,
     Rule,
     Span,
+    cased,
     is_code,
     is_path,
     literals,
@@ -218,7 +219,7 @@ def _command_rules() -> list[Rule]:
             HEADER,
             re.compile(
                 r"(?i:(?:proxy-)?authorization)[\"']?(?:[ \t]{0,4}(?P<sep>[:=])[ \t]{0,4}|[ \t]{1,4})[\"']?"
-                r"(?:(?P<scheme>(?i:bearer|basic|token|bot|digest|negotiate|apikey|sso-key))[ \t]+)?"
+                r"(?:(?P<scheme>(?i:bearer|basic|token|bot|digest|negotiate|apikey|sso-key|ssws))[ \t]+)?"
                 r"(?P<s>[A-Za-z0-9._~+/=:-]{8,})"
             ),
             _authorization, anchors=("authorization", "proxy-authorization"), folded=True,
@@ -251,7 +252,7 @@ def _command_rules() -> list[Rule]:
                 r"|mongo(?:sh|dump|restore|export|import)?)\b"
                 rf"{_BEFORE}(?:-p(?=[^\s-])|-p[ \t]+|--password(?:[ \t]*=[ \t]*|[ \t]+)){_ARG}"
             ),
-            password, anchors=("mysql", "mariadb", "mycli", "mongo"),
+            _mysql_password, anchors=("mysql", "mariadb", "mycli", "mongo"),
         ),
         Rule(COMMAND, re.compile(rf"\bsshpass\b[^\n]{{0,100}}?[ \t]-p[ \t]*{_ARG}"), password, anchors=("sshpass",)),
         Rule(
@@ -274,11 +275,58 @@ def _command_rules() -> list[Rule]:
             COMMAND, re.compile(rf"\b(?i:net[ \t]+use)\b[^\n]{{0,200}}?[ \t]/(?i:user|u):[^\s]{{1,100}}[ \t]+{_ARG}"),
             password, anchors=("net",), folded=True,
         ),
+        Rule(  # SQL: CREATE USER ... WITH PASSWORD 'PW', ALTER USER ... IDENTIFIED BY PW
+            COMMAND, re.compile(rf"\b(?i:with(?:[ \t]+encrypted)?[ \t]+password|identified[ \t]+by)[ \t]+{_ARG}"),
+            _not_a_word, anchors=("with", "identified"), folded=True,
+        ),
+        Rule(  # sqlplus USER/PW@DB, connect USER/PW@DB
+            COMMAND,
+            re.compile(
+                r"\b(?i:sqlplus|rman|expdp|impdp|conn|connect)\b(?:[ \t]+-[A-Za-z]+){0,4}[ \t]+"
+                r"[A-Za-z0-9_$#]{1,64}/(?P<bare>[^\s@'\"/]{1,128})@"
+            ),
+            password, anchors=("sqlplus", "rman", "expdp", "impdp", "conn"), folded=True,
+        ),
+        Rule(
+            COMMAND,
+            re.compile(rf"\bldap(?:search|modify|add|delete|passwd|whoami|compare|modrdn)\b{_BEFORE}-w[ \t]+{_ARG}"),
+            password, anchors=("ldap",),
+        ),
+        Rule(
+            COMMAND, re.compile(r"\bngrok\b[^\n]{0,40}?\b(?:add-)?authtoken[ \t]+(?P<bare>[A-Za-z0-9_]{20,})"),
+            whole("ngrok_token"), anchors=("ngrok",),
+        ),
+        Rule(  # a .pgpass line: HOST:PORT:DATABASE:USER:PASSWORD
+            COMMAND,
+            re.compile(
+                r"pgpass\b[^\n]{0,20}?(?<![\w.-])[\w.*-]{1,253}:(?:[0-9]{1,5}|\*):[^\s:]{1,63}:[^\s:]{1,63}"
+                r":(?P<bare>\S{1,128})"
+            ),
+            whole("password", lambda value: not placeholder(value)), anchors=("pgpass",),
+        ),
         Rule(  # .netrc: machine HOST login USER password PW
             COMMAND, re.compile(r"\blogin[ \t]+[^\s]{1,100}[ \t]+password[ \t]+(?P<bare>[^\s]{1,500})"),
             password, anchors=("login",),
         ),
     ]  # fmt: skip
+
+
+def _not_a_word(match: re.Match[str], text: str) -> Span | None:
+    """A command's password, quoted, or bare with a digit or a sign ("... with password
+    reset" is a sentence)."""
+    span = _argument("password")(match, text)
+    if span is None or match.group("bare") is None:
+        return span
+    return None if WORDS.fullmatch(text[span[0] : span[1]]) else span
+
+
+def _mysql_password(match: re.Match[str], text: str) -> Span | None:
+    """``-pPW``, ``-p PW``, ``--password PW``; but ``mysql -p shop``: a plain word after
+    ``-p`` and a blank is the database, the password is asked for."""
+    span = _argument("password")(match, text)
+    if span is None or match.group("bare") is None or text[span[0] - 1] not in " \t":
+        return span
+    return None if LETTERS.fullmatch(text[span[0] : span[1]]) else span
 
 
 def _authorization(match: re.Match[str], text: str) -> Span | None:
@@ -297,6 +345,7 @@ def _authorization(match: re.Match[str], text: str) -> Span | None:
 _PROSE_PASSWORD = (
     r"password|passwd|passphrase|passcode|pw|pwd|passwort|kennwort|mot de passe|mdp|contraseña|contrasena"
     r"|senha|wachtwoord|hasło|haslo|lösenordet|lösenord|salasana|adgangskode|şifre|пароль"
+    r"|wi-?fi[ -]key|wlan[ -]key|wpa[ -]key|network key"
 )
 _PROSE_TOKEN = r"api[ -]?key|access key|secret key|secret|token|access token|api token|auth token|schlüssel|clé|clef"
 _CJK = r"パスワード|密码|密碼|口令|비밀번호|암호"
@@ -357,8 +406,10 @@ def _prose(match: re.Match[str], text: str) -> Span | None:
         end -= len(value) - len(trimmed)
         value = trimmed.lstrip("\"'“«「(")
         start += len(trimmed) - len(value)
-    if not value or placeholder(value):
-        return None
+    if not value or placeholder(value) or value.startswith("//"):
+        return None  # "password at https://...": the colon was the URL's
+    if groups.get("cjk") and group == "bare" and not value.isascii():
+        return None  # "パスワードは管理者に聞いて": the sentence goes on
     token = groups.get("tok") is not None
     if group == "bare" and not (_token_like(value) if token else _password_like(value, text, end)):
         return None
@@ -393,10 +444,105 @@ def _prose_kind(keyword: str) -> str:
     return "api_key"
 
 
+# -- user and password together, and passwords said without "is" -----------------------------------
+
+_VERSION = Lazy(r"v?[0-9]+(?:\.[0-9]+)+")
+
+
+def strong(value: str) -> bool:
+    """A password by its look alone: 8 characters or more, a letter, a digit, and a sign
+    or both cases (``Winter2024!Snow``, ``P@ssw0rd123``), not a version, path or name."""
+    has_sign = any(not ch.isalnum() for ch in value)
+    both_cases = any(ch.isupper() for ch in value) and any(ch.islower() for ch in value)
+    return (
+        len(value) >= 8
+        and any(ch.isalpha() for ch in value)
+        and any(ch.isdigit() for ch in value)
+        and (has_sign or both_cases)
+        and not _VERSION.match(value)
+        and not is_path(value)
+        and not is_code(value)
+        and not placeholder(value)
+    )
+
+
+def _trimmed(match: re.Match[str], group: str = "bare") -> tuple[int, int, str]:
+    """A bare value without the punctuation that ends its sentence."""
+    start, end = match.span(group)
+    value = match.group(group).rstrip(".,;:)]}»”\"'")
+    return start, start + len(value), value
+
+
+def _strong_value(match: re.Match[str], text: str) -> Span | None:
+    start, end, value = _trimmed(match)
+    return (start, end, "password") if strong(value) else None
+
+
+_USERS = r"admin|administrator|root|sa|pi|ubuntu|guest|postgres|deploy|user|test|demo|operator|support|ec2-user"
+_USER = Lazy(rf"(?i:{_USERS})|[\w.+-]{{1,64}}@[\w-]{{1,63}}(?:\.[\w-]{{1,63}})+")
+_CREDENTIAL_WORDS = (
+    "creds", "credential", "login", "log in", "sign in", "zugang", "anmeld", "identifiant", "usuario", "utente",
+    "gebruiker", "benutzer", "account",
+)  # fmt: skip
+
+
+def _slash_pair(match: re.Match[str], text: str) -> Span | None:
+    """``admin / P@ssw0rd123``, ``ops@example.com / Blue-Sky-42``: a user name or an
+    address, " / ", a password (by its look, or any word not common after "creds",
+    "login", ...). "read / write", "Admin / Security" are other pairs."""
+    before = text[max(0, match.start() - 80) : match.start()]
+    user = before.rsplit(None, 1)[-1] if before.strip() else ""
+    if not _USER.fullmatch(user):
+        return None
+    start, end, value = _trimmed(match)
+    if strong(value):
+        return start, end, "password"
+    near = text[max(0, match.start() - len(user) - 60) : match.start()].lower()
+    plain = WORDS.fullmatch(value) and len(value) >= 4 and value.lower() not in _COMMON
+    if plain and any(word in near for word in _CREDENTIAL_WORDS):
+        return start, end, "password"
+    return None
+
+
+# "login is root with PW", "log in as admin with password PW", "sign in as bob with PW"
+_LOGIN = Lazy(
+    r"(?<!\w)(?i:login|log[ -]?in|sign[ -]?in|logon)(?:[ \t]*:|[ \t]+(?i:is|as))?[ \t]+[^\s,;]{1,64}(?:[ \t]*,)?"
+    r"[ \t]+(?i:with|and|using|/)(?:[ \t]+(?i:the[ \t]+)?(?i:password|pass|pw))?[ \t]*:?[ \t]+(?P<bare>\S{1,128})"
+)
+# "password Tr1cky-Pass", "Kennwort Sommer2025!", "пароль Moskva2024!": no "is", so by its look
+_PLAIN = Lazy(rf"(?<!\w)(?i:{_PROSE_PASSWORD}|clave|{_CJK})[ \t]+(?P<bare>\S{{8,128}})(?!\S)")
+# a user:password pair of a common user name: "use admin:S3cure!Pass to log in"
+_COLON_PAIR = Lazy(rf"(?<![\w@.:/-])(?i:{_USERS}):(?P<bare>[^\s:/]{{8,128}})(?!\S)")
+# a token said without "is": "the Hetzner token <64 characters> can delete servers"
+_TOKEN_SAID = Lazy(
+    r"(?<![\w-])(?P<tok>(?i:token|key|secret|api[ -]?key))[ \t]+(?P<bare>[A-Za-z0-9_.\-]{32,200})(?![\w.-])"
+)
+
+
+def _token_said(match: re.Match[str], text: str) -> Span | None:
+    """A random token (both cases and digits) right after "token", "key" or "secret";
+    a public or publishable key is not one."""
+    start, end = match.span("bare")
+    if not cased(match.group("bare")) or "publi" in text[max(0, match.start() - 14) : match.start()].lower():
+        return None
+    return start, end, _prose_kind(match.group("tok"))
+
+
+def _pair_rules() -> list[Rule]:
+    return [
+        Rule(PROSE, re.compile(r" / [ \t]*(?P<bare>\S{1,128})"), _slash_pair, anchors=(" / ",)),
+        Rule(PROSE, _LOGIN.compiled, _strong_value, anchors=("login", "log", "sign", "logon"), folded=True),
+        Rule(PROSE, _PLAIN.compiled, _strong_value, anchors=literals(_PROSE_PASSWORD, "clave", _CJK), folded=True),
+        Rule(PROSE, _COLON_PAIR.compiled, _strong_value, anchors=literals(_USERS), folded=True),
+        Rule(PROSE, _TOKEN_SAID.compiled, _token_said, anchors=("token", "key", "secret", "api"), folded=True),
+    ]
+
+
 def _prose_rules() -> list[Rule]:
     return [
         Rule(PROSE, _PROSE.compiled, _prose, anchors=literals(_PROSE_PASSWORD, _PROSE_TOKEN, _CJK), folded=True),
         Rule(PROSE, _PROSE_SET.compiled, _prose, anchors=("set", "change", "reset", "update"), folded=True),
+        *_pair_rules(),
     ]
 
 
