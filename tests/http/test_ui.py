@@ -271,6 +271,7 @@ def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
     key_input = page.get_by_label("The server's API key")
     expect(key_input).to_be_focused()  # /healthz said the server wants a key: it asks before any call
     expect(_notice(page)).to_be_hidden()  # not an error: the page had not sent a key yet
+    expect(page.get_by_label("Query")).to_be_hidden()  # nothing to search before the key
     key_input.fill("not-the-key")
     key_input.press("Enter")
     expect(_notice(page).locator(".error-message")).to_have_text("Wrong API key.")
@@ -467,7 +468,11 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     panel.get_by_role("button", name="Copy id").click()
     expect(panel.get_by_role("button", name="Copied")).to_be_visible()
     assert page.evaluate("navigator.clipboard.readText()") == allergy
+    page.keyboard.press("Escape")  # it closes as a menu does: on Escape...
+    expect(panel).to_be_hidden()
+    expect(details).to_be_focused()
     details.click()
+    page.locator("#results-summary").click()  # ... and on a click elsewhere
     expect(panel).to_be_hidden()
 
     page.get_by_role("combobox", name="Speaker", exact=True).select_option("Carol")

@@ -128,6 +128,7 @@ async function openStore(userId, { focus = false } = {}) {
   sessionStorage.setItem(STORE_SLOT, userId);
   $("#store-name").textContent = userId;
   $("#where").textContent = `store ${userId}`;
+  $("#search-form").setAttribute("aria-label", `Search the memories of ${userId}`);
   for (const item of document.querySelectorAll("#store-list button")) {
     if (item.dataset.store === userId) item.setAttribute("aria-current", "true");
     else item.removeAttribute("aria-current");
@@ -475,8 +476,25 @@ function trackBar() {
   new ResizeObserver(() => root.style.setProperty("--bar", `${bar.offsetHeight}px`)).observe(bar);
 }
 
+/** A memory's Details menu closes as a menu does: on a click elsewhere, and on Escape
+ * (focus back on its summary). */
+function wireMenus() {
+  document.addEventListener("click", (event) => {
+    for (const menu of document.querySelectorAll("details.more[open]")) {
+      if (!menu.contains(event.target)) menu.open = false;
+    }
+  });
+  document.addEventListener("keydown", (event) => {
+    const menu = event.target.closest?.("details.more[open]");
+    if (event.key !== "Escape" || !menu) return;
+    menu.open = false;
+    menu.querySelector("summary").focus();
+  });
+}
+
 function wire() {
   trackBar();
+  wireMenus();
   $("#key-form").addEventListener(
     "submit",
     action(async () => {
