@@ -14,6 +14,7 @@ never skip silently where the suite is meant to prove them. Set
 
 from __future__ import annotations
 
+import fnmatch
 import http.client
 import json
 import os
@@ -26,6 +27,11 @@ from typing import Any
 import httpx
 import pytest
 from support import KEY, REPO, LiveServer, error_body, served
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 
 UI_FILES = REPO / "wontopos_mcp" / "http" / "ui"
 SCREENSHOTS = os.environ.get("WONTOPOS_UI_SCREENSHOTS")
@@ -259,6 +265,15 @@ def test_the_files_load_nothing_from_anywhere_else() -> None:
         for imported in re.findall(r'from "([^"]+)"', files[name]):
             assert imported.startswith("./"), (name, imported)
             assert imported[2:] in files, (name, imported)
+
+
+def test_every_file_of_the_page_ships_in_the_package() -> None:
+    """pyproject's package-data names the page's files by pattern; a file no pattern
+    matches (the icon was one) is missing from an installed copy: a 404 there."""
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    shipped = patterns["package-data"]["wontopos_mcp.http"]
+    for path in UI_FILES.iterdir():
+        assert any(fnmatch.fnmatch(f"ui/{path.name}", pattern) for pattern in shipped), path.name
 
 
 @pytest.mark.slow
