@@ -123,9 +123,16 @@ def test_healthz_is_open_and_well_known_is_404_without_auth(keyed: LiveServer) -
     with httpx.Client(base_url=keyed.url, timeout=30) as bare:
         health = bare.get("/healthz")
         assert health.status_code == 200
-        assert health.json() | {"version": "-"} == {"status": "ok", "version": "-", "db": "ok", "model": "ready"}
+        expected = {"status": "ok", "version": "-", "db": "ok", "model": "ready", "api_key": "required"}
+        assert health.json() | {"version": "-"} == expected
         for path in ("/.well-known/oauth-protected-resource", "/.well-known/oauth-authorization-server/mcp"):
             _refused(bare.get(path), 404, "not_found_error", field="path", path=path)
+
+
+def test_healthz_says_whether_the_other_routes_need_a_key(keyed: LiveServer, keyless: LiveServer) -> None:
+    """So that a page can ask for the key before its first call, not after a 401."""
+    assert httpx.get(f"{keyed.url}/healthz", timeout=30).json()["api_key"] == "required"
+    assert httpx.get(f"{keyless.url}/healthz", timeout=30).json()["api_key"] == "none"
 
 
 def test_with_no_key_configured_a_sent_key_is_ignored(keyless: LiveServer) -> None:
@@ -449,7 +456,8 @@ def test_healthz_answers_within_a_second_while_the_model_loads(tmp_path: Path, g
             loader.get(timeout=60)  # the load is over
             ready = client.get("/healthz")
             assert ready.status_code == 200
-            assert ready.json() | {"version": None} == {"status": "ok", "version": None, "db": "ok", "model": "ready"}
+            expected = {"status": "ok", "version": None, "db": "ok", "model": "ready", "api_key": "none"}
+            assert ready.json() | {"version": None} == expected
     finally:
         gate.event.set()
         service.close()
@@ -483,6 +491,7 @@ def test_healthz_is_503_once_the_model_failed(tmp_path: Path) -> None:
                 "version": None,
                 "db": "ok",
                 "model": "failed",
+                "api_key": "none",
             }
     finally:
         service.close()

@@ -14,6 +14,7 @@ never skip silently where the suite is meant to prove them. Set
 
 from __future__ import annotations
 
+import fnmatch
 import http.client
 import json
 import os
@@ -27,9 +28,15 @@ import httpx
 import pytest
 from support import KEY, REPO, LiveServer, error_body, served
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+
 UI_FILES = REPO / "wontopos_mcp" / "http" / "ui"
 SCREENSHOTS = os.environ.get("WONTOPOS_UI_SCREENSHOTS")
 LIMIT = 64 * 1024
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 
 
 def _in_ci() -> bool:
@@ -60,6 +67,13 @@ def _chromium() -> str:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
     with served(tmp_path_factory.mktemp("ui"), embedder, api_key=KEY, max_body_bytes=LIMIT) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def open_live(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Iterator[LiveServer]:
+    """A server with no key configured (the loopback default)."""
+    with served(tmp_path_factory.mktemp("ui-open"), embedder) as server:
         yield server
 
 
@@ -138,13 +152,14 @@ def _by_speaker(api: httpx.Client, store: str, speaker: str) -> dict[str, Any]:
     return _post(api, "/by-speaker", {"user_id": store, "speaker": speaker, "limit": 5})
 
 
-def _screenshot(page: Any, name: str, *, always: bool = False) -> bytes | None:
-    """The whole page as PNG bytes, kept under ``WONTOPOS_UI_SCREENSHOTS`` when that is set;
-    taken without it only when ``always`` (a test that reads the image)."""
+def _screenshot(page: Any, name: str, *, always: bool = False, full_page: bool = True) -> bytes | None:
+    """The whole page (or only what the window shows) as PNG bytes, kept under
+    ``WONTOPOS_UI_SCREENSHOTS`` when that is set; taken without it only when ``always`` (a
+    test that reads the image)."""
     if not (SCREENSHOTS or always):
         return None
     path = str(Path(SCREENSHOTS) / f"ui-{name}.png") if SCREENSHOTS else None
-    png: bytes = page.screenshot(path=path, full_page=True)
+    png: bytes = page.screenshot(path=path, full_page=full_page)
     return png
 
 
@@ -239,8 +254,10 @@ def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(li
 
 def test_the_files_load_nothing_from_anywhere_else() -> None:
     files = {path.name: path.read_text(encoding="utf-8") for path in UI_FILES.iterdir()}
-    assert set(files) == {"index.html", "app.js", "api.js", "dom.js", "export.js", "format.js", "style.css"}
+    pages = {"index.html", "app.js", "api.js", "dom.js", "export.js", "format.js", "style.css", "favicon.svg"}
+    assert set(files) == pages
     for name, text in files.items():
+        text = text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # the icon's namespace: a name, never loaded
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text), name
         assert "innerHTML" not in text, name
         assert "insertAdjacentHTML" not in text, name  # contents are text, never HTML
@@ -248,6 +265,15 @@ def test_the_files_load_nothing_from_anywhere_else() -> None:
         for imported in re.findall(r'from "([^"]+)"', files[name]):
             assert imported.startswith("./"), (name, imported)
             assert imported[2:] in files, (name, imported)
+
+
+def test_every_file_of_the_page_ships_in_the_package() -> None:
+    """pyproject's package-data names the page's files by pattern; a file no pattern
+    matches (the icon was one) is missing from an installed copy: a 404 there."""
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    shipped = patterns["package-data"]["wontopos_mcp.http"]
+    for path in UI_FILES.iterdir():
+        assert any(fnmatch.fnmatch(f"ui/{path.name}", pattern) for pattern in shipped), path.name
 
 
 @pytest.mark.slow
@@ -258,8 +284,9 @@ def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
 
     page.goto(f"{live.url}/ui/")
     key_input = page.get_by_label("The server's API key")
-    expect(key_input).to_be_focused()  # the call without a key was refused: now it asks
+    expect(key_input).to_be_focused()  # /healthz said the server wants a key: it asks before any call
     expect(_notice(page)).to_be_hidden()  # not an error: the page had not sent a key yet
+    expect(page.get_by_label("Query")).to_be_hidden()  # nothing to search before the key
     key_input.fill("not-the-key")
     key_input.press("Enter")
     expect(_notice(page).locator(".error-message")).to_have_text("Wrong API key.")
@@ -284,9 +311,47 @@ def test_the_key_is_asked_once_sent_as_a_header_and_never_put_in_a_url(
         if "/api/" not in url:
             assert "x-api-key" not in headers, url  # the files need no key
     sent = [h.get("x-api-key") for _, _, h in api_calls]
-    # Each fresh page tries without a key first; after the reload the tab's key goes at once.
-    assert sent == [None, "not-the-key", None] + [KEY] * (len(api_calls) - 3)
+    # No call goes without the key; after the reload the tab's key goes at once.
+    assert sent == ["not-the-key"] + [KEY] * (len(api_calls) - 1)
     assert KEY not in page.url
+
+
+class Console:
+    """What a page reported as an error: console errors (a refused request's status among
+    them: Chromium logs every 4xx and 5xx), uncaught exceptions, and every answer it got."""
+
+    def __init__(self, page: Any) -> None:
+        self.errors: list[str] = []
+        self.answers: list[tuple[int, str]] = []
+        page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+        page.on("response", lambda response: self.answers.append((response.status, response.url)))
+
+
+@pytest.mark.slow
+def test_a_keyed_server_loads_without_a_console_error_before_and_after_the_key(page: Any, live: LiveServer) -> None:
+    from playwright.sync_api import expect
+
+    console = Console(page)
+    _login(page, live)  # the form first (nothing refused: /healthz said a key is needed), then the stores
+    expect(_store_button(page, "default")).to_be_focused()
+    page.reload()
+    expect(_store_button(page, "default")).to_be_focused()
+    assert console.errors == []
+    assert all(status < 400 for status, _ in console.answers), console.answers
+    icons = [url for _, url in console.answers if "icon" in url]
+    assert set(icons) == {f"{live.url}/ui/favicon.svg"}, icons  # the page's own, never /favicon.ico
+
+
+@pytest.mark.slow
+def test_an_open_server_loads_without_a_console_error(page: Any, open_live: LiveServer) -> None:
+    from playwright.sync_api import expect
+
+    console = Console(page)
+    page.goto(f"{open_live.url}/ui/")
+    expect(_store_button(page, "default")).to_be_focused()
+    assert console.errors == []
+    assert all(status < 400 for status, _ in console.answers), console.answers
 
 
 # -- the views ----------------------------------------------------------------------------------------
@@ -306,7 +371,8 @@ def test_a_store_shows_its_speakers_with_their_counts_and_all_its_memories(
     _add(api, store, "Nobody said this.")
 
     _login(page, live)
-    expect(page.locator("#store-list button").first).to_be_focused()  # by keyboard: a store is a button
+    expect(_store_button(page, "default")).to_have_attribute("aria-current", "true")  # one is open at once
+    expect(_store_button(page, "default")).to_be_focused()  # by keyboard: a store is a button
     button = _store_button(page, store)
     expect(button).to_have_text(f"{store} 6 memories")
     button.focus()
@@ -353,8 +419,7 @@ def test_one_speakers_memories_newest_first_with_paging_by_keyboard(
     assert _contents(page) == notes[::-1][:20]
     counts = _by_speaker(api, store, "Dana")
     expect(page.locator("#results-summary")).to_contain_text(
-        f'20 memories on this page; "Forget memories" would delete {counts["memories_to_delete"]} memories '
-        f"({counts['records_to_delete']} records) in all."
+        f'20 memories on this page; "Forget memories" would delete {counts["memories_to_delete"]} memories in all.'
     )
     expect(page.get_by_role("button", name="Newer")).to_be_hidden()
     _screenshot(page, "speaker-memories")
@@ -378,7 +443,7 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     from playwright.sync_api import expect
 
     store = _store(api, "searching", ("Bob", "Carol"))
-    _add(api, store, "Bob is allergic to peanuts.", speaker="Bob", category="health", event_date="2024-03-01")
+    allergy = _add(api, store, "Bob is allergic to peanuts.", speaker="Bob", category="health", event_date="2024-03-01")
     _add(api, store, "Carol is allergic to cats.", speaker="Carol", category="health")
     old = _add(api, store, "Bob lives in Paris.", speaker="Bob", category="home")
     later = {"user_id": store, "old_memory_id": old, "new_content": "Bob lives in Berlin."}
@@ -404,7 +469,26 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     expect(peanuts.locator(".time_bucket")).to_have_count(0)  # the month of the date beside it: not repeated
     for shown in page.locator("#results").all_inner_texts():
         assert not re.search(r"\d{4}-\d\d-\d\d|\.\d{6}", shown), shown  # no raw ISO time anywhere
-    expect(peanuts.locator(".similarity")).to_have_text(re.compile(r"similarity 0\.\d{3}"))
+    # Machine words stay out of what a person reads: no id, no similarity...
+    shown = page.locator("body").inner_text()
+    assert not UUID.search(shown), shown
+    assert "similarity" not in shown.lower(), shown
+    # ... they are in each memory's Details menu, the id with a button that copies it.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live.url)
+    details = peanuts.get_by_label("Details of the memory “Bob is allergic to peanuts.”")
+    details.click()
+    panel = peanuts.locator("details.more > .panel")
+    expect(panel.locator(".memory-id")).to_have_text(allergy)
+    expect(panel).to_contain_text(re.compile(r"Similarity to the query\s*0\.\d{3}"))
+    panel.get_by_role("button", name="Copy id").click()
+    expect(panel.get_by_role("button", name="Copied")).to_be_visible()
+    assert page.evaluate("navigator.clipboard.readText()") == allergy
+    page.keyboard.press("Escape")  # it closes as a menu does: on Escape...
+    expect(panel).to_be_hidden()
+    expect(details).to_be_focused()
+    details.click()
+    page.locator("#results-summary").click()  # ... and on a click elsewhere
+    expect(panel).to_be_hidden()
 
     page.get_by_role("combobox", name="Speaker", exact=True).select_option("Carol")
     page.get_by_role("button", name="Search", exact=True).click()
@@ -552,6 +636,58 @@ def test_the_page_fits_360_px_to_wide_screens_sorts_speakers_and_takes_the_reade
     assert not [text for text in console if "Content Security Policy" in text], console  # nothing inline needed
 
 
+_UNDER_THE_HEADER = """() => {
+    const header = document.querySelector("header").getBoundingClientRect();
+    const next = document.querySelector("header").nextElementSibling.getBoundingClientRect();
+    const query = document.querySelector("#query").getBoundingClientRect();
+    return {gap: next.top - header.bottom, height: next.height, toQuery: query.top - header.bottom};
+}"""
+
+
+def _top(locator: Any) -> float:
+    box = locator.bounding_box()
+    assert box is not None
+    return float(box["y"])
+
+
+@pytest.mark.slow
+def test_after_a_search_the_query_stays_in_sight_and_a_phone_shows_the_search_first(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    people = tuple(f"Person {i:02d}" for i in range(12))  # a long speakers table above the results
+    store = _store(api, "sticky", people)
+    for i, topic in enumerate(("tea", "chess", "the dog", "the garden", "the boat", "the piano")):
+        _add(api, store, f"{people[i]} talked about {topic}.", speaker=people[i])
+    _open_store(page, live, store)
+    query = page.get_by_label("Query")
+    title = page.locator("#results-title")
+    for (width, height), words in zip(((1280, 720), (390, 844), (360, 740)), ("tea", "chess", "the dog"), strict=True):
+        page.set_viewport_size({"width": width, "height": height})
+        page.evaluate("window.scrollTo(0, 0)")
+        # Right under the header: the bar with the query, no empty band between them.
+        under = page.evaluate(_UNDER_THE_HEADER)
+        assert abs(under["gap"]) < 0.5, (width, under)
+        assert under["height"] > 0, (width, under)
+        assert under["toQuery"] < 16, (width, under)
+        if width < 400:  # a phone: the search before the stores and the speakers
+            assert _top(query) < _top(page.locator("#stores-title")) < _top(page.locator("#speakers")), width
+
+        query.fill(words)
+        query.press("Enter")
+        expect(title).to_have_text(f"Search: {words}")
+        expect(title).to_be_focused()
+        assert page.evaluate("window.scrollY") > 0, width  # the results start below the fold...
+        _in_view(page, query)  # ... and the query is still in sight, the results not under it
+        _in_view(page, title)
+        bar = page.locator("#bar").bounding_box()
+        assert bar is not None
+        assert _top(title) >= bar["y"] + bar["height"], (width, bar)
+        _fits(page, width)
+        _screenshot(page, f"search-{width}", full_page=False)
+
+
 _WORDS = """async () => {
     const {many, readableTime, exactTime} = await import("./format.js");
     const now = new Date("2026-03-10T12:00:00Z");
@@ -651,7 +787,8 @@ def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     forget_all = page.get_by_role("button", name="Forget every memory of Eve")
     forget_all.click()
     dialog = page.get_by_role("dialog")
-    expect(dialog).to_contain_text(f"This deletes 2 memories ({records} records).")
+    expect(dialog).to_contain_text("This deletes 2 memories.")
+    expect(dialog).not_to_contain_text("record")  # a person counts memories; the records go as confirm_records
     page.keyboard.press("Escape")
     assert _by_speaker(api, store, "Eve")["records_to_delete"] == records
 
@@ -663,7 +800,8 @@ def test_forget_a_speakers_memories_shows_the_count_and_a_changed_count_again(
     expect(dialog.locator("#confirm-error")).to_have_text(
         "Nothing was deleted: Eve's memories changed while you were deciding."
     )
-    expect(dialog).to_contain_text(f"The count changed meanwhile: 3 memories ({records + 1} records) now.")
+    expect(dialog).to_contain_text("The count changed meanwhile: 3 memories now.")
+    expect(dialog).not_to_contain_text("record")
     assert _by_speaker(api, store, "Eve")["records_to_delete"] == records + 1  # nothing deleted
     _screenshot(page, "confirm-changed")
 
@@ -773,7 +911,7 @@ def test_rename_a_speaker_and_merge_when_the_new_name_is_taken(page: Any, live: 
     dialog.get_by_label("The new name").fill("Bob")
     dialog.get_by_role("button", name="Rename").click()
     confirm = page.get_by_role("dialog")
-    expect(confirm).to_contain_text("Merging moves 1 memory (1 record) from Robert to Bob")
+    expect(confirm).to_contain_text("Merging moves 1 memory from Robert to Bob")
     confirm.get_by_role("button", name="Merge into Bob").click()
     expect(page.locator("#status")).to_have_text("Merged Robert into Bob; 1 memory moved")
     expect(_row(page, "Robert")).to_have_count(0)
@@ -821,45 +959,41 @@ _FOREIGN_WRITE = """async ([url, type, mode]) => {
 
 
 @pytest.mark.slow
-def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(
-    browser: Any, embedder: Any, tmp_path: Path
-) -> None:
+def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(browser: Any, open_live: LiveServer) -> None:
     """The attack of issue 22 on a server with no key (the loopback default): a page served
     from another localhost port posts ``text/plain`` (no preflight) and JSON (preflight)
     with ``fetch``; nothing is stored. The memory browser's own origin still writes, and
     with no key configured it never asks for one."""
     from playwright.sync_api import expect
 
-    with served(tmp_path, embedder) as server:
-        other = f"http://localhost:{server.port + 1}/"  # another origin: another port of localhost
-        context = browser.new_context()
-        try:
-            page = context.new_page()
-            page.route(
-                other, lambda route: route.fulfill(status=200, content_type="text/html", body="<title>x</title>")
-            )
-            page.goto(other)
-            target = f"{server.url}/api/v1/memory/store"
-            for kind in ("text/plain", "application/json"):
-                assert page.evaluate(_FOREIGN_WRITE, [target, kind, "cors"]) == "refused", kind
-                # Chromium may send it and hide the answer, or block it itself: either way no write.
-                assert page.evaluate(_FOREIGN_WRITE, [target, kind, "no-cors"]) in ("opaque", "refused"), kind
-            with httpx.Client(base_url=f"{server.url}/api/v1/memory", timeout=60) as api:
-                listed = api.post("/list", json={"user_id": "default", "limit": 100}).json()
-                assert listed["memories"] == []  # no write reached a handler
-                requests = Requests()
-                page.on("request", requests)
-                page.goto(f"{server.url}/ui/")
-                # No key configured: the page asks for none and goes straight to the stores.
-                expect(page.locator("#app")).to_be_visible()
-                expect(_store_button(page, "default")).to_be_focused()
-                expect(page.locator("#login")).to_be_hidden()
-                expect(page.get_by_role("button", name="Forget the key")).to_be_hidden()
-                api_calls = [headers for _, url, headers in requests.seen if "/api/" in url]
-                assert api_calls
-                assert all("x-api-key" not in headers for headers in api_calls)
-                assert page.evaluate(_FOREIGN_WRITE, [target, "application/json", "cors"]) == "status 200"
-                stored = api.post("/list", json={"user_id": "default", "limit": 100}).json()["memories"]
-                assert [m["content"] for m in stored] == ["planted application/json"]
-        finally:
-            context.close()
+    server = open_live
+    other = f"http://localhost:{server.port + 1}/"  # another origin: another port of localhost
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.route(other, lambda route: route.fulfill(status=200, content_type="text/html", body="<title>x</title>"))
+        page.goto(other)
+        target = f"{server.url}/api/v1/memory/store"
+        for kind in ("text/plain", "application/json"):
+            assert page.evaluate(_FOREIGN_WRITE, [target, kind, "cors"]) == "refused", kind
+            # Chromium may send it and hide the answer, or block it itself: either way no write.
+            assert page.evaluate(_FOREIGN_WRITE, [target, kind, "no-cors"]) in ("opaque", "refused"), kind
+        with httpx.Client(base_url=f"{server.url}/api/v1/memory", timeout=60) as api:
+            listed = api.post("/list", json={"user_id": "default", "limit": 100}).json()
+            assert listed["memories"] == []  # no write reached a handler
+            requests = Requests()
+            page.on("request", requests)
+            page.goto(f"{server.url}/ui/")
+            # No key configured: the page asks for none and goes straight to the stores.
+            expect(page.locator("#app")).to_be_visible()
+            expect(_store_button(page, "default")).to_be_focused()
+            expect(page.locator("#login")).to_be_hidden()
+            expect(page.get_by_role("button", name="Forget the key")).to_be_hidden()
+            api_calls = [headers for _, url, headers in requests.seen if "/api/" in url]
+            assert api_calls
+            assert all("x-api-key" not in headers for headers in api_calls)
+            assert page.evaluate(_FOREIGN_WRITE, [target, "application/json", "cors"]) == "status 200"
+            stored = api.post("/list", json={"user_id": "default", "limit": 100}).json()["memories"]
+            assert [m["content"] for m in stored] == ["planted application/json"]
+    finally:
+        context.close()

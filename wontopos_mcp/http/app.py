@@ -407,14 +407,17 @@ class _App(Starlette):
 _HEALTH_READ_S = 0.5  # longest /healthz waits for the database to answer a read
 
 
-async def _health(service: MemoryService, limiter: anyio.CapacityLimiter) -> tuple[int, dict[str, Any]]:
+async def _health(service: MemoryService, limiter: anyio.CapacityLimiter, *, keyed: bool) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body) of /healthz, in under a second whatever is still starting.
 
     ``db``: "opening" while the background open runs, then what a read says: "ok",
     "error" (it failed; logged) or "busy" (no answer within ``_HEALTH_READ_S``; the read
     goes on alone, one at a time). ``model``: "loading", "ready" or "failed", never
     waited for. 503 when the database cannot be opened or the model failed (SPEC);
-    ``status`` is "ok" once both are ready, else "starting" or "error".
+    ``status`` is "ok" once both are ready, else "starting" or "error". ``api_key``:
+    "required" when every other route needs the key (``keyed``), else "none": what any
+    caller learns from one refused call anyway, said here so that the memory browser asks
+    for the key before its first call instead of after a 401 (a console error).
     """
     db = service.database_state()
     if db != "opening":
@@ -429,7 +432,14 @@ async def _health(service: MemoryService, limiter: anyio.CapacityLimiter) -> tup
     model = service.model_state
     failed = db == "error" or model == "failed"
     status = "error" if failed else "ok" if (db, model) == ("ok", "ready") else "starting"
-    return (503 if failed else 200), {"status": status, "version": __version__, "db": db, "model": model}
+    body = {
+        "status": status,
+        "version": __version__,
+        "db": db,
+        "model": model,
+        "api_key": "required" if keyed else "none",
+    }
+    return (503 if failed else 200), body
 
 
 def build_app(service: MemoryService, settings: Settings, *, key_failures: KeyFailures | None = None) -> Starlette:
@@ -455,7 +465,7 @@ def build_app(service: MemoryService, settings: Settings, *, key_failures: KeyFa
         return RedirectResponse(UI_PATH + "/", status_code=308)
 
     async def healthz(request: Request) -> JSONResponse:
-        status, body = await _health(service, health_reads)
+        status, body = await _health(service, health_reads, keyed=bool(settings.api_key))
         return JSONResponse(body, status_code=status)
 
     @asynccontextmanager

@@ -58,6 +58,18 @@ async function call(method, path, body) {
   return answer || {};
 }
 
+/** What /healthz says (never behind the key: SPEC), e.g. ``api_key``: "required" or
+ * "none"; an empty object when it cannot say, so the caller goes on as if it had not asked. */
+export async function health() {
+  try {
+    const response = await fetch("/healthz", { headers: { Accept: "application/json" }, credentials: "omit", cache: "no-store" });
+    const answer = await response.json();
+    return answer && typeof answer === "object" ? answer : {};
+  } catch {
+    return {};
+  }
+}
+
 const drop = (object) => Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined && v !== null));
 
 // One function per SDK call the page makes; the bodies are the SDK's (SPEC, "REST").

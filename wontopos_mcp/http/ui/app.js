@@ -3,16 +3,18 @@
 // is wrong (forget, supersede, register, rename and remove speakers), every call through
 // the REST API (api.js). Every view is plain HTML controls, so the keyboard reaches all of it.
 
-import { ApiError, key, rest } from "./api.js";
+import { ApiError, health, key, rest } from "./api.js";
 import { $, confirmDialog, el, errorBox, memoryItem, renameDialog, show, supersedeDialog, timeElement } from "./dom.js";
 import { download, fileName, speakerMemories, storeMemories } from "./export.js";
-import { many } from "./format.js";
+import { excerpt, many } from "./format.js";
 
 const SPEAKER_PAGE = 20; // by_speaker's largest page
 const LIST_PAGE = 20;
 const MAX_CHAIN = 50; // later versions followed by "Show later versions"
 
 const byName = new Intl.Collator(undefined, { numeric: true }).compare; // the reader's order of names
+
+const STORE_SLOT = "wontopos-mcp.store"; // the store this tab had open, opened again on a reload
 
 const state = {
   store: null, // the open store's id, as the server echoes it
@@ -59,6 +61,8 @@ function action(run) {
 function showLogin(failure = null) {
   show($("#app"), false);
   show($("#logout"), false);
+  show($("#search-form"), false);
+  $("#where").textContent = "";
   show($("#login"));
   const notice = $("#notice");
   notice.replaceChildren(failure ? errorBox(failure) : "");
@@ -67,10 +71,19 @@ function showLogin(failure = null) {
   $("#api-key").focus();
 }
 
-/** Show the stores. The first call goes without a key (SPEC: a server without one ignores
- * a key, and needs none); only a 401 brings up the key form (``fail``). */
+/** Show the stores and open one. Without a key in this tab, /healthz (never behind the
+ * key) says first whether the server wants one: the page then asks for it before any call
+ * instead of after a refused one (a 401 the browser's console reports as an error). A
+ * server that cannot say goes on without a key; a 401 then still asks (``fail``). */
 async function enter() {
-  await loadStores();
+  if (!key.known() && (await health()).api_key === "required") {
+    showLogin();
+    return;
+  }
+  const stores = await loadStores();
+  const remembered = [state.store, sessionStorage.getItem(STORE_SLOT), "default"];
+  const opening = remembered.find((name) => name && stores.includes(name)) ?? stores[0];
+  if (opening !== undefined) await openStore(opening);
   show($("#login"), false);
   show($("#app"));
   show($("#logout"), Boolean(key.get()));
@@ -79,7 +92,8 @@ async function enter() {
 
 // -- stores ---------------------------------------------------------------------------------
 
-/** The stores, each a button that opens it, with its memories counted (superseded included). */
+/** The stores, each a button that opens it, with its memories counted (superseded
+ * included); answers their ids. */
 async function loadStores() {
   const { collections } = await rest.stores();
   const focused = document.activeElement?.closest?.("#store-list button")?.dataset.store;
@@ -105,13 +119,16 @@ async function loadStores() {
     ),
   );
   if (focused) $(`#store-list button[data-store="${CSS.escape(focused)}"]`)?.focus();
+  return collections.map(({ user_id }) => user_id);
 }
 
 async function openStore(userId, { focus = false } = {}) {
   state.store = userId;
   state.view = null;
+  sessionStorage.setItem(STORE_SLOT, userId);
   $("#store-name").textContent = userId;
   $("#where").textContent = `store ${userId}`;
+  $("#search-form").setAttribute("aria-label", `Search the memories of ${userId}`);
   for (const item of document.querySelectorAll("#store-list button")) {
     if (item.dataset.store === userId) item.setAttribute("aria-current", "true");
     else item.removeAttribute("aria-current");
@@ -120,6 +137,8 @@ async function openStore(userId, { focus = false } = {}) {
   $("#status").replaceChildren(); // what was said about the store before does not carry over
   await loadSpeakers();
   show($("#store"));
+  show($("#search-form"));
+  show($("#search-options"));
   if (focus) $("#store-title").focus();
 }
 
@@ -195,21 +214,44 @@ async function renameSpeaker(name) {
   }
 }
 
-/** What a delete of every memory of a speaker removes, as a person checks it: the
- * memories first, the indexed records (what ``confirm_records`` counts) beside them. */
-function deleteCount(page) {
-  return `${many(page.memories_to_delete, "memory")} (${many(page.records_to_delete, "record")})`;
+/** Ask to confirm a change to every memory of ``name`` (a delete, a merge) counted by
+ * by_speaker, then ``run(records_to_delete)``, the count the server checks. A person
+ * reads memories, never records: ``ask(memories, changed)`` words the dialog (title,
+ * body, confirmLabel, and what went undone when ``changed``). When the memories changed
+ * meanwhile (409), the new count is shown and confirmed again. Answers
+ * ``run``'s answer, or null when the reader said no. */
+async function confirmCounted(name, ask, run) {
+  let changed = false;
+  for (;;) {
+    const counted = await rest.bySpeaker(state.store, name, { limit: 5 }); // both counts, as they are now
+    const sure = await confirmDialog(ask(many(counted.memories_to_delete, "memory"), changed));
+    if (!sure) return null;
+    try {
+      return await run(counted.records_to_delete);
+    } catch (refused) {
+      if (!(refused instanceof ApiError && refused.status === 409 && Number.isInteger(refused.error.records_to_delete))) {
+        throw refused;
+      }
+      changed = true;
+    }
+  }
 }
 
 async function mergeSpeaker(name, into) {
-  const counted = await rest.bySpeaker(state.store, name, { limit: 5 });
-  const sure = await confirmDialog({
-    title: `Merge ${name} into ${into}?`,
-    body: [`${into} is registered already. Merging moves ${deleteCount(counted)} from ${name} to ${into}, and ends ${name}'s registration.`],
-    confirmLabel: `Merge into ${into}`,
-  });
-  if (!sure) return;
-  const answer = await rest.mergeSpeakers(state.store, name, into, counted.records_to_delete);
+  const answer = await confirmCounted(
+    name,
+    (memories, changed) => ({
+      title: `Merge ${name} into ${into}?`,
+      body: [
+        changed ? `The count changed meanwhile: ${memories} now.` : `${into} is registered already.`,
+        `Merging moves ${memories} from ${name} to ${into}, and ends ${name}'s registration.`,
+      ],
+      confirmLabel: `Merge into ${into}`,
+      failure: changed ? `Nothing was moved: ${name}'s memories changed while you were deciding.` : null,
+    }),
+    (records) => rest.mergeSpeakers(state.store, name, into, records),
+  );
+  if (answer === null) return;
   await loadSpeakers();
   show($("#results"), false);
   notify(`Merged ${answer.merged} into ${answer.speaker}; ${many(answer.memories_retagged, "memory")} moved`);
@@ -268,7 +310,7 @@ function showSpeaker(name) {
       const next = answer.has_more ? { before: answer.next_before, skip_ids: answer.next_skip_ids } : null;
       return {
         memories: answer.memories,
-        summary: `${many(answer.returned, "memory")} on this page; "Forget memories" would delete ${deleteCount(answer)} in all.`,
+        summary: `${many(answer.returned, "memory")} on this page; "Forget memories" would delete ${many(answer.memories_to_delete, "memory")} in all.`,
         next,
       };
     },
@@ -302,8 +344,7 @@ function searchSpeaker(name) {
   $("#search-speaker").value = name;
   const query = $("#query");
   if (query.value.trim()) return submitSearch();
-  query.scrollIntoView({ block: "center" });
-  query.focus({ preventScroll: true });
+  query.focus(); // in the bar that stays in sight
   return null;
 }
 
@@ -328,12 +369,6 @@ async function showMemory(memoryId) {
 }
 
 // -- one memory --------------------------------------------------------------------------------
-
-/** How a control names the memory it acts on: its first words, never its id. */
-function excerpt(content, size = 60) {
-  const line = content.replace(/\s+/g, " ").trim();
-  return line.length > size ? `${line.slice(0, size - 1)}…` : line;
-}
 
 function memoryActions(memory) {
   const named = (verb) => `${verb} the memory “${excerpt(memory.content)}”`;
@@ -392,36 +427,24 @@ async function toggleChain(memory, trigger) {
 
 // -- destructive speaker actions and export ------------------------------------------------------
 
-/** Forget every memory of ``name``: the count by_speaker reports is shown and confirmed;
- * when it changed meanwhile (409), the new count is shown and confirmed again. */
+/** Forget every memory of ``name``, after a confirm of how many (``confirmCounted``). */
 async function forgetSpeaker(name) {
-  let counted = await rest.bySpeaker(state.store, name, { limit: 5 });
-  let changed = false;
-  for (;;) {
-    const count = deleteCount(counted);
-    const sure = await confirmDialog({
+  const answer = await confirmCounted(
+    name,
+    (memories, changed) => ({
       title: `Forget every memory of ${name}?`,
       body: [
-        changed ? `The count changed meanwhile: ${count} now.` : `This deletes ${count}.`,
-        `Every memory ${name} said goes, superseded versions included (a record is one indexed sentence of a memory). The registration stays.`,
+        changed ? `The count changed meanwhile: ${memories} now.` : `This deletes ${memories}.`,
+        `Every memory ${name} said goes, superseded versions included. The registration stays.`,
       ],
-      confirmLabel: `Delete ${many(counted.memories_to_delete, "memory")}`,
+      confirmLabel: `Delete ${memories}`,
       failure: changed ? `Nothing was deleted: ${name}'s memories changed while you were deciding.` : null,
-    });
-    if (!sure) return;
-    try {
-      const answer = await rest.forgetSpeaker(state.store, name, counted.records_to_delete);
-      await refresh();
-      notify(`Deleted ${many(answer.deleted, "memory")} of ${name}`);
-      return;
-    } catch (refused) {
-      if (!(refused instanceof ApiError && refused.status === 409 && Number.isInteger(refused.error.records_to_delete))) {
-        throw refused;
-      }
-      counted = await rest.bySpeaker(state.store, name, { limit: 5 }); // both counts, as they are now
-      changed = true;
-    }
-  }
+    }),
+    (records) => rest.forgetSpeaker(state.store, name, records),
+  );
+  if (answer === null) return;
+  await refresh();
+  notify(`Deleted ${many(answer.deleted, "memory")} of ${name}`);
 }
 
 async function exportStore() {
@@ -445,7 +468,33 @@ function keepFocus() {
 
 // -- wiring ----------------------------------------------------------------------------------------
 
+/** The sticky bar's height as ``--bar``, so that whatever the page scrolls to (a heading,
+ * a memory) lands below the bar instead of under it (style.css: scroll-padding-top). */
+function trackBar() {
+  const bar = $("#bar");
+  const root = document.documentElement;
+  new ResizeObserver(() => root.style.setProperty("--bar", `${bar.offsetHeight}px`)).observe(bar);
+}
+
+/** A memory's Details menu closes as a menu does: on a click elsewhere, and on Escape
+ * (focus back on its summary). */
+function wireMenus() {
+  document.addEventListener("click", (event) => {
+    for (const menu of document.querySelectorAll("details.more[open]")) {
+      if (!menu.contains(event.target)) menu.open = false;
+    }
+  });
+  document.addEventListener("keydown", (event) => {
+    const menu = event.target.closest?.("details.more[open]");
+    if (event.key !== "Escape" || !menu) return;
+    menu.open = false;
+    menu.querySelector("summary").focus();
+  });
+}
+
 function wire() {
+  trackBar();
+  wireMenus();
   $("#key-form").addEventListener(
     "submit",
     action(async () => {
@@ -456,6 +505,7 @@ function wire() {
   );
   $("#logout").addEventListener("click", () => {
     key.clear();
+    sessionStorage.removeItem(STORE_SLOT);
     state.store = null;
     state.view = null;
     showLogin();

@@ -3,7 +3,7 @@
 // a refused call as sentences, and the dialogs (confirm, supersede, rename).
 
 import { ApiError } from "./api.js";
-import { exactTime, many, readableTime } from "./format.js";
+import { exactTime, excerpt, many, readableTime } from "./format.js";
 
 /** el("button", {type: "button", onclick}, "text", child...): attributes, then children. */
 export function el(tag, attributes = {}, ...children) {
@@ -61,7 +61,7 @@ function hint(status, error) {
   if (status === 403) return "Open this page from the server's own address.";
   if (Number.isFinite(error.retry_after_ms)) return `Try again in ${seconds(error.retry_after_ms)}.`;
   if (status === 503) return "The server is not ready yet; try again in a moment.";
-  if (Number.isInteger(error.records_to_delete)) return `Nothing changed; the count is ${many(error.records_to_delete, "record")} now.`;
+  if (Number.isInteger(error.records_to_delete)) return "Nothing changed: the memories changed meanwhile. Try again.";
   if (error.conflicts_with) {
     return `The store ${error.conflicts_with} exists already, and ids that differ only in ".", "_" or "-" cannot both exist.`;
   }
@@ -100,14 +100,15 @@ export function timeElement(text, now = new Date()) {
 }
 
 /** One memory as a list item; ``actions`` are buttons appended to it. The month bucket is
- * not shown: it is the month of the date shown beside it (when it happened, else stored). */
+ * not shown: it is the month of the date shown beside it (when it happened, else stored).
+ * Machine words (the id, a search's similarity) stay out of the reading view: they are in
+ * the memory's Details menu, with a button that copies the id. */
 export function memoryItem(memory, actions = [], now = new Date()) {
   const facts = [
     el("span", { class: "speaker", dataset: { speaker: memory.speaker ?? "" } }, memory.speaker ?? "untagged"),
     el("span", { class: "category" }, memory.category ?? "general"),
     memory.event_date ? el("span", { class: "event_date" }, "happened ", timeElement(memory.event_date, now)) : null,
     memory.created_at ? el("span", { class: "created_at" }, "stored ", timeElement(memory.created_at, now)) : null,
-    memory.similarity !== undefined ? el("span", { class: "similarity" }, `similarity ${memory.similarity.toFixed(3)}`) : null,
     memory.is_superseded
       ? el("span", { class: "superseded" }, "superseded by a later version")
       : el("span", { class: "current" }, "current"),
@@ -117,9 +118,39 @@ export function memoryItem(memory, actions = [], now = new Date()) {
     { class: memory.is_superseded ? "memory is-superseded" : "memory", dataset: { id: memory.id }, tabindex: "-1" },
     el("p", { class: "content" }, memory.content),
     el("p", { class: "facts" }, facts),
-    el("p", { class: "memory-id" }, "id ", el("code", {}, memory.id)),
-    actions.length ? el("div", { class: "actions" }, actions) : null,
+    el("div", { class: "actions" }, actions, detailsMenu(memory)),
   );
+}
+
+/** The Details menu of a memory: what a program needs (its id, to copy; the similarity a
+ * search gave it), one click away and never in the text a person reads. */
+function detailsMenu(memory) {
+  const rows = [["Id", el("code", { class: "memory-id" }, memory.id)]];
+  if (memory.similarity !== undefined) rows.push(["Similarity to the query", memory.similarity.toFixed(3)]);
+  return el(
+    "details",
+    { class: "more" },
+    el("summary", { "aria-label": `Details of the memory “${excerpt(memory.content)}”` }, "Details"),
+    el(
+      "div",
+      { class: "panel" },
+      el("dl", {}, rows.map(([term, value]) => [el("dt", {}, term), el("dd", {}, value)])),
+      el("button", { type: "button", class: "copy-id", onclick: (event) => copyId(memory.id, event.currentTarget) }, "Copy id"),
+    ),
+  );
+}
+
+/** Put ``id`` on the clipboard; where the browser allows no clipboard (a page served over
+ * plain HTTP from another host), select it so that the reader's own copy takes it. */
+async function copyId(id, trigger) {
+  try {
+    await navigator.clipboard.writeText(id);
+    trigger.textContent = "Copied";
+  } catch {
+    const code = trigger.closest(".panel").querySelector("code");
+    getSelection().selectAllChildren(code);
+    trigger.textContent = "Selected: press Ctrl+C to copy";
+  }
 }
 
 /** Ask yes or no in a modal dialog (Escape and Cancel say no); resolves to true or false. */

@@ -5,7 +5,7 @@
 // The page's words are English, so plurals follow English rules; numbers, dates and
 // relative times follow the browser's locale.
 
-const PLURALS = { memory: "memories", person: "people", record: "records", version: "versions" };
+const PLURALS = { memory: "memories", person: "people", version: "versions" };
 const englishPlural = new Intl.PluralRules("en");
 const number = new Intl.NumberFormat();
 
@@ -51,4 +51,11 @@ export function readableTime(text, now = new Date()) {
     if (distance < under) return relative.format(Math.round(seconds / size), unit);
   }
   return new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" }).format(moment);
+}
+
+/** The first words of ``content`` on one line, for a control that names a memory (never
+ * by its id). */
+export function excerpt(content, size = 60) {
+  const line = content.replace(/\s+/g, " ").trim();
+  return line.length > size ? `${line.slice(0, size - 1)}…` : line;
 }
