@@ -19,6 +19,7 @@ from .errors import ConfigError
 
 DEFAULT_MODEL = "multilingual-e5-small-q4"
 TRANSPORTS = ("stdio", "http", "sse")
+ENGINES = ("shared", "inprocess")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 _MiB = 1024 * 1024
 
@@ -52,6 +53,10 @@ def default_model_cache() -> str:
 class Settings:
     db: str = ""
     transport: str = "stdio"
+    # stdio: relay to the engine process every session on this machine shares (``shared``)
+    # or serve in this process (``inprocess``); how long a shared engine with no client stays.
+    engine: str = "shared"
+    engine_idle: int = 600
     host: str = "127.0.0.1"
     port: int = 8765
     api_key: str | None = field(default=None, repr=False)
@@ -111,6 +116,10 @@ class Settings:
     def _checked(self) -> Settings:
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
+        if self.engine_idle < 1:
+            raise ConfigError(f"WONTOPOS_ENGINE_IDLE must be at least 1 second, not {self.engine_idle}")
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be 1-65535, not {self.port}")
         if self.speaker_limit < 1:
@@ -132,7 +141,7 @@ class Settings:
         return self
 
 
-_INTS = {"port", "speaker_limit", "max_body_bytes", "lease_ttl_ms", "header_timeout_ms"}
+_INTS = {"port", "speaker_limit", "max_body_bytes", "lease_ttl_ms", "header_timeout_ms", "engine_idle"}
 
 
 def _local_path(db: str) -> str:
@@ -181,7 +190,7 @@ def _parse(name: str, value: Any, *, source: str) -> Any:
         return tuple(h.strip() for h in items if h.strip())
     if name == "storage_options":
         return _storage_options(value, source=source)
-    if name in ("transport", "log_level", "writers", "redact"):
+    if name in ("transport", "engine", "log_level", "writers", "redact"):
         return str(value).strip().lower()
     if name == "db":
         return _database(str(value), source=source)

@@ -35,16 +35,18 @@ Keeping to itself (SPEC "Transports and HTTP"):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
 from wontopos_mcp import __version__, logs
-from wontopos_mcp.config import TRANSPORTS, Settings, is_loopback
+from wontopos_mcp.config import ENGINES, TRANSPORTS, Settings, is_loopback
 from wontopos_mcp.errors import ConfigError
 
 from .exits import EXIT_BAD_SETTING
@@ -100,6 +102,12 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"wontopos-mcp {__version__}")
     _store_flags(parser, None)
     parser.add_argument("--transport", choices=TRANSPORTS, help="stdio (default), http or sse (WONTOPOS_TRANSPORT)")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="stdio: relay to the engine every session shares (shared, default) or serve in this process "
+        "(inprocess) (WONTOPOS_ENGINE)",
+    )
     parser.add_argument("--host", help="HTTP bind address, default 127.0.0.1 (WONTOPOS_HOST)")
     parser.add_argument("--port", help="HTTP port, default 8765 (WONTOPOS_PORT)")
     parser.add_argument("--allowed-hosts", help="extra Host/Origin names, comma-separated (WONTOPOS_ALLOWED_HOSTS)")
@@ -141,6 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(settings.log_level)
     if args.get("command") is None:
         return serve(settings)
+    if args["command"] == "engine":
+        return _engine_command(args["action"], settings)
     from .commands import run
 
     if args["command"] == "reindex":
@@ -152,9 +162,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve(settings: Settings) -> int:
-    from wontopos_mcp.engine.service import MemoryService
-    from wontopos_mcp.errors import ModelMismatch
-
     if settings.transport != "stdio" and not settings.api_key and not is_loopback(settings.host):
         _fail(
             f"refusing to serve on {settings.host} without an API key: set WONTOPOS_API_KEY, "
@@ -166,33 +173,10 @@ def serve(settings: Settings) -> int:
             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
         )
     _check_database(settings)
+    if settings.transport == "stdio" and settings.engine == "shared":
+        _relay(settings)  # returns only where no shared engine can be (no local sockets)
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
-
-    def stop(exc: Exception) -> None:
-        # The background open failed (a corrupt table, a file LanceDB cannot write): the
-        # start-up check's verdict, come late. One line, exit 2, on every transport.
-        print(f"wontopos-mcp: {service.open_failure(exc)}", file=sys.stderr)
-        service.release()
-        _exit_now(EXIT_BAD_SETTING)
-
-    service = MemoryService.open(settings, on_open_failure=stop)
-    try:
-        service.claim()
-        service.check_model(settings.embed_model)  # object storage: opens the database now
-    except (ModelMismatch, ConfigError) as exc:
-        _fail(str(exc))
-    except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
-        _fail(str(service.open_failure(exc)))
-
-    # SIGTERM (a host closing us, uvicorn raising it again once it has shut down): give up
-    # the leases this process holds on object storage, then leave at once, as the default
-    # action would (every acknowledged write is committed). Not an exception: one raised
-    # inside a close still waiting for the background open would print a traceback.
-    def leave(signum: int, frame: Any) -> None:
-        service.release()
-        _exit_now(0)
-
-    signal.signal(signal.SIGTERM, leave)
+    service = _open_service(settings)
     try:
         if listener is None:
             from wontopos_mcp.mcp.server import build_server
@@ -205,6 +189,147 @@ def serve(settings: Settings) -> int:
         pass
     finally:
         service.close()
+    _exit_now(0)
+    return 0
+
+
+def _open_service(settings: Settings, *, on_leave: Callable[[], None] = lambda: None) -> Any:
+    """The process's one ``MemoryService``, holding what writing needs; a refusal is one line,
+    exit 2. SIGTERM gives up what it holds (``on_leave`` first) and leaves at once."""
+    from wontopos_mcp.engine.service import MemoryService
+    from wontopos_mcp.errors import ModelMismatch
+
+    def stop(exc: Exception) -> None:
+        # The background open failed (a corrupt table, a file LanceDB cannot write): the
+        # start-up check's verdict, come late. One line, exit 2, on every transport.
+        print(f"wontopos-mcp: {service.open_failure(exc)}", file=sys.stderr)
+        on_leave()
+        service.release()
+        _exit_now(EXIT_BAD_SETTING)
+
+    service = MemoryService.open(settings, on_open_failure=stop)
+    try:
+        service.claim()
+        service.check_model(settings.embed_model)  # object storage: opens the database now
+    except (ModelMismatch, ConfigError) as exc:
+        _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
+        _fail(str(service.open_failure(exc)))
+
+    # SIGTERM (a host closing us, uvicorn raising it again once it has shut down, ``engine
+    # stop``): give up the leases this process holds on object storage, then leave at once,
+    # as the default action would (every acknowledged write is committed). Not an
+    # exception: one raised inside a close still waiting for the background open would
+    # print a traceback.
+    def leave(signum: int, frame: Any) -> None:
+        on_leave()
+        service.release()
+        _exit_now(0)
+
+    signal.signal(signal.SIGTERM, leave)
+    return service
+
+
+def _relay(settings: Settings) -> None:
+    """stdio through the shared engine (:mod:`cli.relay`): never returns, except where this
+    platform has no local sockets or no socket path short enough (then: in-process)."""
+    from . import engines
+    from .relay import Relay, Unavailable
+
+    if not engines.supported():
+        return
+    try:
+        place = engines.place_for(settings, __version__)
+    except (ConfigError, OSError) as exc:
+        _fail(str(exc))
+    if place is None:
+        return
+    command, env = engines.spawn_command(), engines.engine_environment(settings)
+
+    def gone_for_good(line: str) -> None:
+        # The engine stopped on a setting or a database that cannot work (exit 2): so
+        # does the relay, with its line, as an in-process server would.
+        print(line if line.startswith("wontopos-mcp: ") else f"wontopos-mcp: {line}", file=sys.stderr)
+        _exit_now(EXIT_BAD_SETTING)
+
+    def connect() -> socket.socket:
+        engines.reap()
+        try:
+            return engines.connect_or_start(place, command, env)
+        except engines.EngineFailed as exc:
+            if exc.code == EXIT_BAD_SETTING:
+                gone_for_good(str(exc))
+            raise Unavailable(str(exc)) from None
+        except (ConfigError, OSError) as exc:
+            raise Unavailable(str(exc)) from None
+
+    def lost() -> None:
+        line = engines.stopped_with(place, EXIT_BAD_SETTING)
+        if line is not None:
+            gone_for_good(line)
+
+    try:
+        first = engines.connect_or_start(place, command, env)
+    except (ConfigError, OSError) as exc:
+        _fail(str(exc))
+    except engines.EngineFailed as exc:
+        gone_for_good(str(exc))
+    code = 0
+    with contextlib.suppress(KeyboardInterrupt):
+        code = Relay(connect, sys.stdin.buffer, sys.stdout.buffer, on_lost=lost).run(first)
+    _exit_now(code)
+
+
+def _engine_command(action: str, settings: Settings) -> int:
+    """``engine status``, ``engine stop``; ``engine serve`` is what a relay spawns."""
+    from . import engines
+
+    if action == "status":
+        return engines.print_status(sys.stdout)
+    if action == "stop":
+        return engines.print_stop(sys.stdout)
+    return _serve_engine(settings)
+
+
+def _serve_engine(settings: Settings) -> int:
+    """The shared engine: every connection to its socket is one MCP session over one
+    service; it leaves after ``engine_idle`` seconds without a client, and at once when its
+    database directory or its socket is gone."""
+    import time
+
+    from . import engines
+
+    place = engines.place_for(settings, __version__) if engines.supported() else None
+    if place is None:
+        raise SystemExit(_fail("this platform has no local socket path for a shared engine; use --engine inprocess"))
+    db = engines.database(settings.db)
+    try:
+        holder = engines.Holder(place, {"pid": os.getpid(), "version": __version__, "db": db, "started": time.time()})
+    except BlockingIOError:
+        return 0  # another engine serves these settings
+    _check_database(settings)
+    service = _open_service(settings, on_leave=holder.leave)
+    listener = holder.bind()
+    service.start()  # the model loads now, while no one waits for it yet
+    local = "://" not in db
+
+    def alive() -> bool:
+        return holder.still_ours() and (not local or os.path.isdir(db))
+
+    import anyio
+
+    from wontopos_mcp.mcp.server import build_server
+    from wontopos_mcp.mcp.transport import serve_engine
+
+    server = build_server(service)
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(
+            functools.partial(
+                serve_engine, server, listener, idle=settings.engine_idle, alive=alive, on_clients=holder.clients
+            )
+        )
+    holder.leave()
+    service.release()
     _exit_now(0)
     return 0
 
