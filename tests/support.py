@@ -505,6 +505,12 @@ ENGINE_IDLE = "3"
 """Seconds a shared engine a test started stays without a client (the real setting)."""
 
 
+def engine_env() -> dict[str, str]:
+    """What a server process a test starts needs so that its shared engine lives in the
+    session's runtime directory and leaves :data:`ENGINE_IDLE` seconds after its last client."""
+    return {"XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", ""), "WONTOPOS_ENGINE_IDLE": ENGINE_IDLE}
+
+
 def server_env(model_cache: Any, **extra: str) -> dict[str, str]:
     """What a host passes a server process: a minimal environment plus our settings. The
     package may not be installed in the venv yet, so the repository goes on PYTHONPATH.

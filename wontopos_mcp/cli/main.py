@@ -8,6 +8,13 @@ not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores`
 ``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``, ``reindex``) live in
 ``cli.commands``; ``--help`` shows examples and the database a run would use.
 
+stdio (SPEC "Transports"): by default (``--engine shared``) this process is a relay
+(:mod:`cli.relay`) to the engine every stdio session on the machine shares for this
+database, package version and model settings (:mod:`cli.engines`), started here when none
+runs; the engine is this same program as ``engine serve``, one ``MemoryService`` whose
+every connection is its own MCP session. ``--engine inprocess``, and a platform without
+local sockets, serve in this process. ``engine status|stop`` show and stop the engines.
+
 A bad setting stops here with one line on stderr and exit code 2, never a traceback;
 stdout stays reserved for the protocol (only the human commands print results to it).
 
@@ -309,8 +316,7 @@ def _serve_engine(settings: Settings) -> int:
         return 0  # another engine serves these settings
     _check_database(settings)
     service = _open_service(settings, on_leave=holder.leave)
-    listener = holder.bind()
-    service.start()  # the model loads now, while no one waits for it yet
+    listener = holder.bind()  # a relay may connect now; its messages wait in the socket
     local = "://" not in db
 
     def alive() -> bool:
@@ -322,6 +328,9 @@ def _serve_engine(settings: Settings) -> int:
     from wontopos_mcp.mcp.transport import serve_engine
 
     server = build_server(service)
+    # The database opens, then the model loads, in the background, once; after the MCP
+    # imports, which would otherwise share the interpreter with them (bench/first_call.py).
+    service.start()
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(
             functools.partial(

@@ -9,6 +9,9 @@ a refusal itself, handing the SDK only what it would have accepted unchanged:
   answer; stdin is read here, as bytes, one line per message. Blank lines are skipped.
   At the end of stdin every request already read is answered before the process exits
   (:class:`_Unanswered`), for at most :data:`EOF_GRACE` seconds.
+- the shared engine's local socket (:func:`serve_engine`, :func:`serve_connection`): each
+  connection is one session framed as stdio is, with the same end-of-input wait; the
+  engine leaves after its idle time without a connection, or when told it is gone.
 - Streamable HTTP (:func:`answering_routes` for ``/mcp``): a refused POST body is
   answered at once with its JSON-RPC error and the HTTP status the SDK gives that code
   (``mcp.shared.inbound.ERROR_CODE_HTTP_STATUS``: 400), or, for a ``tools/call`` with
