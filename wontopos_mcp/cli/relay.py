@@ -134,6 +134,7 @@ class Relay:
         self._replay_id: str | None = None
         self._replayed = threading.Event()
         self._replay_answered = False
+        self._ending = False
 
     def run(self, first: socket.socket) -> int:
         """Relay until stdin ends and the engine has answered what it read."""
@@ -143,6 +144,7 @@ class Relay:
                 self._forward(line if line.endswith(b"\n") else line + b"\n")
         with self._state:
             sock, reader = self._sock, self._reader
+            self._ending = True  # the engine closing the connection now is the end, not a loss
         if sock is not None and reader is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_WR)
@@ -163,6 +165,12 @@ class Relay:
                 cancelled = _request_id({"id": params.get("requestId")}) if isinstance(params, dict) else None
                 if cancelled is not None:
                     self._pending.pop(_key(cancelled), None)
+        self._deliver(line, method, request_id, again=True)
+
+    def _deliver(self, line: bytes, method: Any, request_id: Any, *, again: bool) -> None:
+        """Send ``line`` to the engine, starting one first when there is none; a line the
+        engine was gone before it could read goes to the next engine (``again``, once)."""
+        with self._state:
             sock = self._sock
             if sock is None:
                 try:
@@ -176,7 +184,17 @@ class Relay:
                     return
             if request_id is not None:
                 self._pending[_key(request_id)] = (request_id, str(method))
-        self._send(sock, line)
+        try:
+            sock.sendall(line)
+        except OSError:  # closed before a byte of it was read: no engine saw it
+            if again:
+                with self._state:
+                    if request_id is not None:
+                        self._pending.pop(_key(request_id), None)
+            self._lost(sock)
+            if again:
+                self._deliver(line, method, request_id, again=False)
+            return
         if request_id is not None:
             logger.debug("relayed %s id=%r", method, request_id)
 
@@ -246,7 +264,8 @@ class Relay:
         logger.info("the shared engine went; %d request(s) in flight answered 503", len(lost))
         for request_id, method in lost:
             self._write(lost_answer(request_id, method))
-        self._on_lost()
+        if lost or not self._ending:
+            self._on_lost()
 
     def _write(self, line: bytes) -> None:
         with self._out:
