@@ -139,7 +139,9 @@ def _texts(session: Session) -> list[str]:
     return [memory["content"] for memory in listed["memories"]]
 
 
-def test_sessions_share_one_engine_and_see_each_others_writes_at_once(sessions, tmp_path) -> None:
+def test_sessions_share_one_engine_see_each_others_writes_at_once_and_it_leaves_with_its_database(
+    sessions, tmp_path
+) -> None:
     first, second = sessions(), sessions()
     (engine,) = _running(tmp_path / "db")
     assert engine["clients"] == 2
@@ -153,6 +155,9 @@ def test_sessions_share_one_engine_and_see_each_others_writes_at_once(sessions, 
         capture_output=True, text=True, timeout=WAIT, check=True,
     )  # fmt: skip
     assert f"pid {engine['pid']}  version {wontopos_mcp.__version__}  2 clients" in status.stdout
+
+    shutil.rmtree(tmp_path / "db")  # with both sessions still connected
+    _until(lambda: not _running(tmp_path / "db"), f"engine {engine['pid']} to leave with its database")
 
 
 def test_an_engine_killed_mid_write_answers_it_503_loses_no_acknowledged_write_and_the_next_call_gets_a_new_one(
