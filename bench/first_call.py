@@ -167,6 +167,7 @@ def main() -> None:
     finally:
         engines.stop(place)
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(ENV["XDG_RUNTIME_DIR"], ignore_errors=True)
 
 
 def _wait_for_model(src: str, db: str, cache: str) -> None:

@@ -20,6 +20,7 @@ import argparse
 import compileall
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -96,6 +97,7 @@ def main() -> None:
                 times[name].append(t)
     finally:
         engines.stop([Path(runtime) / "wontopos-mcp"])
+        shutil.rmtree(runtime, ignore_errors=True)
     hello = statistics.median(times["bare MCPServer hello-world"])
     for name, targets in (
         ("relay, engine running", "0.50"),
