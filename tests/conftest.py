@@ -12,6 +12,8 @@ the model load, through a ``Gate``.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +24,7 @@ from hypothesis import HealthCheck, settings
 from s3_emulator import S3Emulator
 from support import Gate, LibraryFace, ServiceFace, SteppableClock
 
+from wontopos_mcp.cli import engines
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import (
     DEFAULT_MODEL,
@@ -61,6 +64,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.emulator)
         if any(item.get_closest_marker(kind) for kind in _SLOW_KINDS):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def engine_runtime() -> Iterator[Path]:
+    """The session's own runtime directory (``XDG_RUNTIME_DIR``) for the shared engines
+    its stdio servers start, so none meets a user's engine or another run's; every engine
+    still running there is stopped at the end. Short, for the socket path limit."""
+    root = Path(tempfile.mkdtemp(prefix="wos-run-"))
+    before = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(root)
+    try:
+        yield root
+    finally:
+        engines.stop([root / "wontopos-mcp"])
+        if before is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = before
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

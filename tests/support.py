@@ -501,18 +501,31 @@ def served(folder: Path, embedder: Any, **settings: Any) -> Iterator[LiveServer]
 # -- processes ---------------------------------------------------------------------------------------
 
 
+ENGINE_IDLE = "3"
+"""Seconds a shared engine a test started stays without a client (the real setting)."""
+
+
+def engine_env() -> dict[str, str]:
+    """What a server process a test starts needs so that its shared engine lives in the
+    session's runtime directory and leaves :data:`ENGINE_IDLE` seconds after its last client."""
+    return {"XDG_RUNTIME_DIR": os.environ.get("XDG_RUNTIME_DIR", ""), "WONTOPOS_ENGINE_IDLE": ENGINE_IDLE}
+
+
 def server_env(model_cache: Any, **extra: str) -> dict[str, str]:
     """What a host passes a server process: a minimal environment plus our settings. The
-    package may not be installed in the venv yet, so the repository goes on PYTHONPATH."""
+    package may not be installed in the venv yet, so the repository goes on PYTHONPATH.
+    A stdio server's shared engine lives in the session's runtime directory (conftest's
+    ``engine_runtime``) and leaves :data:`ENGINE_IDLE` seconds after its last client."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", ""),
         "PYTHONPATH": str(REPO),
         "PYTHONUNBUFFERED": "1",
         "WONTOPOS_MODEL_CACHE": str(model_cache),
+        "WONTOPOS_ENGINE_IDLE": ENGINE_IDLE,
         **extra,
     }
-    for name in ("HF_HUB_OFFLINE", "TMPDIR", "SSL_CERT_FILE"):
-        if name in os.environ:
+    for name in ("HF_HUB_OFFLINE", "TMPDIR", "SSL_CERT_FILE", "XDG_RUNTIME_DIR"):
+        if name in os.environ and name not in extra:
             env[name] = os.environ[name]
     return env

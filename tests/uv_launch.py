@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
-from support import REPO
+from support import REPO, engine_env
 from uv import find_uv_bin
 
 UV = find_uv_bin()
@@ -77,6 +77,7 @@ def uv_env(*, offline: bool, cache: Path = UV_CACHE, **extra: str) -> dict[str, 
         "UV_PYTHON_DOWNLOADS": "never",
         "UV_NO_PROGRESS": "1",
         **pip_index_env(),
+        **engine_env(),
     }
     if "TMPDIR" in os.environ:
         env["TMPDIR"] = os.environ["TMPDIR"]

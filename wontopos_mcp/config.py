@@ -20,6 +20,7 @@ from wontopos_mcp.rules.redaction import MODES as REDACT_MODES
 from .errors import ConfigError
 
 TRANSPORTS = ("stdio", "http", "sse")
+ENGINES = ("shared", "inprocess")
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 # An HTTP server refuses a shorter WONTOPOS_API_KEY: the wrong-key limit never refuses the
 # right key, so a guess's answer (429 or 200) tells a guesser which it was; only the key's
@@ -71,6 +72,10 @@ def default_model_cache() -> str:
 class Settings:
     db: str = ""
     transport: str = "stdio"
+    # stdio: relay to the engine process every session on this machine shares (``shared``)
+    # or serve in this process (``inprocess``); how long a shared engine with no client stays.
+    engine: str = "shared"
+    engine_idle: int = 600
     host: str = "127.0.0.1"
     port: int = 8765
     api_key: str | None = field(default=None, repr=False)
@@ -136,6 +141,10 @@ class Settings:
     def _checked(self) -> Settings:
         if self.transport not in TRANSPORTS:
             raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
+        if self.engine_idle < 1:
+            raise ConfigError(f"WONTOPOS_ENGINE_IDLE must be at least 1 second, not {self.engine_idle}")
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be 1-65535, not {self.port}")
         if self.speaker_limit < 1:
@@ -169,6 +178,7 @@ _INTS = {
     "header_timeout_ms",
     "body_timeout_ms",
     "body_budget_bytes",
+    "engine_idle",
 }
 
 
@@ -218,7 +228,7 @@ def _parse(name: str, value: Any, *, source: str) -> Any:
         return tuple(h.strip() for h in items if h.strip())
     if name == "storage_options":
         return _storage_options(value, source=source)
-    if name in ("transport", "log_level", "writers", "redact"):
+    if name in ("transport", "engine", "log_level", "writers", "redact"):
         return str(value).strip().lower()
     if name == "db":
         return _database(str(value), source=source)

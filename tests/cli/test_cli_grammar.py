@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO, command_runner
+from support import REPO, command_runner, engine_env
 
 from wontopos_mcp.cli import commands
 from wontopos_mcp.cli.main import _parser
@@ -40,7 +40,8 @@ def _answer(monkeypatch: pytest.MonkeyPatch, text: str) -> None:
 
 
 def _process(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO), **env}
+    environment = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
+    environment.update(engine_env(), **env)
     return subprocess.run(
         [sys.executable, "-m", "wontopos_mcp", *argv],
         capture_output=True, text=True, env=environment, timeout=60, check=False,

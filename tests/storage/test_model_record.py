@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO
+from support import REPO, engine_env
 
 from wontopos_mcp import Memory
 from wontopos_mcp.errors import ModelMismatch
@@ -57,7 +57,7 @@ def test_names_compare_as_loading_resolves_them(tmp_path: Path, model_cache: Pat
 # Real processes: what a user types, twice, on one database.
 def _cli(db: Path, model_cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(db.parent), "PYTHONPATH": str(REPO),
-           "WONTOPOS_MODEL_CACHE": str(model_cache)}  # fmt: skip
+           "WONTOPOS_MODEL_CACHE": str(model_cache), **engine_env()}  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "wontopos_mcp", "--db", str(db), *args],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=180, stdin=subprocess.DEVNULL,

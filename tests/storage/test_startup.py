@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from s3_emulator import free_port
-from support import REPO
+from support import REPO, engine_env
 
 from wontopos_mcp.config import ConfigError
 from wontopos_mcp.engine.service import MemoryService
@@ -37,7 +37,7 @@ ENTRY_POINTS = [
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "PYTHONPATH": str(REPO), **extra}
+    return {"PATH": os.environ.get("PATH", ""), "HOME": str(home), "PYTHONPATH": str(REPO), **engine_env(), **extra}
 
 
 def _start(db: str | bytes, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -73,7 +73,8 @@ examples:
   wontopos-mcp export --user alice --out alice.jsonl
   wontopos-mcp import alice.jsonl --user alice-copy
   wontopos-mcp stores delete alice                  asks first; --yes does not
-  wontopos-mcp reindex --embed-model NAME           re-embed every memory for another model"""
+  wontopos-mcp reindex --embed-model NAME           re-embed every memory for another model
+  wontopos-mcp engine status                        the engine stdio sessions share (engine stop stops it)"""
 
 
 def ranged(param: Param) -> Callable[[str], int]:
@@ -282,6 +283,13 @@ def add_commands(
     )
     # Required, after the command (WONTOPOS_EMBED_MODEL alone is not the wish to rewrite every vector).
     reindex.add_argument("--embed-model", metavar="NAME", required=True, help="the model to re-embed every memory for")
+
+    engine = group("engine", "see or stop the engine every stdio session on this machine shares")
+    command("status", "list the running shared engines: database, pid, version, clients",
+            "wontopos-mcp engine status", parent=engine, store=None, json=False)  # fmt: skip
+    command("stop", "stop every shared engine (the next session starts a new one)",
+            "wontopos-mcp engine stop", parent=engine, store=None, json=False)  # fmt: skip
+    engine.add_parser("serve")  # what a relay spawns; its settings come in the environment (cli.engines)
 
 
 def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | None = None) -> int:

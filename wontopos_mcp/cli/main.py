@@ -8,6 +8,13 @@ not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores`
 ``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``, ``reindex``) live in
 ``cli.commands``; ``--help`` shows examples and the database a run would use.
 
+stdio (SPEC "Transports"): by default (``--engine shared``) this process is a relay
+(:mod:`cli.relay`) to the engine every stdio session on the machine shares for this
+database, package version and model settings (:mod:`cli.engines`), started here when none
+runs; the engine is this same program as ``engine serve``, one ``MemoryService`` whose
+every connection is its own MCP session. ``--engine inprocess``, and a platform without
+local sockets, serve in this process. ``engine status|stop`` show and stop the engines.
+
 A bad setting stops here with one line on stderr and exit code 2, never a traceback;
 stdout stays reserved for the protocol (only the human commands print results to it).
 
@@ -36,16 +43,18 @@ Keeping to itself (SPEC "Transports and HTTP"):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any
 
 from wontopos_mcp import logs
-from wontopos_mcp.config import TRANSPORTS, Settings, is_loopback, key_problem
+from wontopos_mcp.config import ENGINES, TRANSPORTS, Settings, is_loopback, key_problem
 from wontopos_mcp.errors import ConfigError
 from wontopos_mcp.version import __version__
 
@@ -100,6 +109,12 @@ def _parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"wontopos-mcp {__version__}")
     parser.add_argument("--transport", choices=TRANSPORTS, help="stdio (default), http or sse (WONTOPOS_TRANSPORT)")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="stdio: relay to the engine every session shares (shared, default) or serve in this process "
+        "(inprocess) (WONTOPOS_ENGINE)",
+    )
     parser.add_argument("--host", help="HTTP bind address, default 127.0.0.1 (WONTOPOS_HOST)")
     parser.add_argument("--port", help="HTTP port, default 8765 (WONTOPOS_PORT)")
     parser.add_argument("--allowed-hosts", help="extra Host/Origin names, comma-separated (WONTOPOS_ALLOWED_HOSTS)")
@@ -139,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(settings.log_level)
     if args.get("command") is None:
         return serve(settings)
+    if args["command"] == "engine":
+        return _engine_command(args["action"], settings)
     from .commands import run
 
     if args["command"] == "reindex":
@@ -150,9 +167,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve(settings: Settings) -> int:
-    from wontopos_mcp.engine.service import MemoryService
-    from wontopos_mcp.errors import ModelMismatch
-
     if settings.transport != "stdio" and (problem := key_problem(settings.api_key)) is not None:
         _fail(problem)
     if settings.transport != "stdio" and settings.api_key is None and not is_loopback(settings.host):
@@ -161,33 +175,10 @@ def serve(settings: Settings) -> int:
             "or bind a loopback address such as 127.0.0.1"
         )
     _check_database(settings)
+    if settings.transport == "stdio" and settings.engine == "shared":
+        _relay(settings)  # returns only where no shared engine can be (no local sockets)
     listener = None if settings.transport == "stdio" else _listen(settings.host, settings.port)
-
-    def stop(exc: Exception) -> None:
-        # The background open failed (a corrupt table, a file LanceDB cannot write): the
-        # start-up check's verdict, come late. One line, exit 2, on every transport.
-        print(f"wontopos-mcp: {service.open_failure(exc)}", file=sys.stderr)
-        service.release()
-        _exit_now(EXIT_BAD_SETTING)
-
-    service = MemoryService.open(settings, on_open_failure=stop)
-    try:
-        service.claim()
-        service.check_model(settings.embed_model)  # object storage: opens the database now
-    except (ModelMismatch, ConfigError) as exc:
-        _fail(str(exc))
-    except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
-        _fail(str(service.open_failure(exc)))
-
-    # SIGTERM (a host closing us, uvicorn raising it again once it has shut down): give up
-    # the leases this process holds on object storage, then leave at once, as the default
-    # action would (every acknowledged write is committed). Not an exception: one raised
-    # inside a close still waiting for the background open would print a traceback.
-    def leave(signum: int, frame: Any) -> None:
-        service.release()
-        _exit_now(0)
-
-    signal.signal(signal.SIGTERM, leave)
+    service = _open_service(settings)
     try:
         if listener is None:
             from wontopos_mcp.mcp.server import build_server
@@ -200,6 +191,149 @@ def serve(settings: Settings) -> int:
         pass
     finally:
         service.close()
+    _exit_now(0)
+    return 0
+
+
+def _open_service(settings: Settings, *, on_leave: Callable[[], None] = lambda: None) -> Any:
+    """The process's one ``MemoryService``, holding what writing needs; a refusal is one line,
+    exit 2. SIGTERM gives up what it holds (``on_leave`` first) and leaves at once."""
+    from wontopos_mcp.engine.service import MemoryService
+    from wontopos_mcp.errors import ModelMismatch
+
+    def stop(exc: Exception) -> None:
+        # The background open failed (a corrupt table, a file LanceDB cannot write): the
+        # start-up check's verdict, come late. One line, exit 2, on every transport.
+        print(f"wontopos-mcp: {service.open_failure(exc)}", file=sys.stderr)
+        on_leave()
+        service.release()
+        _exit_now(EXIT_BAD_SETTING)
+
+    service = MemoryService.open(settings, on_open_failure=stop)
+    try:
+        service.claim()
+        service.check_model(settings.embed_model)  # object storage: opens the database now
+    except (ModelMismatch, ConfigError) as exc:
+        _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - LanceDB's failures have no common type
+        _fail(str(service.open_failure(exc)))
+
+    # SIGTERM (a host closing us, uvicorn raising it again once it has shut down, ``engine
+    # stop``): give up the leases this process holds on object storage, then leave at once,
+    # as the default action would (every acknowledged write is committed). Not an
+    # exception: one raised inside a close still waiting for the background open would
+    # print a traceback.
+    def leave(signum: int, frame: Any) -> None:
+        on_leave()
+        service.release()
+        _exit_now(0)
+
+    signal.signal(signal.SIGTERM, leave)
+    return service
+
+
+def _relay(settings: Settings) -> None:
+    """stdio through the shared engine (:mod:`cli.relay`): never returns, except where this
+    platform has no local sockets or no socket path short enough (then: in-process)."""
+    from . import engines
+    from .relay import Relay, Unavailable
+
+    if not engines.supported():
+        return
+    try:
+        place = engines.place_for(settings, __version__)
+    except (ConfigError, OSError) as exc:
+        _fail(str(exc))
+    if place is None:
+        return
+    command, env = engines.spawn_command(), engines.engine_environment(settings)
+
+    def gone_for_good(line: str) -> None:
+        # The engine stopped on a setting or a database that cannot work (exit 2): so
+        # does the relay, with its line, as an in-process server would.
+        print(line if line.startswith("wontopos-mcp: ") else f"wontopos-mcp: {line}", file=sys.stderr)
+        _exit_now(EXIT_BAD_SETTING)
+
+    def connect() -> socket.socket:
+        engines.reap()
+        try:
+            return engines.connect_or_start(place, command, env)
+        except engines.EngineFailed as exc:
+            if exc.code == EXIT_BAD_SETTING:
+                gone_for_good(str(exc))
+            raise Unavailable(str(exc)) from None
+        except (ConfigError, OSError) as exc:
+            raise Unavailable(str(exc)) from None
+
+    def lost() -> None:
+        line = engines.stopped_with(place, EXIT_BAD_SETTING)
+        if line is not None:
+            gone_for_good(line)
+
+    try:
+        first = engines.connect_or_start(place, command, env)
+    except (ConfigError, OSError) as exc:
+        _fail(str(exc))
+    except engines.EngineFailed as exc:
+        gone_for_good(str(exc))
+    code = 0
+    with contextlib.suppress(KeyboardInterrupt):
+        code = Relay(connect, sys.stdin.buffer, sys.stdout.buffer, on_lost=lost).run(first)
+    _exit_now(code)
+
+
+def _engine_command(action: str, settings: Settings) -> int:
+    """``engine status``, ``engine stop``; ``engine serve`` is what a relay spawns."""
+    from . import engines
+
+    if action == "status":
+        return engines.print_status(sys.stdout)
+    if action == "stop":
+        return engines.print_stop(sys.stdout)
+    return _serve_engine(settings)
+
+
+def _serve_engine(settings: Settings) -> int:
+    """The shared engine: every connection to its socket is one MCP session over one
+    service; it leaves after ``engine_idle`` seconds without a client, and at once when its
+    database directory or its socket is gone."""
+    import time
+
+    from . import engines
+
+    place = engines.place_for(settings, __version__) if engines.supported() else None
+    if place is None:
+        raise SystemExit(_fail("this platform has no local socket path for a shared engine; use --engine inprocess"))
+    db = engines.database(settings.db)
+    try:
+        holder = engines.Holder(place, {"pid": os.getpid(), "version": __version__, "db": db, "started": time.time()})
+    except BlockingIOError:
+        return 0  # another engine serves these settings
+    _check_database(settings)
+    service = _open_service(settings, on_leave=holder.leave)
+    listener = holder.bind()  # a relay may connect now; its messages wait in the socket
+    local = "://" not in db
+
+    def alive() -> bool:
+        return holder.still_ours() and (not local or os.path.isdir(db))
+
+    import anyio
+
+    from wontopos_mcp.mcp.server import build_server
+    from wontopos_mcp.mcp.transport import serve_engine
+
+    server = build_server(service)
+    # The database opens, then the model loads, in the background, once; after the MCP
+    # imports, which would otherwise share the interpreter with them (bench/first_call.py).
+    service.start()
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(
+            functools.partial(
+                serve_engine, server, listener, idle=settings.engine_idle, alive=alive, on_clients=holder.clients
+            )
+        )
+    holder.leave()
+    service.release()
     _exit_now(0)
     return 0
 

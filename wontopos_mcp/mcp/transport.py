@@ -9,6 +9,9 @@ a refusal itself, handing the SDK only what it would have accepted unchanged:
   answer; stdin is read here, as bytes, one line per message. Blank lines are skipped.
   At the end of stdin every request already read is answered before the process exits
   (:class:`_Unanswered`), for at most :data:`EOF_GRACE` seconds.
+- the shared engine's local socket (:func:`serve_engine`, :func:`serve_connection`): each
+  connection is one session framed as stdio is, with the same end-of-input wait; the
+  engine leaves after its idle time without a connection, or when told it is gone.
 - Streamable HTTP (:func:`answering_routes` for ``/mcp``): a refused POST body is
   answered at once with its JSON-RPC error and the HTTP status the SDK gives that code
   (``mcp.shared.inbound.ERROR_CODE_HTTP_STATUS``: 400), or, for a ``tools/call`` with
@@ -23,16 +26,19 @@ a refusal itself, handing the SDK only what it would have accepted unchanged:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
 import secrets
+import socket
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+from anyio.abc import ByteReceiveStream, ByteStream, SocketListener
 from mcp.server.sse import SseServerTransport
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
@@ -58,7 +64,7 @@ from .results import error_result
 if TYPE_CHECKING:
     from .server import WontoposMCPServer
 
-__all__ = ["EOF_GRACE", "answering_routes", "run_stdio", "sse_routes"]
+__all__ = ["EOF_GRACE", "answering_routes", "run_stdio", "serve_connection", "serve_engine", "sse_routes"]
 
 logger = logging.getLogger(__name__)
 
@@ -203,30 +209,129 @@ async def _serve_stdio(server: WontoposMCPServer) -> None:
     # Given a stdin, the SDK claims only fd 1; its own reader gets an empty file and ends.
     async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unused, write_stream):
         await unused.aclose()
-        inbox, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        unanswered = _Unanswered()
+        await _serve_lines(server, anyio.wrap_file(sys.stdin.buffer), write_stream)
 
-        async def read_stdin() -> None:
-            async with inbox:
-                async for line in anyio.wrap_file(sys.stdin.buffer):
-                    line = line.strip()  # a cut-off line's error names its text, not the newline
-                    if not line:
-                        continue
-                    decoded = decode(line)
-                    refused = _refused(decoded)
-                    if refused is None:
-                        assert isinstance(decoded, SessionMessage)
-                        unanswered.read(decoded.message)
-                        await inbox.send(decoded)
-                        continue
-                    for answer in _answers(refused, stream=True):
-                        await write_stream.send(SessionMessage(answer))
-                await unanswered.wait(EOF_GRACE)  # stdin ended: answer what was read, then close
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_stdin)
-            await server.run_streams(read_stream, _WatchedWrites(write_stream, unanswered))
+async def _serve_lines(server: WontoposMCPServer, lines: AsyncIterable[bytes], write_stream: Any) -> None:
+    """One session over newline-delimited messages: ``lines`` in, ``write_stream`` out;
+    at the end of ``lines`` every request read is answered before the session ends."""
+    inbox, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    unanswered = _Unanswered()
+
+    async def read_lines() -> None:
+        async with inbox:
+            async for line in lines:
+                line = line.strip()  # a cut-off line's error names its text, not the newline
+                if not line:
+                    continue
+                decoded = decode(line)
+                refused = _refused(decoded)
+                if refused is None:
+                    assert isinstance(decoded, SessionMessage)
+                    unanswered.read(decoded.message)
+                    await inbox.send(decoded)
+                    continue
+                for answer in _answers(refused, stream=True):
+                    await write_stream.send(SessionMessage(answer))
+            await unanswered.wait(EOF_GRACE)  # the input ended: answer what was read, then close
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_lines)
+        await server.run_streams(read_stream, _WatchedWrites(write_stream, unanswered))
+        tg.cancel_scope.cancel()
+
+
+# --- a local socket (the shared engine) ------------------------------------------------------
+
+
+async def _socket_lines(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
+    pending = b""
+    while True:
+        try:
+            chunk = await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            break
+        pending += chunk
+        *whole, pending = pending.split(b"\n")
+        for line in whole:
+            yield line
+    if pending:
+        yield pending
+
+
+async def serve_connection(server: WontoposMCPServer, stream: ByteStream) -> None:
+    """One MCP session over a connection to the shared engine, framed as stdio is (one
+    message a line, every message answered), until the peer ends its half and every
+    request it sent is answered."""
+    write_stream, outbox = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def write_lines() -> None:
+        async with outbox:
+            async for item in outbox:
+                line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                # the relay went: what is left has no one to read it
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await stream.send(line.encode())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(write_lines)
+        async with write_stream:
+            await _serve_lines(server, _socket_lines(stream), write_stream)
+
+
+class Clients:
+    """How many connections an engine serves, and since when it has had none."""
+
+    def __init__(self, on_change: Callable[[int], None]) -> None:
+        self.count = 0
+        self.idle_since = anyio.current_time()
+        self._on_change = on_change
+
+    def joined(self) -> None:
+        self.count += 1
+        self._on_change(self.count)
+
+    def left(self) -> None:
+        self.count -= 1
+        if not self.count:
+            self.idle_since = anyio.current_time()
+        self._on_change(self.count)
+
+
+async def serve_engine(
+    server: WontoposMCPServer,
+    listener: socket.socket,
+    *,
+    idle: float,
+    alive: Callable[[], bool],
+    on_clients: Callable[[int], None],
+    poll: float = 0.5,
+) -> None:
+    """Serve every connection to ``listener`` as its own session of ``server`` until it
+    has had no client for ``idle`` seconds or ``alive()`` (asked every ``poll`` seconds)
+    says false: its database or its socket is gone."""
+    accepting = await SocketListener.from_socket(listener)
+    clients = Clients(on_clients)
+
+    async def serve_one(stream: ByteStream) -> None:
+        clients.joined()
+        try:
+            async with stream:
+                await serve_connection(server, stream)
+        except Exception:
+            logger.warning("a shared-engine connection ended with an error", exc_info=True)
+        finally:
+            clients.left()
+
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            while alive() and (clients.count or anyio.current_time() - clients.idle_since < idle):
+                await anyio.sleep(poll)
             tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await accepting.serve(serve_one, task_group=tg)
 
 
 # --- Streamable HTTP -----------------------------------------------------------------------

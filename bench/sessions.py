@@ -1,0 +1,135 @@
+"""N concurrent stdio sessions, as several agent hosts on one machine start them: each
+spawned at once, its spawn -> ``tools/list`` and spawn -> first ``memory_add`` answer, and
+the resident memory of every process while all N are open (the relays and the shared
+engine, or the N in-process servers).
+
+Target (issue 32): the resident memory of 5 concurrent sessions within 1.3x of 1 with the
+shared engine (in-process it is about 5x). Each case starts with no engine running (the
+first session of the day starts it) on a warm model cache; engines live in a runtime
+directory of this run's own and are stopped after each case. Linux (``/proc``).
+
+    python bench/sessions.py [--sessions 5] [--model-cache DIR] [--engine shared|inprocess|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, NamedTuple
+
+HERE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))
+
+from wontopos_mcp.cli import engines  # noqa: E402
+
+REQUESTS = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_add", "arguments": {"content": "CONTENT"}}},
+]  # fmt: skip
+
+
+class Timing(NamedTuple):
+    listed: float
+    added: float
+    status: str
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def session(argv: list[str], env: dict[str, str], out: list[Any], ready: threading.Barrier) -> None:
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin
+    assert proc.stdout
+    text = json.dumps(REQUESTS).replace("CONTENT", f"A first memory, {uuid.uuid4()}.")
+    proc.stdin.write("".join(json.dumps(r) + "\n" for r in json.loads(text)).encode())
+    proc.stdin.flush()
+    listed = 0.0
+    for line in proc.stdout:
+        message = json.loads(line)
+        if message.get("id") == 2:
+            listed = time.perf_counter() - start
+        elif message.get("id") == 3:
+            result = message["result"]["structuredContent"]
+            out.append((proc, Timing(listed, time.perf_counter() - start, str(result["status"]))))
+            break
+    ready.wait()  # every session is open while the memory is measured
+    ready.wait()
+    proc.stdin.close()
+    proc.wait(timeout=120)
+
+
+def one_case(engine: str, n: int, model_cache: str, runtime: Path) -> tuple[list[Timing], float, int]:
+    db = tempfile.mkdtemp(prefix="wontopos-sessions-")
+    argv = [sys.executable, "-m", "wontopos_mcp", "--db", db, "--model-cache", model_cache, "--engine", engine]
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(HERE)}
+    out: list[Any] = []
+    ready = threading.Barrier(n + 1)
+    threads = [threading.Thread(target=session, args=(argv, env, out, ready)) for _ in range(n)]
+    try:
+        for thread in threads:
+            thread.start()
+        ready.wait(timeout=600)
+        pids = [proc.pid for proc, _ in out] + [e["pid"] for e in engines.running([runtime / "wontopos-mcp"])]
+        total = sum(rss_mb(pid) for pid in pids)
+        ready.wait()
+        for thread in threads:
+            thread.join()
+    finally:
+        engines.stop([runtime / "wontopos-mcp"])
+        shutil.rmtree(db, ignore_errors=True)
+    return [timing for _, timing in out], total, len(pids)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--model-cache", default=os.path.expanduser("~/.cache/wontopos-mcp/models"))
+    parser.add_argument("--engine", choices=("shared", "inprocess", "both"), default="both")
+    args = parser.parse_args()
+    compileall.compile_dir(str(HERE / "wontopos_mcp"), quiet=1)  # as an install leaves it
+    runtime = Path(tempfile.mkdtemp(prefix="wos-bench-"))
+    try:
+        for engine in ("shared", "inprocess") if args.engine == "both" else (args.engine,):
+            memory = {}
+            for n in (1, args.sessions):
+                timings, total, processes = one_case(engine, n, args.model_cache, runtime)
+                memory[n] = total
+                listed = sorted(t.listed for t in timings)
+                added = sorted(t.added for t in timings)
+                print(
+                    f"{engine}, {n} session(s): tools/list {listed[0] * 1000:.0f}-{listed[-1] * 1000:.0f} ms, "
+                    f"first memory_add {added[0] * 1000:.0f}-{added[-1] * 1000:.0f} ms "
+                    f"(answers {sorted({t.status for t in timings})}); RSS of {processes} processes {total:.0f} MB"
+                )
+            print(
+                f"{engine}: RSS {args.sessions} sessions / 1 session = {memory[args.sessions] / memory[1]:.2f} "
+                "(target <= 1.30 shared)"
+            )
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
