@@ -299,6 +299,8 @@ def test_the_server_flags_show_only_where_a_server_runs_and_each_command_shows_t
     assert top >= {*SERVER_ONLY, "--db", "--writers", "--redact", "--speaker-limit", "--embed-model"}
     parsers = _commands()
     assert set(commands.USES) <= set(parsers)
+    # What a relay spawns takes no flags: its settings come in the environment (cli.engines).
+    assert _flags(parsers.pop("engine serve")) == {"--help"}
     for name, sub in parsers.items():
         flags = _flags(sub)
         assert not flags & set(SERVER_ONLY), name

@@ -188,8 +188,10 @@ def test_an_engine_killed_mid_write_answers_it_503_loses_no_acknowledged_write_a
 def test_a_second_package_version_starts_its_own_engine(sessions, tmp_path) -> None:
     other = tmp_path / "other-version"
     shutil.copytree(REPO / "wontopos_mcp", other / "wontopos_mcp", ignore=shutil.ignore_patterns("__pycache__"))
-    init = other / "wontopos_mcp" / "__init__.py"
-    init.write_text(init.read_text().replace(f'__version__ = "{wontopos_mcp.__version__}"', '__version__ = "9.9.9"'))
+    version = other / "wontopos_mcp" / "version.py"
+    source = version.read_text()
+    assert f'__version__ = "{wontopos_mcp.__version__}"' in source
+    version.write_text(source.replace(f'__version__ = "{wontopos_mcp.__version__}"', '__version__ = "9.9.9"'))
 
     ours = sessions()
     theirs = sessions(cwd=other, PYTHONPATH=str(other))
