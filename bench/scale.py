@@ -55,6 +55,7 @@ from wontopos_mcp.storage.where import in_store, quote
 TARGETS = {  # SPEC/issue targets printed beside the numbers
     "search_p50_ms": {100_000: 30.0, 1_000_000: 80.0},
     "by_speaker_p50_ms": {1_000_000: 10.0},
+    "stores_list_p50_ms": {1_000_000: 10.0},
     "recall": 0.99,
     "add_ratio": 1.3,
 }
@@ -345,6 +346,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         "memory_search speaker=Tiny (3)": search_tiny,
         "by_speaker Alice, first page": lambda r: service.by_speaker("Alice", user_id="u0"),
         "by_speaker Tiny, first page": lambda r: service.by_speaker("Tiny", user_id="u0"),
+        "stores_list (every store's count)": lambda r: service.stores_list(),
     }
     for r in range(3):  # warm-up
         for op in reads.values():
@@ -354,6 +356,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     times = interleaved(reads, args.rounds)
     search_target = TARGETS["search_p50_ms"].get(n)
     page_target = TARGETS["by_speaker_p50_ms"].get(n)
+    list_target = TARGETS["stores_list_p50_ms"].get(n)
     print(f"\n{'reads (' + str(args.rounds) + ' interleaved rounds)':<40}{'p50 ms':>9}{'p95 ms':>9}   target")
     for name, ts in times.items():
         target = ""
@@ -364,6 +367,10 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         if name.startswith("by_speaker") and page_target:
             target = (
                 f"p50 <= {page_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= page_target else 'MISSED'}"
+            )
+        if name.startswith("stores_list") and list_target:
+            target = (
+                f"p50 <= {list_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= list_target else 'MISSED'}"
             )
         print(f"  {name:<38}{ms(ts)}   {target}")
     print(f"  Tiny got exactly its 3 memories in {sum(tiny_ok)}/{len(tiny_ok)} searches; Alice got 10 distinct "
