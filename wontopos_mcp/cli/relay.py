@@ -132,6 +132,9 @@ class Relay:
         self._initialized = False
         self._replays = 0
         self._replay_id: str | None = None
+        # The connection whose greeting is awaited: only its reader ends the wait (the
+        # reader of the engine that went may still be leaving while the next is greeted).
+        self._replay_sock: socket.socket | None = None
         self._replayed = threading.Event()
         self._replay_answered = False
         self._ending = False
@@ -216,6 +219,7 @@ class Relay:
             self._replays += 1
             self._replay_id = f"wontopos-relay-replay-{self._replays}"
             self._replay_answered = False
+            self._replay_sock = sock
             self._replayed.clear()
             self._send(sock, json.dumps({**self._hello, "id": self._replay_id}).encode() + b"\n")
             self._replayed.wait(_HELLO_WAIT)
@@ -224,6 +228,8 @@ class Relay:
                     self._send(sock, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
                 return sock
             self._sock = None  # its reader, still to leave, finds nothing of its own to answer
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # close() alone waits for its reader's file
             sock.close()
         raise Unavailable(f"the shared engine closed {_ATTEMPTS} new connections before answering")
 
@@ -238,7 +244,7 @@ class Relay:
                 for line in answers:
                     message = _parsed(line) if b'"id"' in line else None
                     request_id = _request_id(message) if message is not None and "method" not in message else None
-                    if request_id is not None and request_id == self._replay_id:
+                    if request_id is not None and request_id == self._replay_id and self._replay_sock is sock:
                         self._replay_answered = True
                         self._replayed.set()
                         continue
@@ -248,7 +254,8 @@ class Relay:
                     self._write(line)
         except OSError:
             pass
-        self._replayed.set()  # a replay waiting for this engine waits no longer
+        if self._replay_sock is sock:
+            self._replayed.set()  # a replay waiting for this engine waits no longer
         self._lost(sock)
 
     def _lost(self, sock: socket.socket) -> None:
@@ -259,7 +266,8 @@ class Relay:
             self._sock = None
             lost = list(self._pending.values())
             self._pending.clear()
-        self._replayed.set()
+        if self._replay_sock is sock:
+            self._replayed.set()
         sock.close()
         logger.info("the shared engine went; %d request(s) in flight answered 503", len(lost))
         for request_id, method in lost:
