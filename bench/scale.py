@@ -354,24 +354,16 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     tiny_ok.clear()
     alice_ok.clear()
     times = interleaved(reads, args.rounds)
-    search_target = TARGETS["search_p50_ms"].get(n)
-    page_target = TARGETS["by_speaker_p50_ms"].get(n)
-    list_target = TARGETS["stores_list_p50_ms"].get(n)
+    targets = {  # by the operation, the first word of a read's name
+        "memory_search": TARGETS["search_p50_ms"].get(n),
+        "by_speaker": TARGETS["by_speaker_p50_ms"].get(n),
+        "stores_list": TARGETS["stores_list_p50_ms"].get(n),
+    }
     print(f"\n{'reads (' + str(args.rounds) + ' interleaved rounds)':<40}{'p50 ms':>9}{'p95 ms':>9}   target")
     for name, ts in times.items():
-        target = ""
-        if name.startswith("memory_search") and search_target:
-            target = (
-                f"p50 <= {search_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= search_target else 'MISSED'}"
-            )
-        if name.startswith("by_speaker") and page_target:
-            target = (
-                f"p50 <= {page_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= page_target else 'MISSED'}"
-            )
-        if name.startswith("stores_list") and list_target:
-            target = (
-                f"p50 <= {list_target:.0f} ms: {'met' if statistics.median(ts) * 1000 <= list_target else 'MISSED'}"
-            )
+        limit = targets.get(name.split()[0])
+        met = limit is not None and statistics.median(ts) * 1000 <= limit
+        target = f"p50 <= {limit:.0f} ms: {'met' if met else 'MISSED'}" if limit else ""
         print(f"  {name:<38}{ms(ts)}   {target}")
     print(f"  Tiny got exactly its 3 memories in {sum(tiny_ok)}/{len(tiny_ok)} searches; Alice got 10 distinct "
           f"memories, all hers, in {sum(alice_ok)}/{len(alice_ok)}")  # fmt: skip

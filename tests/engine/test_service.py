@@ -40,7 +40,7 @@ from wontopos_mcp import (
     WontoposError,
     WosError,
 )
-from wontopos_mcp.engine import stores
+from wontopos_mcp.engine import memories
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import ModelLoader
 from wontopos_mcp.storage.adapter import Store
@@ -85,12 +85,12 @@ def test_deleting_a_store_removes_it_with_its_memories_and_speakers(face: Servic
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("each_store_max", [stores.COUNT_EACH_STORE_MAX, 0], ids=["count-each", "one-scan"])
+@pytest.mark.parametrize("each_store_max", [memories.COUNT_EACH_STORE_MAX, 0], ids=["count-each", "one-scan"])
 def test_stores_list_counts_each_stores_memories_superseded_included_after_add_forget_and_delete(
     service: MemoryService, monkeypatch: pytest.MonkeyPatch, each_store_max: int
 ) -> None:
     # Both ways of counting (one count per store; one scan of the store column past the cap).
-    monkeypatch.setattr(stores, "COUNT_EACH_STORE_MAX", each_store_max)
+    monkeypatch.setattr(memories, "COUNT_EACH_STORE_MAX", each_store_max)
 
     def counts() -> dict[str, int]:
         return {s["user_id"]: s["memories"] for s in service.stores_list()["stores"]}

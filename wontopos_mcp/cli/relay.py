@@ -244,7 +244,7 @@ class Relay:
                 for line in answers:
                     message = _parsed(line) if b'"id"' in line else None
                     request_id = _request_id(message) if message is not None and "method" not in message else None
-                    if request_id is not None and request_id == self._replay_id and self._replay_sock is sock:
+                    if request_id is not None and request_id == self._replay_id:  # sent to this engine alone
                         self._replay_answered = True
                         self._replayed.set()
                         continue

@@ -15,10 +15,6 @@ from wontopos_mcp.storage.where import in_store
 if TYPE_CHECKING:
     from .commits import Commits
 
-# Up to this many stores, ``stores_list`` counts each with its own indexed count; past it,
-# one scan of the store column for all (the two cost the same near 150 stores at 1M).
-COUNT_EACH_STORE_MAX = 64
-
 
 class Stores:
     def __init__(self, commits: Commits) -> None:
@@ -34,12 +30,7 @@ class Stores:
 
     def stores_list(self) -> dict[str, Any]:
         rows = self.registry.stores()
-        if len(rows) <= COUNT_EACH_STORE_MAX:
-            # One indexed count per store: ~2 ms each at 1M memories, where one scan of
-            # every row's store column takes ~320 ms (bench/scale.py).
-            counts = {r["user_id"]: self.memories.count_memories(in_store(r["user_id"])) for r in rows}
-        else:
-            counts = self.memories.store_counts()  # one scan for all stores, no model needed
+        counts = self.memories.store_counts([r["user_id"] for r in rows])  # no model needed
         stores = [
             {"user_id": r["name"], "created_at": format_us(r["created_us"]), "memories": counts.get(r["user_id"], 0)}
             for r in rows
