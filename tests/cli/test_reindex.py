@@ -189,6 +189,8 @@ def test_reindex_re_embeds_every_memory_in_place_and_the_old_model_is_refused_af
     assert f"not {DEFAULT_MODEL!r}" in server.stderr
     served = _cli(db, model_cache, "--embed-model", TEST_MODEL)  # the new model: it serves (stdin closed: it ends)
     assert served.returncode == 0, served.stderr
+    stopped = _cli(db, model_cache, "engine", "stop")  # the shared engine it started leaves with the test
+    assert (stopped.returncode, stopped.stdout.startswith("stopped ")) == (0, True), stopped.stdout + stopped.stderr
 
 
 def _assert_every_index(db: Path) -> None:
