@@ -1,0 +1,473 @@
+"""Replay rankings offline over a dump of ``bench/ranking_dump.py``: one command per measurement.
+
+Evaluation only, never in CI. For every search the product made on the three public sets,
+the dump holds what its ranking read (every chunk's vector, the scope, the full-text
+matches with their scores); this script ranks it again in numpy:
+
+* ``product``: the ranking of ``wontopos_mcp.engine.ranking`` written again step by step (its
+  constants are read from the module); the script counts the searches whose top 20
+  differ from what the product answered (``--check``: that count must be 0, or the
+  replica is not the product and no variant measured on it means anything);
+* variants (``--variants a,b``, ``--list``): a change to one step, ranked over the same dump.
+
+Each question is scored as its harness scores it (turn recall at k for LoCoMo and
+LongMemEval, a hit for FriendsQA: the answer is one line), split as ``dev_sets.py`` splits
+(filter R@5 on single-speaker questions; no filter on all questions, single-speaker ones
+for LongMemEval; one vs several evidence turns), and the table compares each variant with
+the product.
+
+    PYTHONPATH=. .venv/bin/python bench/ranking_replay.py /tmp/rdump --check
+    PYTHONPATH=. .venv/bin/python bench/ranking_replay.py /tmp/rdump --variants lift0.4,prf
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wontopos_mcp.engine import ranking as product
+
+SETS = ("locomo", "friendsqa", "longmemeval")
+
+
+# --------------------------------------------------------------------------- the dump
+@dataclass
+class Snapshot:
+    """One store's chunk rows, as the product's search read them."""
+
+    mids: list[str]
+    conv: list[str | None]
+    seq: np.ndarray
+    chunk: np.ndarray
+    speaker: list[str | None]
+    vectors: np.ndarray
+    turns: dict[str, list[str]]
+    by_mid: dict[str, list[int]] = field(default_factory=dict)  # memory id -> its row indexes
+    lines: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # conversation -> (seq, mid)
+
+    def __post_init__(self) -> None:
+        for i, mid in enumerate(self.mids):
+            self.by_mid.setdefault(mid, []).append(i)
+        for i in np.argsort(self.seq, kind="stable"):
+            if self.chunk[i] == 0 and self.conv[i] is not None:
+                self.lines.setdefault(self.conv[i], []).append((int(self.seq[i]), self.mids[i]))
+        self.place = {mid: (conv, n) for conv, line in self.lines.items() for n, (_, mid) in enumerate(line)}
+        self.seq_of = {mid: int(self.seq[rows[0]]) for mid, rows in self.by_mid.items()}
+        self.conv_of = {mid: self.conv[rows[0]] for mid, rows in self.by_mid.items()}
+        self.speaker_of = {mid: self.speaker[rows[0]] for mid, rows in self.by_mid.items()}
+
+    def around(self, mid: str, offset: int, span: int) -> str | None:
+        """The memory ``offset`` turns from ``mid`` in its conversation, at most ``span`` apart in seq."""
+        if mid not in self.place:
+            return None
+        conv, n = self.place[mid]
+        line = self.lines[conv]
+        if not 0 <= n + offset < len(line) or abs(line[n + offset][0] - line[n][0]) > span:
+            return None
+        return line[n + offset][1]
+
+
+@dataclass
+class Search:
+    label: str
+    store: Snapshot
+    asked: str
+    speaker: str | None
+    query: str
+    limit: int
+    named: list[str]
+    vector: np.ndarray
+    scope: set[str]
+    wide: bool
+    matches: list[tuple[str, float]]
+    context_matches: list[tuple[str, float]] | None
+    product: list[str]
+    cos: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each chunk row's cosine
+
+    def __post_init__(self) -> None:
+        self.cos = self.store.vectors @ self.vector
+
+
+def _floats(text: str, dim: int | None = None) -> np.ndarray:
+    array = np.frombuffer(base64.b64decode(text), dtype=np.float32)
+    return array if dim is None else array.reshape(-1, dim)
+
+
+def load_searches(path: Path) -> Iterator[Search]:
+    store: Snapshot | None = None
+    for line in path.open():
+        if not line.endswith("\n"):
+            return  # a dump still being written: its last line is not whole yet
+        d = json.loads(line)
+        if d["kind"] == "store":
+            rows = d["rows"]
+            vectors = _floats(d["vectors"])
+            store = Snapshot(
+                [r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows]),
+                np.array([r[3] for r in rows]), [r[4] for r in rows],
+                vectors.reshape(len(rows), -1) if rows else vectors.reshape(0, 1), d["turns"],
+            )  # fmt: skip
+            continue
+        assert store is not None
+        yield Search(
+            d["store"], store, d["asked"], d["speaker"], d["query"], d["limit"], d["named"], _floats(d["vector"]),
+            set(d["scope"]), d["wide"], [tuple(m) for m in d["matches"]],
+            None if d["context_matches"] is None else [tuple(m) for m in d["context_matches"]], d["product"],
+        )  # fmt: skip
+
+
+@dataclass
+class Question:
+    set: str
+    evidence: list[str]
+    several: bool
+    nofilter: Search | None  # counted in the no-filter column (None: not in that subset)
+    filter: Search | None
+    category: Any = None
+
+
+def load_questions(folder: Path, name: str) -> list[Question]:
+    """The harness's per-question rows joined with the searches, in the order both were made:
+    each question's first search is without a filter, the next one (when the row has a
+    ``filter`` figure) with the evidence speaker; other searches (LoCoMo's filter by the
+    speaker the question names) are skipped."""
+    searches = load_searches(folder / f"{name}.features.jsonl")
+    pending: list[Search] = []
+
+    def next_search() -> Search:
+        while True:  # another variant's store (names removed) is not scored
+            s = pending.pop(0) if pending else next(searches)
+            if s.label.endswith(":raw") or ":" not in s.label:
+                return s
+
+    out = []
+    for line in (folder / f"{name}.perq.jsonl").open():
+        if not line.endswith("\n"):
+            break
+        row = json.loads(line)
+        if row.get("variant", "raw") != "raw":
+            continue
+        first = next_search()
+        while first.speaker is not None:
+            first = next_search()
+        if "question" in row:
+            assert first.asked == row["question"], (first.asked, row["question"])
+        filtered = next_search() if "filter" in row else None
+        if filtered is not None:
+            assert filtered.speaker is not None
+            assert filtered.asked == first.asked
+        evidence = [str(e) for e in (row.get("evidence") or row.get("gold"))]
+        single = filtered is not None
+        nofilter = first if (name != "longmemeval" or single) else None
+        out.append(Question(name, evidence, len(evidence) > 1, nofilter, filtered, row.get("cat") or row.get("type")))
+    return out
+
+
+# --------------------------------------------------------------------------- the ranking
+@dataclass(frozen=True)
+class Knobs:
+    """The ranking's constants (the product's by default) and the variants' switches."""
+
+    bm25_weight: float = product.BM25_WEIGHT
+    dense_weight: float = product.DENSE_WEIGHT
+    neighbour_weights: tuple[tuple[int, float], ...] = tuple(product.NEIGHBOUR_WEIGHTS.items())
+    span: int = product.NEIGHBOUR_SPAN
+    named_boost: float = product.NAMED_SPEAKER_BOOST
+    session_lift: float = product.SESSION_LIFT
+    reply_seeds: int = product.REPLY_SEEDS
+    floor: int = product._CANDIDATE_FLOOR
+    # variants
+    prf: float = 0.0  # the query vector moved towards its best candidates' vectors, this much
+    prf_top: int = 3
+    lift_top: int = 0  # >0: a conversation's lift is the mean of its best this many (not its best)
+    mmr: float = 0.0  # a chosen result lowers the others by this times their cosine to it
+    conv_quota: int = 0  # >0: this many more candidates from each conversation, by cosine
+    lift_decay: float = 0.0  # a conversation's lift shrinks by this for each result already taken from it
+    gate: str = ""  # "several": the variant's switches only for questions that ask for several things
+
+
+@dataclass
+class Cand:
+    mid: str
+    dense: float
+    bm25: float = 0.0
+    in_scope: bool = True
+    fused: float = 0.0
+    row: int = 0  # its best chunk's row
+    z: tuple[float, float] = (0.0, 0.0)  # dense and full-text scores, standardised over the candidates
+
+
+def _best_chunk(s: Search, mid: str, cos: np.ndarray) -> tuple[float, int]:
+    rows = s.store.by_mid[mid]
+    best = max(rows, key=lambda r: cos[r])
+    return float(cos[best]), best
+
+
+FEATURES = ("dense", "bm25", "prev", "next", "lift", "named", "sess_n", "sess_mean", "sess_second", "dense_raw")
+
+
+def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = None) -> list[str]:
+    """The product's ranking of one search (with the variant switches of ``kn``)."""
+    st = s.store
+    if kn.gate == "several" and not asks_for_several(s.asked):
+        kn = Knobs()
+    scope_rows = [i for i, mid in enumerate(st.mids) if mid in s.scope]
+    if not scope_rows:
+        return []
+    cos = s.cos
+    if kn.prf:
+        first = rank(s, replace(kn, prf=0.0))[: kn.prf_top]
+        if first:
+            centre = np.mean([st.vectors[_best_chunk(s, m, cos)[1]] for m in first], axis=0)
+            moved = s.vector + kn.prf * centre
+            cos = st.vectors @ (moved / np.linalg.norm(moved))
+    limit = s.limit
+    k = max(limit * 4, kn.floor)
+    cands: dict[str, Cand] = {}
+    kk = k
+    while True:
+        order = sorted(scope_rows, key=lambda i: -cos[i])[:kk]
+        cands = {}
+        for i in order:
+            held = cands.get(st.mids[i])
+            if held is None or cos[i] > held.dense:
+                cands[st.mids[i]] = Cand(st.mids[i], float(cos[i]), row=i)
+        if len(cands) >= limit or len(order) < kk:
+            break
+        kk *= 4
+    if kn.conv_quota:
+        per: dict[Any, int] = defaultdict(int)
+        for i in sorted(scope_rows, key=lambda i: -cos[i]):
+            mid = st.mids[i]
+            conv = st.conv[i]
+            if mid not in cands and per[conv] < kn.conv_quota:
+                per[conv] += 1
+                d, r = _best_chunk(s, mid, cos)
+                cands[mid] = Cand(mid, d, row=r)
+    for mid, score in s.matches[:k]:
+        held = cands.get(mid)
+        if held is None:
+            r = st.by_mid[mid][0]
+            held = cands[mid] = Cand(mid, float(cos[r]), row=r)
+        held.bm25 = max(held.bm25, score)
+    context = s.context_matches if s.wide else s.matches
+    context_bm25: dict[str, float] = {}
+    for mid, score in (context or [])[:k]:
+        context_bm25[mid] = max(context_bm25.get(mid, score), score)
+    if len(scope_rows) > k and s.wide:
+        seeds = [mid for mid, _ in (s.context_matches or [])[:k] if mid not in cands][: kn.reply_seeds]
+        for seed in seeds:
+            reply = st.around(seed, 1, kn.span)
+            if reply is not None and reply in s.scope and reply not in cands:
+                d, r = _best_chunk(s, reply, cos)
+                cands[reply] = Cand(reply, d, row=r)
+    weights = dict(kn.neighbour_weights)
+    neighbours: dict[str, list[tuple[int, str]]] = {}
+    for mid, c in list(cands.items()):
+        if c.in_scope:
+            neighbours[mid] = [(o, n) for o in weights if (n := st.around(mid, o, kn.span)) is not None]
+    newcomers: dict[str, Cand] = {}
+    for around in neighbours.values():
+        for _, n in around:
+            if n not in cands and n not in newcomers:
+                d, r = _best_chunk(s, n, cos)
+                newcomers[n] = Cand(n, d, bm25=context_bm25.get(n, 0.0), in_scope=False, row=r)
+    if not s.wide:
+        for mid, around in list(neighbours.items()):
+            for offset, other in around:
+                if other in newcomers and -offset in weights:
+                    newcomers[other].in_scope = True
+                    neighbours.setdefault(other, []).append((-offset, mid))
+    items = list(cands.values())
+    dense = np.array([c.dense for c in items])
+    bm25 = np.array([c.bm25 for c in items])
+    for c, d, b in zip(items, _std(dense), _std(bm25)):
+        c.fused = float(kn.dense_weight * d + kn.bm25_weight * b)
+        c.z = (float(d), float(b))
+    d_mean, d_std = dense.mean(), dense.std() or 1.0
+    b_mean, b_std = bm25.mean(), bm25.std() or 1.0
+    for mid, c in newcomers.items():
+        c.z = ((c.dense - d_mean) / d_std, (c.bm25 - b_mean) / b_std)
+        c.fused = float(kn.dense_weight * c.z[0] + kn.bm25_weight * c.z[1])
+        cands[mid] = c
+    scores = {mid: c.fused for mid, c in cands.items()}
+    for mid, around in neighbours.items():
+        for offset, other in around:
+            scores[mid] += weights[offset] * cands[other].fused
+    group = {mid: ("c:" + conv if (conv := st.conv_of[mid]) is not None else "m:" + mid) for mid in cands}
+    by_group: dict[str, list[float]] = defaultdict(list)
+    for mid, c in cands.items():
+        by_group[group[mid]].append(c.fused)
+    lift = {
+        g: (max(v) if kn.lift_top <= 0 else float(np.mean(sorted(v, reverse=True)[: kn.lift_top])))
+        for g, v in by_group.items()
+    }
+    base = {mid: scores[mid] for mid in cands}
+    for mid in cands:
+        scores[mid] += kn.session_lift * lift[group[mid]]
+        if s.named and cands[mid].in_scope and st.speaker_of[mid] in s.named:
+            scores[mid] += kn.named_boost
+            base[mid] += kn.named_boost
+    pool = [c for c in cands.values() if c.in_scope]
+    if features is not None:
+        for c in pool:
+            near = dict(neighbours.get(c.mid, []))
+            fused = sorted(by_group[group[c.mid]], reverse=True)
+            features.append((c.mid, [
+                c.z[0], c.z[1], cands[near[-1]].fused if -1 in near else 0.0,
+                cands[near[1]].fused if 1 in near else 0.0, lift[group[c.mid]],
+                float(bool(s.named) and st.speaker_of[c.mid] in s.named), float(np.log1p(len(fused))),
+                float(np.mean(fused)), fused[1] if len(fused) > 1 else fused[0], c.dense,
+            ]))  # fmt: skip
+    key: Callable[[Cand], tuple[float, float, int]] = lambda c: (-scores[c.mid], -c.dense, -st.seq_of[c.mid])  # noqa: E731
+    if not kn.mmr and not kn.lift_decay:
+        return [c.mid for c in sorted(pool, key=key)[:limit]]
+    chosen: list[Cand] = []
+    taken: dict[str, int] = defaultdict(int)
+    left = sorted(pool, key=key)
+    while left and len(chosen) < limit:
+        near = {c.mid: 0.0 for c in left}
+        if kn.mmr and chosen:  # each one's closeness to the chosen, standardised over those left
+            sims = np.array([max(float(st.vectors[c.row] @ st.vectors[o.row]) for o in chosen) for c in left])
+            near = dict(zip((c.mid for c in left), _std(sims)))
+
+        def adjusted(c: Cand, near: dict[str, float] = near) -> float:
+            value = base[c.mid] + kn.session_lift * lift[group[c.mid]] * max(
+                0.0, 1 - kn.lift_decay * taken[group[c.mid]]
+            )
+            return value - kn.mmr * near[c.mid]
+
+        best = max(left, key=lambda c: (adjusted(c), c.dense, st.seq_of[c.mid]))
+        chosen.append(best)
+        taken[group[best.mid]] += 1
+        left.remove(best)
+    return [c.mid for c in chosen]
+
+
+_PLURAL_CUES = re.compile(
+    r"\b(all|every|some|any|types?|kinds?|things|ways|which)\b|\b(has|have)\b.*\b\w+(ed|en|one|ade|ought|ight)\b"
+    r"|^\s*(what|which)\s+(\w+\s+)?\w+[^s\W]s\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_several(question: str) -> bool:
+    """English cues that a question asks for several things (a list, everything someone did)."""
+    return bool(_PLURAL_CUES.search(question))
+
+
+def _std(values: np.ndarray) -> np.ndarray:
+    spread = values.std()
+    return (values - values.mean()) / spread if spread > 1e-9 else np.zeros_like(values)
+
+
+# --------------------------------------------------------------------------- scoring
+def recall(ranked: list[str], q: Question, s: Search, k: int) -> float:
+    turns = set().union(*(set(s.store.turns.get(mid, [])) for mid in ranked[:k])) if ranked else set()
+    ev = set(q.evidence)
+    if q.set == "friendsqa":  # the answer is a span of one line: any gold line found
+        return float(bool(turns & ev))
+    return len(turns & ev) / len(ev)
+
+
+VARIANTS: dict[str, Knobs] = {
+    "product": Knobs(),
+    "lift0.4": Knobs(session_lift=0.4),
+    "lift0.8": Knobs(session_lift=0.8),
+    "lifttop2": Knobs(lift_top=2),
+    "prf0.5": Knobs(prf=0.5),
+    "prf1": Knobs(prf=1.0),
+    "mmr0.1": Knobs(mmr=0.1),
+    "mmr0.2": Knobs(mmr=0.2),
+    "mmr0.4": Knobs(mmr=0.4),
+    "decay0.5": Knobs(lift_decay=0.5),
+    "decay0.25": Knobs(lift_decay=0.25),
+    "quota2": Knobs(conv_quota=2),
+    "g-decay0.25": Knobs(lift_decay=0.25, gate="several"),
+    "g-decay0.5": Knobs(lift_decay=0.5, gate="several"),
+    "g-mmr0.4": Knobs(mmr=0.4, gate="several"),
+    "g-lift0.3": Knobs(session_lift=0.3, gate="several"),
+}
+
+
+def table(questions: dict[str, list[Question]], names: list[str], rankings: dict[str, dict[int, list[str]]]) -> None:
+    cols = [("filter", "all"), ("nofilter", "all"), ("filter", "one"), ("filter", "several"),
+            ("nofilter", "one"), ("nofilter", "several")]  # fmt: skip
+    print(f"{'variant':12s} {'set':12s} " + " ".join(f"{c}/{p}@5".rjust(16) for c, p in cols) + "  several@10 f/nf")
+    for name in names:
+        macro = []
+        for set_name, qs in questions.items():
+            figs = []
+            for cfg, part in cols:
+                vals = []
+                for q in qs:
+                    s = q.filter if cfg == "filter" else q.nofilter
+                    if s is None or (part == "one" and q.several) or (part == "several" and not q.several):
+                        continue
+                    vals.append(recall(rankings[name][id(s)], q, s, 5))
+                figs.append((100 * float(np.mean(vals)) if vals else float("nan"), len(vals)))
+            ten = []
+            for cfg in ("filter", "nofilter"):
+                vals = [recall(rankings[name][id(s)], q, s, 10) for q in qs
+                        if q.several and (s := (q.filter if cfg == "filter" else q.nofilter)) is not None]  # fmt: skip
+                ten.append(100 * float(np.mean(vals)) if vals else float("nan"))
+            macro.append((figs[0][0], figs[1][0]))
+            print(f"{name:12s} {set_name:12s} " + " ".join(f"{v:10.1f} n{n:<5d}" for v, n in figs)
+                  + f"  {ten[0]:.1f} / {ten[1]:.1f}")  # fmt: skip
+        print(
+            f"{name:12s} {'macro':12s} {np.mean([m[0] for m in macro]):10.1f}       {np.mean([m[1] for m in macro]):10.1f}"
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dump", type=Path)
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--variants", default="")
+    ap.add_argument("--check", action="store_true", help="count searches where the replica differs from the product")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    if a.list:
+        for name, kn in VARIANTS.items():
+            print(name, kn)
+        return 0
+    names = ["product", *[v for v in a.variants.split(",") if v]]
+    questions = {n: load_questions(a.dump, n) for n in a.sets.split(",") if (a.dump / f"{n}.perq.jsonl").exists()}
+    searches = [s for qs in questions.values() for q in qs for s in (q.filter, q.nofilter) if s is not None]
+    rankings = {name: {id(s): rank(s, VARIANTS[name]) for s in searches} for name in names}
+    if a.check:
+        differ = [s for s in searches if rankings["product"][id(s)] != s.product]
+        top5 = sum(set(rankings["product"][id(s)][:5]) != set(s.product[:5]) for s in searches)
+        top10 = sum(set(rankings["product"][id(s)][:10]) != set(s.product[:10]) for s in searches)
+        print(
+            f"replica vs product: {len(differ)} of {len(searches)} searches differ in their order of 20 "
+            f"(float ties: the product's cosines are LanceDB's), {top10} in their top 10, {top5} in their top 5"
+        )
+        for s in differ[:5]:
+            print(
+                "  ",
+                s.asked[:60],
+                s.speaker,
+                "\n    replica",
+                rankings["product"][id(s)][:6],
+                "\n    product",
+                s.product[:6],
+            )
+    product_rankings = {id(s): s.product for s in searches}
+    rankings["answered"] = product_rankings
+    table(questions, ["answered", *names], rankings)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
