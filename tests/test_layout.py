@@ -45,6 +45,10 @@ WINGS: dict[str, set[str]] = {
     "": {"errors", "library", "version"},
     "__main__": {"cli"},
 }
+# The modules of the MCP wing another face may import: the server and the transports it
+# mounts (http) or runs (cli). A rule two faces share lives below them (``rules``), never
+# in one face for the other to reach (``rules.json_values``, once ``mcp.jsonrpc``'s).
+MOUNTED = {"wontopos_mcp.mcp.server", "wontopos_mcp.mcp.transport"}
 CORE = ("rules", "contract", "model", "storage", "engine")
 FACES = ("mcp", "http", "cli", "library")
 FORBIDDEN_IN_CORE = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")
@@ -158,6 +162,17 @@ def test_no_import_cycle_anywhere_in_the_package() -> None:
 
 def test_no_face_imports_storage_or_the_model() -> None:
     assert list(face_reaches_into_the_core()) == []
+
+
+def test_another_face_takes_from_mcp_only_the_server_and_transports_it_mounts() -> None:
+    reached = {
+        (module, target)
+        for module in MODULES
+        if wing(module) in ("http", "cli")
+        for target in imports(module)[0]
+        if wing(target) == "mcp" and target not in MOUNTED
+    }
+    assert reached == set()
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if wing(m) in CORE))

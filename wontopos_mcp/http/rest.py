@@ -42,9 +42,9 @@ from starlette.routing import Route
 
 from wontopos_mcp.contract import Operation, operation, split_metadata
 from wontopos_mcp.errors import InvalidRequestError, NotImplementedAPIError, WontoposError, internal_error
-from wontopos_mcp.mcp.jsonrpc import lone_surrogate_error
 from wontopos_mcp.rules.conversation import turn_messages
 from wontopos_mcp.rules.idempotency import KEY_FIELD, Idempotency
+from wontopos_mcp.rules.json_values import lone_surrogate_error
 from wontopos_mcp.verbs import speak
 
 if TYPE_CHECKING:
