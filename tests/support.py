@@ -35,7 +35,7 @@ from mcp.types import CallToolResult
 
 from wontopos_mcp import Memory
 from wontopos_mcp.cli import commands
-from wontopos_mcp.cli.main import _parser
+from wontopos_mcp.cli.main import build_parser
 from wontopos_mcp.config import Settings
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import WontoposError
@@ -172,6 +172,41 @@ def refused_by_every_store_call(svc: MemoryService, store_id: Any) -> None:
     ):
         with refused(400, field="user_id"):
             call()
+
+
+# -- rows written past the rules ------------------------------------------------------------------------
+# What a replica or an older version left in the chunks table, built with the parts' public
+# operations (``registry``, ``commits``, ``memories``, ``store``), never the service's own privates.
+
+
+def store_key(svc: MemoryService, user_id: str | None = None) -> str:
+    """The key an existing store's rows carry (``None``: "default")."""
+    return svc.registry.resolve(user_id).key
+
+
+def next_seq(svc: MemoryService, user_id: str | None = None) -> int:
+    """The sequence number the store's next write takes."""
+    return svc.commits.last_seq(store_key(svc, user_id)) + 1
+
+
+def memory_rows(
+    svc: MemoryService, text: str, *, seq: int | None = None, user_id: str | None = None
+) -> tuple[str, list[Any]]:
+    """(the id, the chunk rows) of an untagged memory of ``text`` as ``memory_add`` makes
+    them, not yet written and past every rule (restatement, the sequence number decided
+    under the write lock); ``seq`` defaults to the store's next. :func:`write_rows` writes
+    them, as given or edited."""
+    embedder = svc.commits.embedder()
+    memory = {"content": text, "speaker": None, "category": "general", "event": None,
+              "conversation_id": None, "role": None}  # fmt: skip
+    seq = next_seq(svc, user_id) if seq is None else seq
+    return svc.memories.new_rows(store_key(svc, user_id), memory, [text], embedder.embed_passages([text]), seq=seq)
+
+
+def write_rows(svc: MemoryService, rows: list[Any]) -> None:
+    """Append chunk rows to the table of the service's model, as they are."""
+    embedder = svc.commits.embedder()
+    svc.store.add_chunks(svc.store.chunks(embedder.model_id, embedder.dim), rows)
 
 
 # -- the two faces of the core ------------------------------------------------------------------------
@@ -333,7 +368,7 @@ def command_runner(svc: MemoryService, capsys: pytest.CaptureFixture[str]) -> Ca
     human command of the CLI, parsed as the CLI does, run in process on ``svc``."""
 
     def run(*argv: str) -> tuple[int, str, str]:
-        code = commands.run(vars(_parser().parse_args(argv)), Settings(), service=svc)
+        code = commands.run(vars(build_parser().parse_args(argv)), Settings(), service=svc)
         out, err = capsys.readouterr()
         return code, out, err
 

@@ -26,7 +26,7 @@ import wontopos
 from support import KEY, command_runner, mcp_session, refused, served
 
 from wontopos_mcp import Memory
-from wontopos_mcp.cli.main import _parser
+from wontopos_mcp.cli.main import build_parser
 from wontopos_mcp.contract import OPERATIONS, operation
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import Fix, InvalidRequestError
@@ -79,7 +79,7 @@ def test_every_fix_has_a_verb_on_every_face_that_the_face_really_has(op: str) ->
     fix = _sample_fix(op)
     words = shlex.split(render(fix, "cli"))
     assert words[0] == "wontopos-mcp"
-    parsed = vars(_parser(words[1:]).parse_args(words[1:]))
+    parsed = vars(build_parser(words[1:]).parse_args(words[1:]))
     command = " ".join(w for w in (parsed["command"], parsed.get("action")) if w)
     assert operation(op).cli is not None
     assert operation(op).cli.startswith(command)

@@ -43,6 +43,13 @@ class _NoCalls:
         pass
 
 
+class _Called:
+    """A stand-in service whose every method answers its own name."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda **arguments: {"called": name}
+
+
 def _mcp_tools() -> dict[str, Any]:
     async def listed() -> dict[str, Any]:
         return {tool.name: tool for tool in await build_server(_NoCalls()).list_tools()}
@@ -151,10 +158,16 @@ def test_rest_endpoints_are_the_tables_routes_and_names() -> None:
             continue
         endpoint = by_route[(op.rest.method, op.rest.path)]
         if op.name == "delete_all":  # {user_id} alone on memory_forget's route
-            assert endpoint.call == "memory_forget"
+            assert endpoint.name == "memory_forget"
             assert set(op.rest.names) <= set(endpoint.names)
+            call, _ = endpoint.core_call({"user_id": "x"})
+            assert call.run(_Called(), {}) == {"called": "delete_all"}
             continue
-        assert endpoint.call == op.core, op.name
+        assert endpoint.name == op.name
+        assert endpoint.call(_Called(), {}) == {"called": op.core}, op.name
+        if endpoint.prepare is not None:  # what the prepared call runs is still the route's own
+            call, _ = endpoint.core_call({"memory_id": "m-1"} if op.name == "memory_forget" else {"user_msg": "hi"})
+            assert call.run(_Called(), {}) == {"called": op.core}, op.name
         assert dict(endpoint.names) == dict(op.rest.names), op.name
     assert contract.operation("memory_search").rest.names["max_results"] == "limit"
     assert contract.operation("memory_supersede").caller_names() == {

@@ -45,6 +45,10 @@ WINGS: dict[str, set[str]] = {
     "": {"errors", "library", "version"},
     "__main__": {"cli"},
 }
+# The modules of the MCP wing another face may import: the server and the transports it
+# mounts (http) or runs (cli). A rule two faces share lives below them (``rules``), never
+# in one face for the other to reach (``rules.json_values``, once ``mcp.jsonrpc``'s).
+MOUNTED = {"wontopos_mcp.mcp.server", "wontopos_mcp.mcp.transport"}
 CORE = ("rules", "contract", "model", "storage", "engine")
 FACES = ("mcp", "http", "cli", "library")
 FORBIDDEN_IN_CORE = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")
@@ -160,6 +164,17 @@ def test_no_face_imports_storage_or_the_model() -> None:
     assert list(face_reaches_into_the_core()) == []
 
 
+def test_another_face_takes_from_mcp_only_the_server_and_transports_it_mounts() -> None:
+    reached = {
+        (module, target)
+        for module in MODULES
+        if wing(module) in ("http", "cli")
+        for target in imports(module)[0]
+        if wing(target) == "mcp" and target not in MOUNTED
+    }
+    assert reached == set()
+
+
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if wing(m) in CORE))
 def test_the_core_imports_no_face_framework(module: str) -> None:
     assert imports(module)[1] & set(FORBIDDEN_IN_CORE) == set()
@@ -182,6 +197,83 @@ def test_the_readers_see_arrows_and_cycles() -> None:
     finally:
         MODULES.clear()
         MODULES.update(saved)
+
+
+# -- tests reach the package through public names ---------------------------------------------
+
+TESTS = ROOT / "tests"
+# Private names of other libraries that tests read: argparse's (the sub-parsers of our
+# parser, to print one command's help) and the ``wontopos`` SDK client's base URL.
+FOREIGN_PRIVATE = frozenset({"_subparsers", "_group_actions", "_actions", "_base"})
+# Test folders whose reaches are counted but not yet refused: tests/storage belongs to the
+# purge work under way (issue 30); its reaches are listed by ``python tests/test_layout.py``.
+NOT_YET = ("storage",)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _tests_own_private_names() -> set[str]:
+    """The private names the tests' own classes define (their fakes' and helpers' methods
+    and the attributes they set on ``self``): ``x._name`` of one of these is the tests' own."""
+    names: set[str] = set()
+    for path in TESTS.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names |= {item.name for item in node.body if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
+                names.add(node.attr)
+    return {name for name in names if _private(name)}
+
+
+def private_reaches(path: Path, own: set[str]) -> list[str]:
+    """Each reach of a test file into a private name of the package, as ``line: what``:
+    ``from wontopos_mcp... import _name``, and ``x._name`` unless ``x`` is ``self`` or
+    ``cls`` or ``_name`` is one the tests' classes define (``own``) or another library's
+    (:data:`FOREIGN_PRIVATE`)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "wontopos_mcp":
+            found += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _private(a.name)]
+        elif isinstance(node, ast.Import):
+            found += [
+                f"{node.lineno}: import {a.name}"
+                for a in node.names
+                if a.name.split(".")[0] == "wontopos_mcp" and any(map(_private, a.name.split(".")))
+            ]
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            mine = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            if not mine and node.attr not in own and node.attr not in FOREIGN_PRIVATE:
+                found.append(f"{node.lineno}: .{node.attr}")
+    return sorted(found, key=lambda line: int(line.split(":")[0]))
+
+
+def all_private_reaches() -> dict[str, list[str]]:
+    """Test file (relative to tests/) -> its private reaches, for every file that has one."""
+    own = _tests_own_private_names()
+    reaches = {str(path.relative_to(TESTS)): private_reaches(path, own) for path in sorted(TESTS.rglob("*.py"))}
+    return {path: found for path, found in reaches.items() if found}
+
+
+def test_tests_reach_the_package_only_through_public_names() -> None:
+    """Seeding and inspection go through public operations (``tests/support.py``); a seam
+    a test needs is a public name with a docstring saying why."""
+    refused = {path: found for path, found in all_private_reaches().items() if path.split("/")[0] not in NOT_YET}
+    assert refused == {}
+
+
+def test_the_reach_counter_sees_a_private_import_and_attribute(tmp_path: Path) -> None:
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(
+        "from wontopos_mcp.cli.main import _hidden\nservice._resolve(None)\nself._mine = 1\nparser._subparsers\n"
+    )
+    assert private_reaches(probe, {"_mine"}) == ["1: from wontopos_mcp.cli.main import _hidden", "2: ._resolve"]
 
 
 def report() -> str:
@@ -208,6 +300,9 @@ def report() -> str:
         + ", ".join(f"{c.removeprefix('wontopos_mcp.')} {n}" for n, c in sorted(classes)[-5:]),
     ]
     lines.append(f"mypy strict scope         {_mypy_scope()}")
+    reaches = all_private_reaches()
+    lines.append(f"private reaches (tests)   {sum(map(len, reaches.values()))} in {len(reaches)} files")
+    lines += [f"  {path}  {', '.join(found)}" for path, found in reaches.items()]
     return "\n".join(lines)
 
 
@@ -254,14 +349,14 @@ def test_write_coordination_is_chosen_by_the_database_uri(tmp_path: Path) -> Non
 def test_the_offline_switch_of_the_default_model_is_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from wontopos_mcp.model.embeddings import _offline
+    from wontopos_mcp.model.embeddings import hub_offline
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    with _offline():
+    with hub_offline():
         assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert "HF_HUB_OFFLINE" not in os.environ
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the user's choice is never overridden
-    with _offline():
+    with hub_offline():
         assert os.environ["HF_HUB_OFFLINE"] == "0"
     assert os.environ["HF_HUB_OFFLINE"] == "0"
 

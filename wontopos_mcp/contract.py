@@ -110,7 +110,9 @@ class Rest:
 
 @dataclass(frozen=True)
 class Operation:
-    """One call of the engine: ``core`` is the service method the faces call.
+    """One call of the engine: ``core`` is the service method the faces call (each face
+    writes that call out by name, so mypy checks it; ``tests/test_contract.py`` checks it
+    is this one).
 
     ``mcp`` says whether it is an MCP tool (of the same name); ``library`` is its
     ``Memory`` method (and the SDK ``Client``'s); ``cli.main`` its ``wontopos-mcp`` command,

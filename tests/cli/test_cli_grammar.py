@@ -23,7 +23,7 @@ import pytest
 from support import REPO, command_runner, engine_env
 
 from wontopos_mcp.cli import commands
-from wontopos_mcp.cli.main import _parser
+from wontopos_mcp.cli.main import build_parser
 from wontopos_mcp.config import Settings
 from wontopos_mcp.engine.bootstrap import model_converted
 from wontopos_mcp.engine.service import MemoryService
@@ -198,7 +198,7 @@ def test_info_names_the_database_its_size_stores_and_model_state(
 
     def info(cache: Path) -> tuple[int, str]:
         settings = Settings.load({"db": db, "model_cache": str(cache)})
-        args = vars(_parser().parse_args(["info", *(["--json"] if cache == model_cache else [])]))
+        args = vars(build_parser().parse_args(["info", *(["--json"] if cache == model_cache else [])]))
         code = commands.run(args, settings, service=service)
         return code, capsys.readouterr().out
 
@@ -278,7 +278,7 @@ SERVER_ONLY = ("--transport", "--host", "--port", "--allowed-hosts", "--max-body
 
 def _commands(parser: Any = None, prefix: str = "") -> dict[str, Any]:
     """Every command's own parser by its name (``stats``, ``speakers add``)."""
-    parser = parser or _parser([])
+    parser = parser or build_parser([])
     found: dict[str, Any] = {}
     for action in parser._subparsers._group_actions:
         for name, sub in action.choices.items():
@@ -295,7 +295,7 @@ def _flags(parser: Any) -> set[str]:
 
 
 def test_the_server_flags_show_only_where_a_server_runs_and_each_command_shows_the_settings_it_uses() -> None:
-    top = _flags(_parser([]))
+    top = _flags(build_parser([]))
     assert top >= {*SERVER_ONLY, "--db", "--writers", "--redact", "--speaker-limit", "--embed-model"}
     parsers = _commands()
     assert set(commands.USES) <= set(parsers)
@@ -319,9 +319,9 @@ def test_reindex_usage_shows_embed_model_as_required() -> None:
 
 
 def test_a_setting_given_after_its_command_still_applies() -> None:
-    args = vars(_parser([]).parse_args(["add", "x", "--redact", "secrets", "--db", "/tmp/elsewhere"]))
+    args = vars(build_parser([]).parse_args(["add", "x", "--redact", "secrets", "--db", "/tmp/elsewhere"]))
     assert (args["redact"], args["db"]) == ("secrets", "/tmp/elsewhere")
-    args = vars(_parser([]).parse_args(["--redact", "secrets", "add", "x"]))
+    args = vars(build_parser([]).parse_args(["--redact", "secrets", "add", "x"]))
     assert args["redact"] == "secrets"
 
 

@@ -20,7 +20,7 @@ import pytest
 from support import SteppableClock, command_runner
 
 from wontopos_mcp.cli import commands
-from wontopos_mcp.cli.main import _parser
+from wontopos_mcp.cli.main import build_parser
 from wontopos_mcp.config import Settings
 from wontopos_mcp.engine.service import MemoryService
 
@@ -263,7 +263,7 @@ def test_a_batch_refused_as_a_whole_is_written_line_by_line_skipping_only_the_li
         json.dumps({"id": "z3", "content": "The dog is called Rex"}),
     ]
     source = _write(tmp_path / "zed.jsonl", [line.encode() for line in lines])
-    code = commands.run(vars(_parser().parse_args(["import", source, "--json"])), Settings(), service=service)
+    code = commands.run(vars(build_parser().parse_args(["import", source, "--json"])), Settings(), service=service)
     summary = json.loads(capsys.readouterr().out)
     assert code == 1
     assert summary["stored"] == 2

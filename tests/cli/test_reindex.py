@@ -457,13 +457,13 @@ def test_with_leased_writers_on_object_storage_a_store_write_waits_for_the_reind
 def test_chunks_cut_again_fill_the_stored_rows_in_order_whatever_their_count() -> None:
     """The chunking rule gives the stored rows' chunks; had it changed since a memory was
     written, its new chunks are spread over its stored rows, so no row and no id changes."""
-    from wontopos_mcp.engine.reindexing import _spread
+    from wontopos_mcp.engine.reindexing import spread
 
-    assert _spread(["a", "b", "c"], 3) == ["a", "b", "c"]
-    assert _spread(["a", "b", "c", "d"], 2) == ["a b", "c d"]
-    assert _spread(["a", "b", "c"], 2) == ["a", "b c"]
-    assert _spread(["a", "b"], 3) == ["a", "a", "b"]
-    assert _spread([], 2) == ["", ""]
+    assert spread(["a", "b", "c"], 3) == ["a", "b", "c"]
+    assert spread(["a", "b", "c", "d"], 2) == ["a b", "c d"]
+    assert spread(["a", "b", "c"], 2) == ["a", "b c"]
+    assert spread(["a", "b"], 3) == ["a", "a", "b"]
+    assert spread([], 2) == ["", ""]
 
 
 def test_a_write_waiting_on_a_local_reindex_answers_503_after_its_bounded_wait(

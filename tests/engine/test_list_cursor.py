@@ -5,7 +5,7 @@ size, and a bare-seq cursor of an earlier version is still read."""
 from __future__ import annotations
 
 import pytest
-from support import refused
+from support import memory_rows, next_seq, refused, write_rows
 
 from wontopos_mcp.engine.service import MemoryService
 
@@ -13,12 +13,8 @@ from wontopos_mcp.engine.service import MemoryService
 def write_row_at(service: MemoryService, text: str, seq: int) -> str:
     """Store ``text`` in the default store with sequence number ``seq`` (as a replica
     that decided the same number would). Returns its id."""
-    key = service._resolve(None)[0]
-    embedder = service._embedder()
-    memory = {"content": text, "speaker": None, "category": "general", "event": None,
-              "conversation_id": None, "role": None}  # fmt: skip
-    memory_id, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]), seq=seq)
-    service.store.add_chunks(service.store.chunks(embedder.model_id, embedder.dim), rows)
+    memory_id, rows = memory_rows(service, text, seq=seq)
+    write_rows(service, rows)
     return memory_id
 
 
@@ -26,7 +22,7 @@ def write_row_at(service: MemoryService, text: str, seq: int) -> str:
 def tied(service: MemoryService) -> list[str]:
     """Ids in listing order: one memory, three sharing the next seq, one after them."""
     first = service.memory_add("The boiler was serviced in March.")["id"]
-    seq = service._last_seq(service._resolve(None)[0]) + 1
+    seq = next_seq(service)
     texts = ["Lena prefers tea to coffee.", "The bike lock code is 4821.", "Our dentist moved to Elm Street."]
     same = sorted(write_row_at(service, text, seq) for text in texts)
     last = service.memory_add("The lease ends in September.")["id"]

@@ -410,7 +410,7 @@ def _without_required() -> list[tuple[Any, str, str]]:
     for endpoint in ENDPOINTS:
         rest_name = {core: rest for rest, core in endpoint.names.items()}
         for core in endpoint.required:
-            if core != "user_id" or endpoint.call == "store_delete":
+            if core != "user_id" or endpoint.name == "store_delete":
                 cases += [(endpoint, rest_name.get(core, core), how) for how in ("absent", "null")]
     return cases
 

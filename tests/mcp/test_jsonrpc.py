@@ -21,14 +21,9 @@ from mcp.types import (
     jsonrpc_message_adapter,
 )
 
-from wontopos_mcp.mcp.jsonrpc import (
-    MAX_NESTING,
-    Refusal,
-    ToolRefusal,
-    decode,
-    lone_surrogate_error,
-)
+from wontopos_mcp.mcp.jsonrpc import Refusal, ToolRefusal, decode
 from wontopos_mcp.mcp.server import build_server
+from wontopos_mcp.rules.json_values import MAX_NESTING, lone_surrogate_error
 
 
 def _call(tool: str, arguments: Any, request_id: int | str = 7) -> str:

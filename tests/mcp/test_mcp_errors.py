@@ -259,6 +259,8 @@ ANSWERS: dict[str, dict[str, Any]] = {
 class FakeService:
     """Answers from ``ANSWERS`` or raises ``error``; records each call and its thread."""
 
+    speaker_limit = 50
+
     def __init__(self, error: BaseException | None = None, answers: dict[str, Any] | None = None) -> None:
         self.error = error
         self.answers = ANSWERS if answers is None else answers
@@ -354,6 +356,17 @@ async def test_tools_call_the_service_off_the_event_loop_and_omit_absent_argumen
     ]
     loop_thread = threading.current_thread().name
     assert all(thread != loop_thread for _, _, thread in service.calls)
+
+
+async def test_each_tool_calls_the_service_method_of_its_own_name() -> None:
+    service = FakeService()
+    service.answers = {name: {} for name in TOOLS}  # the answers' shapes do not matter here
+    async with Client(build_server(service)) as client:
+        mcp = Session(client)
+        await mcp.load_tools()
+        for name, tool in sorted(mcp.tools.items()):
+            await mcp.call(name, _valid_arguments(name, tool.input_schema))
+    assert [name for name, _, _ in service.calls] == sorted(TOOLS)
 
 
 # A fresh interpreter: what an import loads shows only in a process that loaded nothing before.

@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 from mcp.types import ErrorData, JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from support import REPO, TOOLS, server_env
 
-from wontopos_mcp.mcp.transport import EOF_GRACE, _Unanswered
+from wontopos_mcp.mcp.transport import EOF_GRACE, Unanswered
 
 pytestmark = pytest.mark.process
 
@@ -186,7 +186,7 @@ def _result(request_id: int | str) -> JSONRPCResponse:
 
 
 async def test_the_end_of_input_wait_ends_when_each_request_read_is_answered() -> None:
-    unanswered = _Unanswered()
+    unanswered = Unanswered()
     for request_id in (1, 1, "x", "7"):  # a duplicate id is answered twice
         unanswered.read(_request(request_id))
     unanswered.written(JSONRPCNotification(jsonrpc="2.0", method="notifications/message"))
@@ -201,7 +201,7 @@ async def test_the_end_of_input_wait_ends_when_each_request_read_is_answered() -
 
 
 async def test_a_request_the_client_cancelled_is_not_waited_for() -> None:
-    unanswered = _Unanswered()
+    unanswered = Unanswered()
     unanswered.read(_request(3))
     unanswered.read(JSONRPCNotification(jsonrpc="2.0", method="notifications/cancelled", params={"requestId": "3"}))
     with anyio.fail_after(30):
@@ -209,7 +209,7 @@ async def test_a_request_the_client_cancelled_is_not_waited_for() -> None:
 
 
 async def test_the_end_of_input_wait_is_bounded_and_names_what_it_gives_up_on(caplog) -> None:
-    unanswered = _Unanswered()
+    unanswered = Unanswered()
     unanswered.read(_request("hung"))
     with anyio.fail_after(30):
         await unanswered.wait(0.05)

@@ -40,7 +40,7 @@ from wontopos_mcp.library import Memory
 from wontopos_mcp.rules import redaction
 from wontopos_mcp.rules.bip39_words import WORDS
 from wontopos_mcp.rules.idempotency import Idempotency
-from wontopos_mcp.rules.redaction import Redacted, Redactor, _rules
+from wontopos_mcp.rules.redaction import Redacted, Redactor, rules
 
 
 def _b64(value: dict[str, Any]) -> str:
@@ -244,9 +244,9 @@ def test_off_leaves_texts_alone_and_compiles_no_pattern() -> None:
         "import wontopos_mcp.cli.main, wontopos_mcp.library, wontopos_mcp.engine.service\n"
         "from wontopos_mcp.rules import redaction, secret_words\n"
         "redaction.Redactor().redact('password=hunter2-x9')\n"
-        "print(redaction._rules.cache_info().currsize, 'compiled' in vars(secret_words._PROSE))\n"
+        "print(redaction.rules.cache_info().currsize, 'compiled' in vars(secret_words._PROSE))\n"
         "redaction.Redactor('secrets').redact('password=hunter2-x9')\n"
-        "print(redaction._rules.cache_info().currsize, 'compiled' in vars(secret_words._PROSE))\n"
+        "print(redaction.rules.cache_info().currsize, 'compiled' in vars(secret_words._PROSE))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.splitlines() == ["0 False", "1 True"]
@@ -470,7 +470,7 @@ def test_no_rule_is_slow_on_its_own_literal_repeated() -> None:
     not more: the literals are ~300, each text run once through every rule."""
     redactor, n = Redactor("secrets"), 10_000
     prose = _cpu_seconds(redactor, _of_length(PROSE, n), runs=3)
-    units = {literal + after for rule in _rules() for literal in rule.anchors or rule.needles for after in ("", " ")}
+    units = {literal + after for rule in rules() for literal in rule.anchors or rule.needles for after in ("", " ")}
     slow = {}
     for unit in sorted(units):
         spent = _cpu_seconds(redactor, _of_length(unit, n), runs=1)

@@ -16,14 +16,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import memory_rows, store_key, write_rows
 
 from wontopos_mcp.engine.service import MemoryService
-from wontopos_mcp.rules.restatement import (
-    _FILLER_PHRASES,
-    _FILLERS,
-    is_restatement,
-    restatement_key,
-)
+from wontopos_mcp.rules import restatement
+from wontopos_mcp.rules.restatement import is_restatement, restatement_key
 from wontopos_mcp.rules.text import duplicate_key
 from wontopos_mcp.storage.where import in_store
 
@@ -147,7 +144,7 @@ def test_any_two_texts_have_one_key_exactly_when_one_restates_the_other(a, b):
     assert _agree(a.upper(), a)
 
 
-FILLER_WORDS = _FILLERS | {word for phrase in _FILLER_PHRASES for word in phrase} | {"cannot"}
+FILLER_WORDS = restatement.FILLERS | {word for phrase in restatement.FILLER_PHRASES for word in phrase} | {"cannot"}
 # No "ß": the restatement key lower-cases ("Maßen" is not "Massen"), ``dup_key`` case-folds.
 WORDS = st.from_regex(r"[a-zA-Zäöü0-9]{1,8}", fullmatch=True).filter(lambda w: w.casefold() not in FILLER_WORDS)
 
@@ -178,8 +175,8 @@ def test_a_restatement_is_caught_behind_two_hundred_closer_vectors(service: Memo
     closer = [{"content": f"Actually, the locker code is {1235 + i}.", "speaker": "Bob"} for i in range(200)]
     assert service.memory_add_batch(closer)["count"] == 200
     new = "Actually, the locker code is 1234."
-    vector = service._embedder().embed_passages([new])[0]
-    nearest = service.store.vector_search(vector, in_store(service._resolve(None)[0]), 8, ("memory_id",))
+    vector = service.commits.embedder().embed_passages([new])[0]
+    nearest = service.store.vector_search(vector, in_store(store_key(service)), 8, ("memory_id",))
     assert target not in {row["memory_id"] for row in nearest}, "precondition: the target is not in the nearest 8"
 
     answer = service.memory_add(new, speaker="Bob")
@@ -231,13 +228,8 @@ def write_old_row(service: MemoryService, text: str, restate_key: str | None = N
     """Store ``text`` in the default store as an older version wrote it: with this
     ``restate_key`` (``None``: its normalised key, ``dup_key``), bypassing today's rule.
     Returns its id."""
-    key = service._resolve(None)[0]
-    embedder = service._embedder()
-    memory = {"content": text, "speaker": None, "category": "general", "event": None,
-              "conversation_id": None, "role": None}  # fmt: skip
-    memory_id, rows = service._new_rows(key, memory, [text], embedder.embed_passages([text]))
-    table = service.store.chunks(embedder.model_id, embedder.dim)
-    service.store.add_chunks(table, [{**row, "restate_key": restate_key or row["dup_key"]} for row in rows])
+    memory_id, rows = memory_rows(service, text)
+    write_rows(service, [{**row, "restate_key": restate_key or row["dup_key"]} for row in rows])
     return memory_id
 
 

@@ -26,7 +26,7 @@ and answers 503. A chunk is re-embedded as stored: the chunks of a memory are cu
 from its text by the write path's rule, which gives the stored chunks (a model with a
 shorter input than the chunk truncates it, as it would on a write). Should the rule have
 changed since a memory was written (another chunk count), its new chunks are spread over
-its stored rows in order, so its rows and ids stay (``_spread``).
+its stored rows in order, so its rows and ids stay (``spread``).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def reindex(
         for row in rows:
             pieces = cut.get(row["memory_id"])
             if pieces is None:
-                pieces = cut[row["memory_id"]] = _spread(chunks_of(embedder, row["content"]), row["n_chunks"])
+                pieces = cut[row["memory_id"]] = spread(chunks_of(embedder, row["content"]), row["n_chunks"])
             texts.append(pieces[row["chunk_idx"]])
             memories += row["chunk_idx"] == 0
         return embed_chunks(embedder, texts)
@@ -110,11 +110,11 @@ def reindex(
     return {**answer, "status": "reindexed", "memories": memories, "chunks": chunks, "seconds": seconds}
 
 
-def _spread(pieces: list[str], rows: int) -> list[str]:
+def spread(pieces: list[str], rows: int) -> list[str]:
     """``pieces`` over ``rows`` stored chunk rows, in order: the pieces themselves when
     they are as many (always, while the chunking rule is the one the rows were cut by);
     else row ``i`` gets its share of them, joined (or, with fewer pieces than rows, the
-    piece at its place)."""
+    piece at its place). Public: a pure rule, tested with plain values."""
     if len(pieces) == rows or not pieces:
         return pieces or [""] * rows
     shares = [" ".join(pieces[i * len(pieces) // rows : (i + 1) * len(pieces) // rows]) for i in range(rows)]

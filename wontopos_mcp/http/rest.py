@@ -1,8 +1,8 @@
 """The REST face: the hosted Wontopos API's routes, as its official SDK (2.2.48) speaks them.
 
 Every route is one row of :data:`ENDPOINTS`, built from an operation of the contract
-table (:mod:`wontopos_mcp.contract`): its method and path, the service method it calls,
-and the one mapping of the names the SDK sends onto the core's parameter names
+table (:mod:`wontopos_mcp.contract`): its method and path, the call of the service method
+it makes (written in the row, by name), and the one mapping of the names the SDK sends onto the core's parameter names
 (``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
 ``memory_id``/``content``, ``metadata.speaker`` -> ``speaker``, ...). The same mapping,
 inverted, maps ``error.field`` back to the name the caller sent. What is REST's own (the
@@ -29,7 +29,6 @@ one exception handler. Service calls run on a worker thread.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -43,13 +42,19 @@ from starlette.routing import Route
 
 from wontopos_mcp.contract import Operation, operation, split_metadata
 from wontopos_mcp.errors import InvalidRequestError, NotImplementedAPIError, WontoposError, internal_error
-from wontopos_mcp.mcp.jsonrpc import lone_surrogate_error
 from wontopos_mcp.rules.conversation import turn_messages
 from wontopos_mcp.rules.idempotency import KEY_FIELD, Idempotency
+from wontopos_mcp.rules.json_values import lone_surrogate_error
 from wontopos_mcp.verbs import speak
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from wontopos_mcp.engine.service import MemoryService
+
+    # A route's call of the service with its keyword arguments, ``lambda s, kw: s.<method>(**kw)``:
+    # typed so that mypy checks the method's name (a lambda taking ``**kw`` would not be).
+    ServiceCall: TypeAlias = Callable[[MemoryService, dict[str, Any]], Mapping[str, Any]]
 
 __all__ = ["API_PREFIX", "ENDPOINTS", "HOSTED_ONLY", "rest_routes"]
 
@@ -75,16 +80,17 @@ HOSTED_ONLY: Mapping[str, str] = {
 
 @dataclass(frozen=True)
 class Call:
-    """One service call: its method, arguments (core names) and the field names to map back."""
+    """One service call: the call, its arguments (core names) and the field names to map back."""
 
-    method: str
+    run: ServiceCall
     arguments: dict[str, Any]
     fields: dict[str, str] = field(default_factory=dict)  # core field -> the caller's name
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One REST route over one service method.
+    """One REST route over one service method: ``name`` is the contract operation, ``call``
+    the call of the service it makes.
 
     ``names`` maps the names a caller sends (``metadata.*`` flattened) to the core's;
     ``hosted`` lists hosted-only options accepted when absent, 0 or null; ``extra`` is
@@ -92,9 +98,10 @@ class Endpoint:
     :func:`_endpoint` builds one from a contract operation.
     """
 
+    name: str
     method: str
     path: str
-    call: str
+    call: ServiceCall
     names: Mapping[str, str]
     write: bool = False
     hosted: tuple[str, ...] = ()
@@ -102,16 +109,16 @@ class Endpoint:
     query: bool = False
     metadata: bool = False
     required: tuple[str, ...] = ()  # core names the body must give (the contract's ``required``)
-    prepare: Callable[[dict[str, Any], dict[str, Any]], Call] | None = None
-    reshape: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    prepare: Callable[[ServiceCall, dict[str, Any], dict[str, Any]], Call] | None = None
+    reshape: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
     def core_call(self, body: dict[str, Any]) -> tuple[Call, list[str]]:
         """The service call for a request body, and the metadata keys it ignored."""
         given, ignored = self._arguments(body)
         fields = {core: rest for rest, core in self.names.items() if rest != core}
         if self.prepare is not None:
-            call = self.prepare(given, body)
-            return Call(call.method, call.arguments, {**fields, **call.fields}), ignored
+            call = self.prepare(self.call, given, body)
+            return Call(call.run, call.arguments, {**fields, **call.fields}), ignored
         arguments = {k: v for k, v in given.items() if v is not None}
         for name in self.required:
             if name not in arguments:  # absent or null: the core would be called without it
@@ -131,13 +138,14 @@ class Endpoint:
         return given, ignored
 
 
-def _endpoint(name: str, **behaviour: Any) -> Endpoint:
-    """The endpoint of contract operation ``name``: its route, core method and names from
-    the table, plus REST's own ``behaviour``."""
+def _endpoint(name: str, call: ServiceCall, **behaviour: Any) -> Endpoint:
+    """The endpoint of contract operation ``name``, making ``call`` (of the core method the
+    table names, ``tests/test_contract.py`` checks): its route and names from the table,
+    plus REST's own ``behaviour``."""
     op: Operation = operation(name)
     assert op.rest is not None, name
     required = tuple(p.name for p in op.params if p.required)
-    return Endpoint(op.rest.method, op.rest.path, op.core, op.rest.names, required=required, **behaviour)
+    return Endpoint(name, op.rest.method, op.rest.path, call, op.rest.names, required=required, **behaviour)
 
 
 def _flattened(body: dict[str, Any], metadata: bool) -> tuple[list[tuple[str, Any]], list[str]]:
@@ -172,52 +180,55 @@ def _refuse_hosted_option(key: str, value: Any) -> None:
 # -- calls that are more than a rename -----------------------------------------------------------
 
 
-def _forget(given: dict[str, Any], body: dict[str, Any]) -> Call:
+def _forget(forget: ServiceCall, given: dict[str, Any], body: dict[str, Any]) -> Call:
     """``{user_id}`` alone erases the store's memories (the SDK's ``delete_all``); any
     other body forgets by ``memory_id`` or by ``speaker`` + ``confirm_records``."""
     if set(body) == {"user_id"}:
-        return Call(operation("delete_all").core, {"user_id": body["user_id"]})
-    return Call("memory_forget", {k: v for k, v in given.items() if v is not None})
+        return Call(lambda s, kw: s.delete_all(**kw), {"user_id": body["user_id"]})
+    return Call(forget, {k: v for k, v in given.items() if v is not None})
 
 
-def _turn(given: dict[str, Any], body: dict[str, Any]) -> Call:
+def _turn(add_messages: ServiceCall, given: dict[str, Any], body: dict[str, Any]) -> Call:
     """One exchange as messages (:func:`conversation.turn_messages`: an empty side is
     left out, as the library's ``add_turn`` does)."""
     messages, fields = turn_messages(given.get("user_msg"), given.get("assistant_msg"))
     arguments = {"messages": messages, "user_id": given.get("user_id"), "conversation_id": given.get("conversation_id")}
-    return Call(operation("add_turn").core, {k: v for k, v in arguments.items() if v is not None}, fields)
+    return Call(add_messages, {k: v for k, v in arguments.items() if v is not None}, fields)
 
 
-def _collections(answer: dict[str, Any]) -> dict[str, Any]:
+def _collections(answer: Mapping[str, Any]) -> dict[str, Any]:
     return {**answer, "collections": answer["stores"]}
 
 
 # -- the table ------------------------------------------------------------------------------------
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    _endpoint("store_create"),
-    _endpoint("stores_list", query=True, reshape=_collections),
-    _endpoint("store_delete"),
-    _endpoint("speaker_register"),
-    _endpoint("speakers_list", query=True),
-    _endpoint("speaker_remove"),
-    _endpoint("speaker_rename"),
-    _endpoint("speaker_merge"),
-    _endpoint("memory_add", write=True, hosted=("image",), metadata=True),
-    _endpoint("memory_supersede", write=True),
-    _endpoint("memory_search", hosted=SEARCH_OPTIONS, extra={"self_memories": [], "images": []}),
-    _endpoint("memory_recall", hosted=("form", "tz")),
-    _endpoint("memory_get"),
-    _endpoint("memory_list"),
-    _endpoint("by_speaker"),
-    _endpoint("memory_forget", prepare=_forget),  # and delete_all: {user_id} alone
-    _endpoint("add_turn", write=True, prepare=_turn),
-    _endpoint("add_bulk", write=True),
-    _endpoint("stats"),
-    _endpoint("history"),
-    _endpoint("lineage"),
-    _endpoint("revisions"),
-)
+    _endpoint("store_create", lambda s, kw: s.store_create(**kw)),
+    _endpoint("stores_list", lambda s, kw: s.stores_list(**kw), query=True, reshape=_collections),
+    _endpoint("store_delete", lambda s, kw: s.store_delete(**kw)),
+    _endpoint("speaker_register", lambda s, kw: s.speaker_register(**kw)),
+    _endpoint("speakers_list", lambda s, kw: s.speakers_list(**kw), query=True),
+    _endpoint("speaker_remove", lambda s, kw: s.speaker_remove(**kw)),
+    _endpoint("speaker_rename", lambda s, kw: s.speaker_rename(**kw)),
+    _endpoint("speaker_merge", lambda s, kw: s.speaker_merge(**kw)),
+    _endpoint("memory_add", lambda s, kw: s.memory_add(**kw), write=True, hosted=("image",), metadata=True),
+    _endpoint("memory_supersede", lambda s, kw: s.memory_supersede(**kw), write=True),
+    _endpoint(
+        "memory_search", lambda s, kw: s.memory_search(**kw),
+        hosted=SEARCH_OPTIONS, extra={"self_memories": [], "images": []},
+    ),
+    _endpoint("memory_recall", lambda s, kw: s.memory_recall(**kw), hosted=("form", "tz")),
+    _endpoint("memory_get", lambda s, kw: s.memory_get(**kw)),
+    _endpoint("memory_list", lambda s, kw: s.memory_list(**kw)),
+    _endpoint("by_speaker", lambda s, kw: s.by_speaker(**kw)),
+    _endpoint("memory_forget", lambda s, kw: s.memory_forget(**kw), prepare=_forget),  # and delete_all
+    _endpoint("add_turn", lambda s, kw: s.memory_add_messages(**kw), write=True, prepare=_turn),
+    _endpoint("add_bulk", lambda s, kw: s.memory_add_bulk(**kw), write=True),
+    _endpoint("stats", lambda s, kw: s.stats(**kw)),
+    _endpoint("history", lambda s, kw: s.history(**kw)),
+    _endpoint("lineage", lambda s, kw: s.lineage(**kw)),
+    _endpoint("revisions", lambda s, kw: s.revisions(**kw)),
+)  # fmt: skip
 
 
 # -- the request cycle ----------------------------------------------------------------------------
@@ -263,13 +274,13 @@ async def _idempotency(
     return await anyio.to_thread.run_sync(service.idempotency, key, f"{request.url.path}\n{canonical}")
 
 
-async def _run(service: MemoryService, call: Call, idempotency: Idempotency | None) -> dict[str, Any]:
+async def _run(service: MemoryService, call: Call, idempotency: Idempotency | None) -> Mapping[str, Any]:
     """The service call on a worker thread; ``error.field`` goes back to the caller's name."""
     kwargs = dict(call.arguments)
     if idempotency is not None:
         kwargs["idempotency"] = idempotency
     try:
-        return await anyio.to_thread.run_sync(functools.partial(getattr(service, call.method), **kwargs))
+        return await anyio.to_thread.run_sync(call.run, service, kwargs)
     except WontoposError as exc:
         raise speak(exc.renamed_field(call.fields), "sdk") from None
 

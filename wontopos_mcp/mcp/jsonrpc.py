@@ -15,9 +15,10 @@ forever. :func:`decode` answers every such message instead:
   (stdio, SSE), so each waiting call ends; over Streamable HTTP one POST gets one answer,
   with ``id`` null unless the batch held exactly one request (as the SDK's own 2026 path
   answers a batch);
-- a value inside more than :data:`MAX_NESTING` arrays/objects: ``-32602`` with the
-  request's ``id`` (recovered from a shallow copy when even the standard library cannot
-  parse that deep);
+- a value inside more than ``MAX_NESTING`` arrays/objects (:mod:`rules.json_values`,
+  where the tool arguments' rules live, shared with REST): ``-32602`` with the request's
+  ``id`` (recovered from a shallow copy when even the standard library cannot parse that
+  deep);
 - not a JSON-RPC message (``{}``, ``"params": 5``): ``-32600`` with the ``id`` when it has one;
 - a ``tools/call`` whose ``name`` is not a string or whose ``arguments`` is not an object
   (``[1, 2]``): ``-32602`` with the request's ``id``, naming what is wrong (the SDK's own
@@ -57,21 +58,10 @@ from mcp.types import (
 from pydantic import ValidationError
 
 from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.rules.json_values import MAX_NESTING, field_path, lone_surrogate_error, scan
 from wontopos_mcp.rules.validation import SURROGATE, not_unicode
 
-__all__ = [
-    "MAX_NESTING",
-    "Decoded",
-    "Refusal",
-    "ToolRefusal",
-    "decode",
-    "field_path",
-    "lone_surrogate_error",
-]
-
-MAX_NESTING = 200
-"""The most arrays/objects a value may sit inside: pydantic-core's parser limit, so a
-message the SDK parses is never refused for its depth (a test pins the two together)."""
+__all__ = ["Decoded", "Refusal", "ToolRefusal", "decode"]
 
 # A JSON string token or one bracket: enough to cut a message down to its top levels.
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
@@ -143,7 +133,7 @@ def _lenient(text: str) -> Decoded:
         return Refusal(PARSE_ERROR, f"Parse error: {exc}")
     if isinstance(value, list):
         return _batch(value)
-    flaw = _scan(value)
+    flaw = scan(value)
     if flaw == "deep":
         return _too_deep(value)
     if isinstance(flaw, tuple):
@@ -246,55 +236,6 @@ def _surrogate(value: dict[str, Any], path: tuple[str | int, ...]) -> Decoded:
         f"{'Invalid params' if inside_params else 'Invalid Request'}: {not_unicode(field_path(path) or 'message')}",
         (request_id,),
     )
-
-
-def lone_surrogate_error(name: Any, arguments: Any, *, whole: str = "arguments") -> InvalidRequestError | None:
-    """SPEC's 400 for a tool call whose name or string arguments hold a lone surrogate,
-    naming the argument (``speaker``, ``messages[0].content``) as the service names
-    nested fields, or ``whole`` for a key of the top level (REST: ``body``); None when
-    the call is well-formed Unicode."""
-    if isinstance(name, str) and SURROGATE.search(name):
-        return InvalidRequestError(not_unicode("name"), field="name")
-    if not isinstance(arguments, dict):
-        return None
-    path = _scan(arguments)
-    if not isinstance(path, tuple):  # depth was checked on the wire, not here
-        return None
-    field = field_path(path) or whole
-    return InvalidRequestError(not_unicode(field), field=field)
-
-
-def field_path(parts: tuple[str | int, ...] | list[Any]) -> str:
-    """``("messages", 0, "content")`` as ``messages[0].content``."""
-    if not parts:
-        return ""
-    return str(parts[0]) + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in parts[1:])
-
-
-def _scan(value: Any) -> tuple[str | int, ...] | str | None:
-    """``"deep"`` when a value sits inside more than :data:`MAX_NESTING` containers, else
-    the path of the first string (or the object holding the first key) with a lone
-    surrogate, else None. Iterative: the value may be nested about a thousand deep."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
-    found: tuple[str | int, ...] | None = None
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, str):
-            if found is None and SURROGATE.search(item):
-                found = path
-            continue
-        if not isinstance(item, (dict, list)):
-            continue
-        if len(path) >= MAX_NESTING and item:
-            return "deep"  # its members sit inside MAX_NESTING + 1 containers
-        if isinstance(item, dict):
-            if found is None and any(SURROGATE.search(key) for key in item):
-                found = path
-            children = [(child, (*path, key)) for key, child in item.items()]
-        else:
-            children = [(child, (*path, index)) for index, child in enumerate(item)]
-        stack.extend(reversed(children))  # document order: the first flaw is reported
-    return found
 
 
 def _request_id(value: Any) -> RequestId | None:

@@ -33,10 +33,8 @@ def _text() -> str:
 
 
 def described_speaker_limit(service: "MemoryService") -> str:
-    """How many people a store may register, as the descriptions say it: the service's
-    setting (a stand-in service without one gets the setting's name)."""
-    limit = getattr(service, "speaker_limit", None)
-    return str(limit) if isinstance(limit, int) else "`speaker_limit` (the server's setting)"
+    """How many people a store may register, as the descriptions say it: the service's setting."""
+    return str(service.speaker_limit)
 
 
 def listing(**values: str) -> list[MCPTool]:

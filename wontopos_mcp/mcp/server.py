@@ -42,10 +42,10 @@ from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from wontopos_mcp.errors import InvalidRequestError, WontoposError, internal_error
+from wontopos_mcp.rules.json_values import field_path, lone_surrogate_error
 from wontopos_mcp.verbs import speak
 from wontopos_mcp.version import __version__
 
-from .jsonrpc import field_path, lone_surrogate_error
 from .listing import described_speaker_limit, listing
 from .results import error_result
 

@@ -1,12 +1,12 @@
 """The MCP tools: every MCP operation of the contract table, made a tool.
 
 The table gives each tool its parameters (types, ranges, defaults and descriptions: the
-input schema), its answer models (the output schema) and the service method it calls on
-a worker thread (:func:`_call`); this module adds what a model reads, one described
-function per tool (its docstring), with its title and hints. The service owns every
-rule and returns JSON-ready dicts; a tool sends that dict back as structured content and
-the same JSON as text (:func:`mcp.results.json_result`). Refusals are mapped once, in
-:meth:`mcp.server.WontoposMCPServer.call_tool`, which turns them into
+input schema) and its answer models (the output schema); this module adds one function per
+tool: what a model reads (its docstring), its title and hints, and its body, the one call
+of the service method it makes, by name, which :func:`_call` runs on a worker thread. The
+service owns every rule and returns JSON-ready dicts; a tool sends that dict back as
+structured content and the same JSON as text (:func:`mcp.results.json_result`). Refusals
+are mapped once, in :meth:`mcp.server.WontoposMCPServer.call_tool`, which turns them into
 :func:`mcp.results.error_result`. ``tools/list`` is answered from the listing shipped
 with the package (:mod:`mcp.listing`); these are built at the first call.
 """
@@ -42,10 +42,15 @@ _ERRORS = (
 WAITING_FOR_MODEL = "waiting for the embedding model to load"
 
 
+Answer = Mapping[str, Any]
+# A tool's function: ``service.<method>(**arguments)``, the call its docstring describes.
+ToolCall = Callable[..., Answer]
+
+
 async def _call(
-    service: "MemoryService", method: Callable[..., dict[str, Any]], context: Context[Any, Any], **arguments: Any
+    service: "MemoryService", call: ToolCall, context: Context[Any, Any], **arguments: Any
 ) -> CallToolResult:
-    """Run one service call on a worker thread; an argument left as ``None`` is not sent,
+    """Run one tool's call on a worker thread; an argument left as ``None`` is not sent,
     so the service's own default applies. While the call waits for the model (a cold
     start), a caller that sent a ``progressToken`` gets a progress notification about
     once a second (seconds waited, of the wait's bound); the SDK sends nothing to one
@@ -56,7 +61,7 @@ async def _call(
 
     given = {name: value for name, value in arguments.items() if value is not None}
     with service.reporting_model_waits(report):
-        answer = await anyio.to_thread.run_sync(functools.partial(method, **given))
+        answer = await anyio.to_thread.run_sync(functools.partial(call, service, **given))
     return json_result(answer)
 
 
@@ -79,8 +84,8 @@ class _Tools:
     on a function named after an operation makes that operation a tool. Its input schema
     is the operation's parameters (``params.parameter``: types, ranges, defaults and
     descriptions from the table), its output schema the operation's answer models or the
-    error body, its body one call of the service method the table names; the function
-    itself only carries the description a model reads (its docstring)."""
+    error body; the function is the description a model reads (its docstring) and the
+    call of the service the tool makes (its body)."""
 
     def __init__(self, service: "MemoryService", values: Mapping[str, str]) -> None:
         self.service = service
@@ -94,14 +99,14 @@ class _Tools:
         read_only: bool = False,
         destructive: bool = False,
         idempotent: bool = False,
-    ) -> Callable[[Callable[[], None]], Callable[..., Any]]:
-        def register(described: Callable[[], None]) -> Callable[..., Any]:
+    ) -> Callable[[ToolCall], Callable[..., Any]]:
+        def register(described: ToolCall) -> Callable[..., Any]:
             op = operation(described.__name__)
             assert op.mcp, op.name
             answers = answer_models(op)
             answer = answers[0] if len(answers) == 1 else Union[answers]  # noqa: UP007 - built at run time
             # What the SDK validates a success against and publishes as the output schema.
-            adapter = _adapter(self.service, op, Annotated[CallToolResult, OrError[answer]])  # type: ignore[valid-type]  # a union built at run time
+            adapter = _adapter(self.service, op, described, Annotated[CallToolResult, OrError[answer]])  # type: ignore[valid-type]  # a union built at run time
             self.tools.append(
                 Tool.from_function(
                     adapter,
@@ -123,13 +128,13 @@ class _Tools:
         return register
 
 
-def _adapter(service: "MemoryService", op: Operation, returns: Any) -> Callable[..., Any]:
+def _adapter(service: "MemoryService", op: Operation, call: ToolCall, returns: Any) -> Callable[..., Any]:
     """The async function the SDK calls for ``op``: keyword arguments as the table lists
     them and ``returns`` (its ``__signature__``, which the SDK reads for the input and
-    output schemas), one service call."""
+    output schemas), one ``call`` of the service."""
 
     async def adapter(*, mcp_context: Context[Any, Any], **arguments: Any) -> CallToolResult:
-        return await _call(service, getattr(service, op.core), mcp_context, **arguments)
+        return await _call(service, call, mcp_context, **arguments)
 
     # The SDK passes the request's context to the parameter typed ``Context`` and leaves
     # it out of the input schema.
@@ -150,7 +155,7 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
     # -- memories ----------------------------------------------------------------------------
 
     @tool(title="Add a memory")
-    def memory_add() -> None:
+    def memory_add(service: "MemoryService", **arguments: Any) -> Answer:
         """Store one memory (a fact, preference, decision, or what someone said); call it
         whenever something is worth remembering later.
 
@@ -168,9 +173,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_add(**arguments)
 
     @tool(title="Store a conversation")
-    def memory_add_messages() -> None:
+    def memory_add_messages(service: "MemoryService", **arguments: Any) -> Answer:
         """Store a conversation (chat messages), one memory per message under its speaker;
         call it to remember a whole exchange at once instead of one memory_add per message.
 
@@ -190,9 +196,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_add_messages(**arguments)
 
     @tool(title="Search memories", read_only=True)
-    def memory_search() -> None:
+    def memory_search(service: "MemoryService", **arguments: Any) -> Answer:
         """Search memories by meaning; call it before answering anything that may depend on
         what you or others said before.
 
@@ -205,9 +212,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_search(**arguments)
 
     @tool(title="Recall context for a prompt", read_only=True)
-    def memory_recall() -> None:
+    def memory_recall(service: "MemoryService", **arguments: Any) -> Answer:
         """Gather prompt-ready context in one call: recent conversation turns, the memories
         that best match `query`, and the conversation around the best one; call it at the
         start of a reply that may depend on earlier conversations.
@@ -223,9 +231,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_recall(**arguments)
 
     @tool(title="Get a memory", read_only=True)
-    def memory_get() -> None:
+    def memory_get(service: "MemoryService", **arguments: Any) -> Answer:
         """Fetch one memory by its id; call it to read a memory another answer named
         (duplicate_of, superseded_by, an id from search).
 
@@ -233,9 +242,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_get(**arguments)
 
     @tool(title="List memories", read_only=True)
-    def memory_list() -> None:
+    def memory_list(service: "MemoryService", **arguments: Any) -> Answer:
         """List every memory of a store, oldest first, a page at a time; call it to review or
         export a whole store.
 
@@ -245,9 +255,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_list(**arguments)
 
     @tool(title="Replace a changed fact")
-    def memory_supersede() -> None:
+    def memory_supersede(service: "MemoryService", **arguments: Any) -> Answer:
         """Replace a memory whose fact has changed with its new version; call it instead of
         memory_add when something stored is no longer true.
 
@@ -258,9 +269,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_supersede(**arguments)
 
     @tool(title="Forget memories", destructive=True)
-    def memory_forget() -> None:
+    def memory_forget(service: "MemoryService", **arguments: Any) -> Answer:
         """Delete memories permanently, one by id or all of one speaker's; call it only when
         asked to forget something.
 
@@ -272,11 +284,12 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.memory_forget(**arguments)
 
     # -- speakers ----------------------------------------------------------------------------
 
     @tool(title="Register a speaker", idempotent=True)
-    def speaker_register() -> None:
+    def speaker_register(service: "MemoryService", **arguments: Any) -> Answer:
         """Register a person in a store; call it once per person before storing or searching
         their words.
 
@@ -292,9 +305,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.speaker_register(**arguments)
 
     @tool(title="List speakers", read_only=True)
-    def speakers_list() -> None:
+    def speakers_list(service: "MemoryService", **arguments: Any) -> Answer:
         """List the people registered in a store, with how many memories each has; call it to
         check a name's exact spelling.
 
@@ -302,9 +316,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.speakers_list(**arguments)
 
     @tool(title="What one person said", read_only=True)
-    def by_speaker() -> None:
+    def by_speaker(service: "MemoryService", **arguments: Any) -> Answer:
         """List what one person said, newest first, without a query; call it to review
         someone's record or before deleting it.
 
@@ -315,9 +330,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.by_speaker(**arguments)
 
     @tool(title="Unregister a speaker", destructive=True)
-    def speaker_remove() -> None:
+    def speaker_remove(service: "MemoryService", **arguments: Any) -> Answer:
         """Unregister a person from a store; call it when someone should no longer be a
         speaker there.
 
@@ -327,11 +343,12 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.speaker_remove(**arguments)
 
     # -- stores ------------------------------------------------------------------------------
 
     @tool(title="Create a store", idempotent=True)
-    def store_create() -> None:
+    def store_create(service: "MemoryService", **arguments: Any) -> Answer:
         """Create a store, an isolated memory space for one user, agent or topic; call it once
         before using a new user_id.
 
@@ -341,16 +358,18 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.store_create(**arguments)
 
     @tool(title="List stores", read_only=True)
-    def stores_list() -> None:
+    def stores_list(service: "MemoryService", **arguments: Any) -> Answer:
         """List every store with its creation time and memory count; call it to find which user_id to use.
 
         {errors}
         """
+        return service.stores_list(**arguments)
 
     @tool(title="Delete a store", destructive=True)
-    def store_delete() -> None:
+    def store_delete(service: "MemoryService", **arguments: Any) -> Answer:
         """Delete a store with all its memories and speakers, permanently; call it only when
         asked to erase that whole memory space.
 
@@ -358,11 +377,12 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.store_delete(**arguments)
 
     # -- fixing who said it (SPEC "Time and identity") -------------------------------------
 
     @tool(title="Rename a speaker", idempotent=True)
-    def speaker_rename() -> None:
+    def speaker_rename(service: "MemoryService", **arguments: Any) -> Answer:
         """Change a registered person's name everywhere; call it to fix a misspelt
         registration or when someone should go by another name.
 
@@ -372,9 +392,10 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.speaker_rename(**arguments)
 
     @tool(title="Merge two speakers", destructive=True)
-    def speaker_merge() -> None:
+    def speaker_merge(service: "MemoryService", **arguments: Any) -> Answer:
         """Make one person of two registered names; call it when someone was registered
         twice (say "Bob" and "Robert").
 
@@ -386,5 +407,6 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
         {errors}
         """
+        return service.speaker_merge(**arguments)
 
     return tool.tools

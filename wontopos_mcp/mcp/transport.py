@@ -8,7 +8,7 @@ a refusal itself, handing the SDK only what it would have accepted unchanged:
   at stderr while serving, so nothing but protocol reaches the wire) and writes every
   answer; stdin is read here, as bytes, one line per message. Blank lines are skipped.
   At the end of stdin every request already read is answered before the process exits
-  (:class:`_Unanswered`), for at most :data:`EOF_GRACE` seconds.
+  (:class:`Unanswered`), for at most :data:`EOF_GRACE` seconds.
 - the shared engine's local socket (:func:`serve_engine`, :func:`serve_connection`): each
   connection is one session framed as stdio is, with the same end-of-input wait; the
   engine leaves after its idle time without a connection, or when told it is gone.
@@ -64,7 +64,15 @@ from .results import error_result
 if TYPE_CHECKING:
     from .server import WontoposMCPServer
 
-__all__ = ["EOF_GRACE", "answering_routes", "run_stdio", "serve_connection", "serve_engine", "sse_routes"]
+__all__ = [
+    "EOF_GRACE",
+    "Unanswered",
+    "answering_routes",
+    "run_stdio",
+    "serve_connection",
+    "serve_engine",
+    "sse_routes",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +123,9 @@ def run_stdio(server: WontoposMCPServer) -> None:
     anyio.run(_serve_stdio, server)
 
 
-class _Unanswered:
-    """The requests handed to the SDK that it has not answered yet.
+class Unanswered:
+    """The requests handed to the SDK that it has not answered yet (public: its bookkeeping
+    is tested alone, without a process).
 
     Why: when its read stream ends, the SDK's dispatcher (``JSONRPCDispatcher.run``)
     cancels every handler still running, so a client that writes its requests and closes
@@ -194,9 +203,9 @@ class _Wrapped:
 
 
 class _WatchedWrites(_Wrapped):
-    """The SDK's write stream, telling :class:`_Unanswered` what it has written."""
+    """The SDK's write stream, telling :class:`Unanswered` what it has written."""
 
-    def __init__(self, inner: Any, unanswered: _Unanswered) -> None:
+    def __init__(self, inner: Any, unanswered: Unanswered) -> None:
         self._inner = inner
         self._unanswered = unanswered
 
@@ -216,7 +225,7 @@ async def _serve_lines(server: WontoposMCPServer, lines: AsyncIterable[bytes], w
     """One session over newline-delimited messages: ``lines`` in, ``write_stream`` out;
     at the end of ``lines`` every request read is answered before the session ends."""
     inbox, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    unanswered = _Unanswered()
+    unanswered = Unanswered()
 
     async def read_lines() -> None:
         async with inbox:

