@@ -29,7 +29,7 @@ from pathlib import Path
 from ingest import texts, timed
 
 from wontopos_mcp.cli import commands
-from wontopos_mcp.cli.main import _parser
+from wontopos_mcp.cli.main import build_parser
 from wontopos_mcp.config import DEFAULT_MODEL, Settings, default_model_cache
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
@@ -71,7 +71,7 @@ def main() -> None:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code, wall, cpu = timed(
-                partial(commands.run, vars(_parser().parse_args(argv)), Settings(), service=service)
+                partial(commands.run, vars(build_parser().parse_args(argv)), Settings(), service=service)
             )
         service.close()
         summary = json.loads(out.getvalue())

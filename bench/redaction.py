@@ -22,7 +22,7 @@ import timeit
 from collections.abc import Callable
 
 from wontopos_mcp.rules.bip39_words import WORDS
-from wontopos_mcp.rules.redaction import Redactor, _rules
+from wontopos_mcp.rules.redaction import Redactor, rules
 
 SIZES = (10_000, 100_000, 500_000)
 PROSE = (
@@ -93,7 +93,7 @@ def measure(redactor: Redactor, make: Callable[[int], str], repeat: int) -> list
 
 def anchor_shapes() -> dict[str, Callable[[int], str]]:
     shapes = {}
-    for rule in _rules():
+    for rule in rules():
         for literal in rule.anchors or rule.needles:
             for after in ("", " ", "=", ":"):
                 shapes[f"{literal + after!r} repeated"] = repeated(literal + after)

@@ -127,9 +127,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-_parser = build_parser  # the name bench/import_rate.py still imports (bench/ is another change's)
-
-
 def _database_line(argv: Sequence[str] | None) -> str:
     """``database: <path> (from ...)``, resolved as a run with these arguments would."""
     words = list(sys.argv[1:] if argv is None else argv)
