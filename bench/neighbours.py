@@ -102,7 +102,13 @@ def main() -> None:
                     times.setdefault(f"{tag} search_memories {label}", []).append((time.perf_counter() - start) * 1000)
                     hits.append([(row["memory_id"], similarity) for row, similarity in got])
                 compared += 1
-                differences += outs[0] != outs[1] or hits[0] != hits[1]
+                if outs[0] != outs[1] or hits[0] != hits[1]:
+                    differences += 1
+                    again = old.search_memories(store, embedder, query, where, 10, context=context)
+                    steady = [(row["memory_id"], similarity) for row, similarity in again] == hits[0]
+                    print(f"difference: {query!r} speaker={speaker}: steps {'same' if outs[0] == outs[1] else 'DIFFER'}, "
+                          f"search {'same' if hits[0] == hits[1] else 'differs'} (the old code again: "
+                          f"{'same as before' if steady else 'differs from itself'})")  # fmt: skip
                 whole += lines.whole
     print(f"{args.db}: {compared} comparisons, {differences} differences; whole-conversation read taken in "
           f"{whole}/{compared}; load average {os.getloadavg()[0]:.1f}")  # fmt: skip
