@@ -206,6 +206,14 @@ def search_scope(key: str, name: str | None, include_superseded: bool, filters: 
     )
 
 
+def in_conversations(base: str, conversation_ids: Sequence[str]) -> str:
+    """The chunks of ``base`` (a store's memories: its current ones, or those of a past
+    moment) said in these conversations: one B-tree look-up per conversation, cheaper than
+    the ranges of ``seq_windows`` (at 100k rows, ~4 ms against ~11 ms for 50 conversations
+    and 80 windows)."""
+    return f"{base} AND conversation_id IN {quote_all(conversation_ids)}"
+
+
 def seq_windows(base: str, spans: Sequence[tuple[int, int]]) -> str:
     """The chunks of ``base`` (a store's memories: its current ones, or those of a past
     moment) within these stretches of write order.
