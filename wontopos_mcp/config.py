@@ -112,7 +112,7 @@ class Settings:
         """Merge defaults, the environment and explicit overrides (``None`` = not given).
 
         A variable is read only for a setting no override gives: a flag wins over it, so
-        a bad ``WONTOPOS_PORT`` beside ``--port`` is never looked at (SPEC)."""
+        a bad ``WONTOPOS_PORT`` beside ``--port`` is never looked at."""
         env = os.environ if environ is None else environ
         given = {name for name, value in (overrides or {}).items() if value is not None}
         values: dict[str, Any] = {}
@@ -120,7 +120,8 @@ class Settings:
             if f.name in given:
                 continue
             raw = env.get(f"WONTOPOS_{f.name.upper()}")
-            # An empty variable is unset, but for the key: set and empty, it is refused (SPEC).
+            # An empty variable is unset, but for the key: set and empty, it is refused, as any
+            # key shorter than 16 characters is.
             if raw is not None and (raw.strip() != "" or f.name == "api_key"):
                 values[f.name] = _parse(f.name, raw.strip(), source=f"WONTOPOS_{f.name.upper()}")
         for name, value in (overrides or {}).items():
@@ -183,7 +184,8 @@ _INTS = {
 
 
 def _local_path(db: str) -> str:
-    """A ``file://`` URI as the absolute path it names (SPEC); any other value as given."""
+    """A ``file://`` URI as the absolute path it names, a local directory like any other; any
+    other value as given."""
     if not db.startswith("file://"):
         return db
     from urllib.parse import unquote, urlsplit

@@ -3,11 +3,11 @@
 One :class:`Operation` per call (the 17 MCP tools, and the REST/library-only
 ``delete_all``, ``add_turn``, ``add_bulk``, ``add_many`` and the store's own state:
 ``stats``, ``history``, ``lineage``, ``revisions``) gives its parameters with
-their defaults, ranges and size limits, the REST route and the one name mapping of
-SPEC ("Three faces": ``max_results`` -> ``limit``, ``old_memory_id``/``new_content`` ->
-``memory_id``/``content``, ``metadata.*`` -> the memory fields), the ``Memory`` method,
-and the answer model (a class name in :mod:`wontopos_mcp.mcp.answers`, resolved by
-``answers.answer_models`` so this module stays free of pydantic).
+their defaults, ranges and size limits, the REST route and the one table that maps the
+REST names onto the core's (``max_results`` -> ``limit``, ``old_memory_id``/
+``new_content`` -> ``memory_id``/``content``, ``metadata.*`` -> the memory fields), the
+``Memory`` method, and the answer model (a class name in :mod:`wontopos_mcp.mcp.answers`,
+resolved by ``answers.answer_models`` so this module stays free of pydantic).
 
 The faces read it: ``mcp.server`` builds each tool parameter's ``Field(ge, le,
 description)`` and Python default from it, ``rest`` its endpoint names, ``library`` its
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 Kind = Literal["text", "integer", "flag", "names", "object", "messages"]
-DEFAULT_CATEGORY = "general"  # the category of a memory stored without one (SPEC "Memories")
+DEFAULT_CATEGORY = "general"  # the category of a memory stored without one
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ METADATA_NAMES = {f"metadata.{name}": name for name in MEMORY_FIELDS}
 
 
 def split_metadata(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """SPEC's one ``metadata`` rule, for REST and the library alike: (the memory fields
+    """The one ``metadata`` rule, for REST and the library alike: (the memory fields
     it carries, the other keys, dropped and listed in the answer's ``ignored``)."""
     kept = {name: value for name, value in metadata.items() if name in MEMORY_FIELDS}
     return kept, sorted(name for name in metadata if name not in MEMORY_FIELDS)

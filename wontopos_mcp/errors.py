@@ -33,8 +33,8 @@ LanceDB adapter, ``storage.adapter``, maps LanceDB's own failures to, once).
 A message that says how to fix the refusal names the call to make as a :class:`Fix`
 (an operation of the contract table and its arguments), not as text: the caller of the
 MCP face is told ``speaker_register(speaker='Bob')``, of the library ``add_speaker(...)``,
-of the CLI ``wontopos-mcp speakers add Bob`` (SPEC "Errors": the fix names the caller's
-own verbs). Each face renders it once, where it maps errors (``verbs.speak``); until
+of the CLI ``wontopos-mcp speakers add Bob``, so that each caller is told a call it can
+make. Each face renders it once, where it maps errors (``verbs.speak``); until
 then the message spells it with the core's names, which are the MCP tools'.
 """
 
@@ -76,7 +76,7 @@ _FIELD_VERBS = ("is", "must", "has")
 class WontoposError(Exception):
     """Base of every error the engine raises on purpose.
 
-    ``details`` holds the machine-readable fields of SPEC (``field``, ``speaker``,
+    ``details`` holds the machine-readable fields of the error body (``field``, ``speaker``,
     ``speaker_limit``, ...) that agents branch on; the message is for humans.
     """
 
@@ -108,7 +108,8 @@ class WontoposError(Exception):
         return self
 
     def envelope(self) -> dict[str, Any]:
-        """The SPEC error body, as every face sends it."""
+        """The error body, as every face sends it: ``{"type": "error", "status", "error":
+        {"type", "message", ...details}}``."""
         return {
             "type": "error",
             "status": self.status,
@@ -206,7 +207,7 @@ class RateLimitError(WontoposError):
 
 # The SDK's other classes, for what only the hosted service answers (a card, a retired
 # model, the network): never raised here, so code that catches them imports and runs
-# unchanged ("ports by changing one import", SPEC "Python library").
+# unchanged: code written for the hosted client ports by changing one import.
 class APIConnectionError(WontoposError):
     status = 0
 

@@ -1,5 +1,5 @@
-"""What the server's log may hold: never a memory's text, a query or a key (SPEC
-"Transports and HTTP"), at any level, third-party loggers included.
+"""What the server's log may hold: never a memory's text, a query or a key, at any level,
+third-party loggers included.
 
 This package logs ids, counts, sizes and timings only. Other libraries are not so
 careful at ``debug``: the MCP SDK logs every JSON-RPC message of an SSE session in full

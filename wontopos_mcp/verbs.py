@@ -3,7 +3,7 @@
 The core raises errors whose message names the fix as a :class:`~errors.Fix` (an
 operation of the contract table and its arguments, by their core names). Each face
 renders it once, where it maps errors, with :func:`speak`, so a caller is told to call
-what it can call (SPEC "Errors"):
+what it can call:
 
 =====  ==========================================  =====================================
 face   rendering                                   from the contract table

@@ -1,5 +1,5 @@
 """The stdio server as agent hosts launch it: a relay between stdin/stdout and the shared
-engine's socket (SPEC "Transports": stdio sessions share one engine per database).
+engine's socket (stdio sessions share one engine per database).
 
 It moves lines (one JSON-RPC message each) and reads only what it must to keep its
 promises, with the standard library only (no ``mcp``, pydantic or LanceDB: spawn ->
@@ -11,9 +11,10 @@ promises, with the standard library only (no ``mcp``, pydantic or LanceDB: spawn
   SDK correlates them: ``"7"`` and ``7`` are one; a ``notifications/cancelled`` forgets one).
 - When the engine goes (killed, stopped, its database removed), every request in flight
   is answered at once: a ``tools/call`` with a tool result, ``isError: true``, whose
-  structured content and text are SPEC's 503 ``unavailable_error`` with ``retry_after_ms``;
-  any other request with a JSON-RPC error carrying the same body as ``data``. A write in
-  flight may or may not have been applied; every acknowledged one was committed first.
+  structured content and text are the error body of a 503 ``unavailable_error`` with
+  ``retry_after_ms``; any other request with a JSON-RPC error carrying the same body as
+  ``data``. A write in flight may or may not have been applied; every acknowledged one was
+  committed first.
 - The next message gets a new engine (started when none runs): the relay replays the
   client's ``initialize`` under an id of its own and waits for its answer (which the client
   never sees), replays ``notifications/initialized``, then forwards the message.
@@ -60,7 +61,7 @@ def _unavailable() -> dict[str, Any]:
 
 
 def lost_answer(request_id: Any, method: str) -> bytes:
-    """The answer to a request whose engine went: SPEC's 503 in the shape ``method`` takes."""
+    """The answer to a request whose engine went: the 503 error body in the shape ``method`` takes."""
     body = _unavailable()
     if method == "tools/call":
         text = json.dumps(body, ensure_ascii=False)

@@ -1,4 +1,4 @@
-"""The engine: every rule of SPEC.md that needs stored state, behind ``MemoryService``.
+"""The engine: every rule that needs stored state, behind ``MemoryService``.
 
 Owns, one part each: the registry rows of stores, speakers and idempotency records
 (``registry``), the chunk rows of memories (``memories``), the store as it stood at a

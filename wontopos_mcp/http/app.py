@@ -53,9 +53,10 @@ The MCP SDK's own transport security is turned off for the mounted transports, s
 every request reaching them has passed the same checks here; a second copy with its own
 matching rules could only refuse what the settings allow (e.g. ``allowed_hosts``).
 
-Every refusal is SPEC's error body with the HTTP status of its ``status``, built by
-:func:`error_response`, the one place a ``WontoposError`` becomes HTTP (the middleware's
-refusals, the app's exception handler, routing's 404/405 and the 500 of a crash alike).
+Every refusal is the error body (:meth:`WontoposError.envelope`) with the HTTP status of
+its ``status``, built by :func:`error_response`, the one place a ``WontoposError`` becomes
+HTTP (the middleware's refusals, the app's exception handler, routing's 404/405 and the
+500 of a crash alike).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ DATA_ANSWERS = (("Cache-Control", "no-store"),)
 
 
 def error_response(exc: WontoposError) -> JSONResponse:
-    """SPEC's error body with HTTP status ``exc.status``; a wait the error asks for
+    """``exc.envelope()`` with HTTP status ``exc.status``; a wait the error asks for
     (``retry_after_ms``: a model still loading, a write still running) also goes out as
     ``Retry-After`` in whole seconds."""
     headers: dict[str, str] = {}
@@ -142,7 +143,8 @@ def error_response(exc: WontoposError) -> JSONResponse:
 
 
 def no_route(method: str, path: str) -> NotFoundError:
-    """SPEC: every 404 carries ``field``; for a route the caller got wrong, that is its path."""
+    """Every 404 carries ``field``, so that a caller branches on it, never on the message;
+    for a route the caller got wrong, that is its path."""
     return NotFoundError(f"no route {method} {path}", field="path", path=path)
 
 
@@ -152,7 +154,7 @@ async def _on_wontopos_error(request: Request, exc: Exception) -> Response:
 
 
 async def _on_http_exception(request: Request, exc: Exception) -> Response:
-    """Routing's refusals (no such path, wrong method) in SPEC's body."""
+    """Routing's refusals (no such path, wrong method) in the error body."""
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
         return error_response(no_route(request.method, request.url.path))
@@ -243,7 +245,7 @@ class Guard:
         self.key = None if api_key is None else api_key.encode("utf-8")
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
-        # One body of the largest size allowed always fits (SPEC's 64 MiB is the default).
+        # One body of the largest size allowed always fits (the default budget is 64 MiB).
         self.budget = BodyBudget(max(body_budget_bytes, max_body_bytes))
         self.failures = key_failures if key_failures is not None else KeyFailures()
         # Names an Origin may carry besides this server's own: the allow-list only.
@@ -413,7 +415,7 @@ async def _health(service: MemoryService, limiter: anyio.CapacityLimiter, *, key
     ``db``: "opening" while the background open runs, then what a read says: "ok",
     "error" (it failed; logged) or "busy" (no answer within ``_HEALTH_READ_S``; the read
     goes on alone, one at a time). ``model``: "loading", "ready" or "failed", never
-    waited for. 503 when the database cannot be opened or the model failed (SPEC);
+    waited for. 503 when the database cannot be opened or the model failed;
     ``status`` is "ok" once both are ready, else "starting" or "error". ``api_key``:
     "required" when every other route needs the key (``keyed``), else "none": what any
     caller learns from one refused call anyway, said here so that the memory browser asks

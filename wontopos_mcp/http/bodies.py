@@ -1,7 +1,6 @@
 """Request bodies as ``http.app.Guard`` reads them: one at most ``max_body_bytes`` (413),
 in by a deadline from its head (408), and all those being read at once within one
-:class:`BodyBudget` (503 ``unavailable_error`` with ``retry_after_ms``) (SPEC "Transports
-and HTTP").
+:class:`BodyBudget` (503 ``unavailable_error`` with ``retry_after_ms``).
 
 A declared length over the limit is 413 on any route (:func:`declared_size`: nothing is
 read to say so). Only a route that takes a body gets one read (:func:`takes_body`), and

@@ -19,7 +19,7 @@ install):
   before its body is in does not close the connection at once: the client may still be
   sending, and a close with unread bytes would reset the connection under the answer.
 - **The parser's own 400 carries the headers of every answer** (``http.app``: nosniff,
-  no-referrer, no-store) and SPEC's error body; uvicorn's has neither.
+  no-referrer, no-store) and the error body every refusal has; uvicorn's has neither.
 - **No WebSocket upgrades** (``ws="none"``): with ``websockets`` installed uvicorn would
   answer a handshake itself, without those headers; here an upgrade request is an
   ordinary request, refused by the app like any other unknown route.
@@ -54,7 +54,7 @@ _NOT_HTTP = InvalidRequestError("the request is not valid HTTP/1.1").envelope()
 
 class BoundedH11(H11Protocol):
     """h11's protocol with a deadline for each request's head and body, and a parser 400
-    in SPEC's body with the common headers (see the module).
+    in the error body with the common headers (see the module).
 
     h11 says where the client is: ``IDLE`` until a whole head has been parsed, then
     ``SEND_BODY`` while a body is due, then ``DONE``. :meth:`_watch` runs after every
@@ -88,7 +88,7 @@ class BoundedH11(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        """uvicorn's answer to a request h11 cannot parse, as SPEC's error body with the
+        """uvicorn's answer to a request h11 cannot parse, as the error body with the
         headers every answer carries (uvicorn's own is text/plain with neither)."""
         body = json.dumps(_NOT_HTTP).encode()
         headers = [

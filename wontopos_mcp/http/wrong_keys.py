@@ -1,6 +1,5 @@
-"""Wrong API keys counted over every client together: the HTTP face's 429 (SPEC
-"Transports and HTTP": ``rate_limit_error`` with ``retry_after_ms`` once 10 have come in
-a minute).
+"""Wrong API keys counted over every client together: the HTTP face's 429
+``rate_limit_error`` with ``retry_after_ms`` once 10 have come in a minute.
 
 One budget for the whole server, not one per client address: any local process can send
 from any address of 127.0.0.0/8 (and a remote one from many), so a count per address

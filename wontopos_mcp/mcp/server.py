@@ -17,7 +17,7 @@ public method the SDK calls for every ``tools/call``:
 
 A fix in the message is named with the tools' own names (:func:`verbs.speak`).
 
-Each answer is a ``CallToolResult`` with ``is_error=True``, the SPEC error body as
+Each answer is a ``CallToolResult`` with ``is_error=True``, the error body as
 ``structured_content`` and the same JSON as text. Every output schema is
 ``{"type": "object", "anyOf": [answer, ErrorEnvelope]}`` so strict clients accept both.
 
@@ -132,7 +132,7 @@ def _argument_error(schema: Mapping[str, Any], exc: ValidationError) -> InvalidR
 
 
 class WontoposMCPServer(MCPServer):
-    """``MCPServer`` whose every tool call answers SPEC's envelope on refusal.
+    """``MCPServer`` whose every tool call answers the error body on refusal.
 
     The override is the single point where refusals become results; the SDK's own
     validation, dispatch and output-schema checks run unchanged inside it.

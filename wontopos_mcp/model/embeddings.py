@@ -66,10 +66,11 @@ E5_PASSAGE_PREFIX = "passage: "
 _HUB_PROBE_TIMEOUT_S = 5.0
 _RETRY_AFTER_MS = 1000
 MODEL_WAIT_S = 60.0
-"""SPEC "Errors" (503): the longest a call waits for the model to load before it answers
-503; a caller that sent a ``progressToken`` hears about it once a second all the way
-(``total``: this bound). A cold cache converts the model first (4.5 s on a quiet machine,
-19.7 s measured on a busy one, within 0.3 s of the old 20 s bound: issue 31)."""
+"""The longest a call waits for the model to load before it answers 503
+``unavailable_error`` with ``retry_after_ms``; a caller that sent a ``progressToken`` hears
+about it once a second all the way (``total``: this bound). A cold cache converts the
+model first (4.5 s on a quiet machine, 19.7 s measured on a busy one, within 0.3 s of the
+old 20 s bound: issue 31)."""
 WAIT_REPORT_EVERY_S = 1.0
 
 #: Called on the waiting thread about once a second while a call waits for the model to

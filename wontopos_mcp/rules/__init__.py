@@ -1,7 +1,7 @@
-"""Rules: what SPEC says about names, text, dates and requests, as pure functions.
+"""Rules: the checks and shapes of names, text, dates and requests, as pure functions.
 
-Owns: argument checks (``validation``), SPEC's dates (``dates``), speaker names and store
-ids (``names``), sentence chunks and the duplicate key (``text``), what counts as a
+Owns: argument checks (``validation``), dates in and out (``dates``), speaker names and
+store ids (``names``), sentence chunks and the duplicate key (``text``), what counts as a
 restatement (``restatement``), a memory as every read returns it (``records``),
 conversation messages in and context out (``conversation``), what a JSON value a caller
 sent may hold, for every face that decodes one (``json_values``), idempotency keys

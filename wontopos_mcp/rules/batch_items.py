@@ -126,7 +126,7 @@ def cut_text(text: str) -> list[str]:
 
 def known_result(found: tuple[str, str], origin: Origin) -> dict[str, Any]:
     """An import item whose key is in the store: there already, or refused when that
-    key came with other fields (SPEC: the same key with another body is refused)."""
+    key came with other fields (a key names one body: sent with another, it is refused)."""
     memory_id, fingerprint = found
     if origin.idem.matches(fingerprint):
         return {"status": "exists", "id": memory_id}

@@ -1,4 +1,4 @@
-"""A context budget (SPEC "Time and identity", ``max_chars``): an answer that fits what
+"""A context budget (``max_chars`` on search and recall): an answer that fits what
 the caller can put in a prompt.
 
 Best first, up to the first item that would not fit, and never nothing: a budget smaller

@@ -1,6 +1,6 @@
 """Conversation messages in, prompt-ready context out.
 
-``parse_messages`` applies SPEC's role/name rules to the chat-API input of
+``parse_messages`` applies the role/name rules to the chat-API input of
 ``memory_add_messages``; ``turn_messages`` makes that input of one exchange (``add_turn``,
 for every face); ``context_window`` and ``context_line`` shape what
 ``memory_recall`` returns around its best memory.
@@ -64,13 +64,12 @@ def turn_messages(user_msg: Any, assistant_msg: Any) -> tuple[list[dict[str, Any
     the user's words untagged, the assistant's as ``me``; and the map from each
     message's field (``messages[0].content``) back to the caller's name (``user_msg``).
 
-    A side that is absent or empty after trimming is left out, not refused: SPEC's REST
-    table says ``add_turn`` answers "as ``memory_add_messages`` (user untagged,
-    assistant ``me``)", and the SDK's ``add_turn(user_msg="", assistant_msg="")`` sends
-    ``""`` for a side it was not given (``add_turn("hi")`` stores one memory), so an
-    empty side means "no message", on REST and in the library alike. A turn with
-    neither side is a 400 naming ``user_msg``; a side that is not a string is a 400
-    naming it.
+    A side that is absent or empty after trimming is left out, not refused: ``add_turn``
+    answers as ``memory_add_messages`` does (user untagged, assistant ``me``), and the
+    SDK's ``add_turn(user_msg="", assistant_msg="")`` sends ``""`` for a side it was not
+    given (``add_turn("hi")`` stores one memory), so an empty side means "no message", on
+    REST and in the library alike. A turn with neither side is a 400 naming
+    ``user_msg``; a side that is not a string is a 400 naming it.
     """
     messages: list[dict[str, Any]] = []
     fields: dict[str, str] = {}
@@ -104,7 +103,7 @@ def _parse_one(index: int, message: Any) -> Message:
         return Message(index, role, content, ME if role == "assistant" else None)
     speaker = check_speaker(name, field=f"{where}.name")
     if speaker == ME and role == "user":
-        # The store's user is never the assistant: "me" is no registered name (SPEC), and
+        # The store's user is never the assistant: "me" is no registered name, and
         # taking it would file the user's words as the assistant's.
         raise InvalidRequestError(
             f"{where}.name is 'me', the assistant itself: a user message is untagged (no name) or a registered "

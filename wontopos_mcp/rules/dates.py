@@ -1,4 +1,4 @@
-"""Dates and timestamps as SPEC writes them.
+"""Dates and timestamps: what a caller may send, and how every answer writes them.
 
 Inputs: RFC 3339 with an offset, or a plain ``YYYY-MM-DD`` meaning that UTC day (as an
 end bound: the whole day). A date-time without an offset is refused rather than guessed.
@@ -43,7 +43,7 @@ def month_bucket(us: int) -> str:
 
 
 def parse_moment(raw: Any, *, field: str, end_of_day: bool = False) -> tuple[int, str]:
-    """Parse a SPEC date; return (microseconds, canonical text).
+    """Parse a date as the module's inputs allow; return (microseconds, canonical text).
 
     A plain day keeps its text (``2026-07-01``) and means 00:00 UTC, or the last
     microsecond of that day when ``end_of_day`` (an inclusive upper bound).

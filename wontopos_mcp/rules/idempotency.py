@@ -108,8 +108,8 @@ def answer_needles(memory_ids: Collection[str]) -> list[str]:
 
 def names_any(answer_json: str, memory_ids: Collection[str]) -> bool:
     """Whether a kept answer names one of ``memory_ids`` (as any string of its JSON: ``id``,
-    ``duplicate_of``, ``superseded``, ``ids``, ``results``). SPEC: a forgotten memory's
-    record goes, and so does every record whose answer names it."""
+    ``duplicate_of``, ``superseded``, ``ids``, ``results``). A forgotten memory's record
+    goes, and so does every record whose answer names it, so that no file keeps its id."""
     return any(match.group(1) in memory_ids for match in _JSON_STRING.finditer(answer_json))
 
 

@@ -1,9 +1,9 @@
 """Where a database lives, read off its URI alone, and who may write it there.
 
 A local directory (or ``file://``) is coordinated by a file lock; anything else with a
-scheme is object storage or LanceDB Cloud, coordinated by leases (SPEC "Embeddings and
-storage"). Settings check ``--writers`` against ``WRITERS``; storage picks its
-coordinator with ``is_remote``; ``info`` skips measuring the size of a remote database.
+scheme is object storage or LanceDB Cloud, coordinated by leases. Settings check
+``--writers`` against ``WRITERS``; storage picks its coordinator with ``is_remote``;
+``info`` skips measuring the size of a remote database.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Speaker names and store ids: the checks SPEC applies, in its order, in one place.
+"""Speaker names and store ids: every check, in the order it applies, in one place.
 
 Speaker names: NFC, trim Unicode white space at both ends, refuse remaining control
 characters, then invisible ones (every Default_Ignorable_Code_Point) and blanks other

@@ -1,4 +1,4 @@
-"""The speakers a question names, and the question without them (SPEC "Search").
+"""The speakers a question names, and the question without them.
 
 A speaker filter already says who: the filtered person's own name is dropped from the
 query before it is embedded and searched, so "what did Bob say about X" ranks on "X".

@@ -1,5 +1,5 @@
-"""A memory as every read returns it (SPEC "Memories"): optional fields are omitted
-when they have no value, never ``null``.
+"""A memory as every read returns it: optional fields are omitted when they have no
+value, never ``null``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Secrets kept out of memory (SPEC "Time and identity", Redaction; opt-in ``redact = secrets``).
+"""Secrets kept out of memory (opt-in: ``redact = secrets``).
 
 Before a write is checked for duplicates, embedded or stored, each secret in its text is
 replaced by ``[redacted:<kind>]``; the write answer lists ``redacted: [{kind, count}]``,
@@ -143,7 +143,7 @@ class Redactor:
 
     def refuse_secret_name(self, name: str | None, *, field: str) -> None:
         """A speaker name that holds a secret is refused, naming ``field`` and the kinds
-        found, never the name: a name is an identity, so it is never rewritten (SPEC)."""
+        found, never the name: a name is an identity, so it is never rewritten."""
         if not self.enabled or name is None:
             return
         kinds = sorted({kind for _, _, kind in find_secrets(name)})

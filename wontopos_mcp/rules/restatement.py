@@ -1,6 +1,6 @@
 """Is a new text a restatement of a stored one? The text decides, and only the text.
 
-SPEC: a restatement is the same text once case, spacing, punctuation and Unicode form
+A restatement is the same text once case, spacing, punctuation and Unicode form
 are normalised, or the same words in the same order apart from discourse fillers; a
 difference in any other word (function words and prepositions included) or in word
 order makes a different text. So no embedding is involved (cosine similarity cannot

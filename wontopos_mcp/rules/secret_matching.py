@@ -6,7 +6,7 @@ literals is (found by substring search, in C, fast whatever the text), or scanne
 character class when the rule has no literal; the judge turns a match into the span to
 replace, or refuses it (a placeholder, code, a word of a sentence). Patterns succeed and
 judges refuse, so no refused value is read twice: with bounded gaps and values, that keeps
-redaction linear in the text's length (SPEC "Redaction").
+redaction linear in the text's length, whatever the text.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def not_unicode(field: str) -> str:
 
 
 def unicode_text(value: str, *, field: str) -> str:
-    """``value`` if it is valid Unicode (no lone surrogate), else SPEC's 400 naming ``field``."""
+    """``value`` if it is valid Unicode (no lone surrogate), else a 400 naming ``field``."""
     if SURROGATE.search(value):
         raise InvalidRequestError(not_unicode(field), field=field)
     return value

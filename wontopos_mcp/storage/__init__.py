@@ -9,5 +9,5 @@ disk (``purge``), the start-up checks of a database (``startup_checks``), and wh
 write now (``locks/``: the file lock, leases on object storage).
 
 May import: ``errors``, ``rules`` and ``model`` (the model record: which model built a
-database). Knows tables and rows, never SPEC's answers.
+database). Knows tables and rows, never the answers the faces send.
 """

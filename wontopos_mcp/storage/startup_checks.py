@@ -1,5 +1,5 @@
-"""Whether a database can be used, asked before anything is served (SPEC "Embeddings and
-storage": a database that cannot be opened or written stops the server at start).
+"""Whether a database can be used, asked before anything is served: a database that
+cannot be opened or written stops the server at start, not at its first write.
 
 Pure filesystem for a local directory: no LanceDB import (a second on a cold process),
 so the stdio server still answers ``tools/list`` as fast as before. For object storage the
@@ -31,7 +31,7 @@ def check_directory(path: str, lock_name: str) -> None:
     exactly what the first write will need. Tests as root see permissions bypassed, which
     is why the probe writes instead of asking ``os.access``.
 
-    A directory made here is 0700 (SPEC: the database is its user's alone); one that
+    A directory made here is 0700 (the database is its user's alone); one that
     exists keeps the mode its owner gave it."""
     if os.path.lexists(path) and not os.path.isdir(path):
         raise ConfigError(f"the database path {path} is a file, not a directory; fix: {_FIX_PATH}")
