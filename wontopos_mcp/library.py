@@ -26,6 +26,16 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.rules.answers import (
+    BySpeakerAnswer,
+    HistoryTurn,
+    LineageAnswer,
+    MemoryListAnswer,
+    MemoryRecallAnswer,
+    MemoryRecord,
+    RevisionsAnswer,
+    StatsAnswer,
+)
 from wontopos_mcp.rules.conversation import turn_messages
 from wontopos_mcp.verbs import speak
 
@@ -203,15 +213,14 @@ class Memory:
         include_superseded: bool = _SEARCH.default("include_superseded"),
         max_chars: int | None = None,
         as_of: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MemoryRecord]:
         """The best memories for ``query``, best first (a list, as the SDK returns; with
         ``max_chars``, as many as fit, at least one; with ``as_of``, as the store stood then)."""
         answer = self._service.memory_search(
             query, speaker=speaker, limit=limit, filters=filters, include_superseded=include_superseded,
             user_id=user_id, **_given(max_chars=max_chars, as_of=as_of),
         )  # fmt: skip
-        memories: list[dict[str, Any]] = answer["memories"]
-        return memories
+        return answer["memories"]
 
     def recall(
         self,
@@ -222,16 +231,15 @@ class Memory:
         context_limit: int | None = None,
         max_chars: int | None = None,
         as_of: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryRecallAnswer:
         """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
         given = _given(limit=limit, context_limit=context_limit, max_chars=max_chars, as_of=as_of)
         return self._service.memory_recall(query, user_id=user_id, **given)
 
-    def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
+    def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> MemoryRecord:
         """The memory itself; ``get(memory_id)`` alone reads the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
-        memory: dict[str, Any] = self._service.memory_get(memory_id, user_id=user_id)["memory"]
-        return memory
+        return self._service.memory_get(memory_id, user_id=user_id)["memory"]
 
     def list_memories(
         self,
@@ -240,7 +248,7 @@ class Memory:
         limit: int = _LIST.default("limit"),
         cursor: str | None = None,
         speaker: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryListAnswer:
         return self._service.memory_list(limit=limit, cursor=cursor, user_id=user_id, speaker=speaker)
 
     def by_speaker(
@@ -251,7 +259,7 @@ class Memory:
         limit: int | None = None,
         before: str | None = None,
         skip_ids: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> BySpeakerAnswer:
         given = _given(limit=limit, before=before, skip_ids=skip_ids)
         return self._service.by_speaker(speaker, user_id=user_id, **given)
 
@@ -270,19 +278,19 @@ class Memory:
 
     # -- the store's own state ---------------------------------------------------------------------
 
-    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+    def stats(self, user_id: str | None = None) -> StatsAnswer:
         """``{user_id, total_memories, short_term_turns}``: memories, never records."""
-        return dict(self._service.stats(user_id))
+        return self._service.stats(user_id)
 
-    def history(self, user_id: str | None = None) -> list[dict[str, Any]]:
+    def history(self, user_id: str | None = None) -> list[HistoryTurn]:
         """The short-term turns ``recall`` reads, oldest first (a list, as the SDK returns)."""
-        return [dict(turn) for turn in self._service.history(user_id)["turns"]]
+        return self._service.history(user_id)["turns"]
 
-    def lineage(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
+    def lineage(self, user_id: Any = None, memory_id: Any = _NO_ID) -> LineageAnswer:
         """One memory's versions from ``memory_id`` forward to the one in force, oldest
         first; ``lineage(memory_id)`` alone reads the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
-        return dict(self._service.lineage(memory_id, user_id=user_id))
+        return self._service.lineage(memory_id, user_id=user_id)
 
     def revisions(
         self,
@@ -292,11 +300,11 @@ class Memory:
         limit: int | None = None,
         before: str | None = None,
         skip_ids: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> RevisionsAnswer:
         """How many memories were revised (superseded by a later version); with ``include``
         (``"revised"`` or ``"unrevised"``), one page of them, paged as ``by_speaker``."""
         given = _given(limit=limit, before=before, skip_ids=skip_ids)
-        return dict(self._service.revisions(include, user_id=user_id, **given))
+        return self._service.revisions(include, user_id=user_id, **given)
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from wontopos_mcp.contract import DEFAULT_STORE, Param, operation
 from wontopos_mcp.errors import ConfigError, Fix, InvalidRequestError, WontoposError
+from wontopos_mcp.rules.answers import MemoryRecord
 from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS
 from wontopos_mcp.verbs import render, speak
 
@@ -450,7 +451,7 @@ def _speakers_merge(service: MemoryService, args: dict[str, Any], out: TextIO) -
 # -- memories --------------------------------------------------------------------------------
 
 
-def _memory_line(m: dict[str, Any]) -> str:
+def _memory_line(m: MemoryRecord) -> str:
     said = f"[{m['speaker']}] " if "speaker" in m else ""
     return f"{m['id']}  {m['created_at']}  {said}{m['content']}{'  (superseded)' if m['is_superseded'] else ''}"
 
@@ -505,7 +506,7 @@ def _search(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     _emit(out, args, answer, "\n".join(lines) if lines else "(no memories)")
 
 
-def _memories(service: MemoryService, user_id: str | None, speaker: str | None = None) -> Iterator[dict[str, Any]]:
+def _memories(service: MemoryService, user_id: str | None, speaker: str | None = None) -> Iterator[MemoryRecord]:
     cursor = None
     while True:
         page = service.memory_list(limit=_PAGE, cursor=cursor, user_id=user_id, speaker=speaker)

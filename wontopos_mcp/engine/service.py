@@ -28,6 +28,18 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from wontopos_mcp.model.embeddings import MODEL_WAIT_S, model_wait_observer
+from wontopos_mcp.rules.answers import (
+    JSON,
+    BySpeakerAnswer,
+    HistoryAnswer,
+    LineageAnswer,
+    MemoryGetAnswer,
+    MemoryListAnswer,
+    MemoryRecallAnswer,
+    MemorySearchAnswer,
+    RevisionsAnswer,
+    StatsAnswer,
+)
 from wontopos_mcp.rules.batch_items import Origin
 from wontopos_mcp.rules.dates import to_us
 from wontopos_mcp.rules.idempotency import Idempotency
@@ -42,7 +54,7 @@ from .reads import Reads
 from .registry import Registry
 from .retagging import Retagging
 from .speaker_pages import SpeakerPages
-from .store_state import HistoryAnswer, LineageAnswer, RevisionsAnswer, StatsAnswer, StoreState
+from .store_state import StoreState
 from .stores import Stores
 from .writes import Writes
 
@@ -328,62 +340,62 @@ class MemoryService:
 
     def memory_search(
         self,
-        query: Any,
-        speaker: Any = None,
-        limit: Any = 10,
-        filters: Any = None,
-        include_superseded: Any = False,
-        user_id: Any = None,
-        max_chars: Any = None,
-        as_of: Any = None,
-    ) -> dict[str, Any]:
+        query: JSON,
+        speaker: JSON = None,
+        limit: JSON = 10,
+        filters: JSON = None,
+        include_superseded: JSON = False,
+        user_id: JSON = None,
+        max_chars: JSON = None,
+        as_of: JSON = None,
+    ) -> MemorySearchAnswer:
         """The memories in scope that best answer ``query``, best first."""
         return self._reads.memory_search(query, speaker, limit, filters, include_superseded, user_id, max_chars, as_of)
 
     def memory_recall(
         self,
-        query: Any,
-        limit: Any = 10,
-        context_limit: Any = 10,
-        user_id: Any = None,
-        max_chars: Any = None,
-        as_of: Any = None,
-    ) -> dict[str, Any]:
+        query: JSON,
+        limit: JSON = 10,
+        context_limit: JSON = 10,
+        user_id: JSON = None,
+        max_chars: JSON = None,
+        as_of: JSON = None,
+    ) -> MemoryRecallAnswer:
         """Prompt-ready context: the search answer, lines around its best memory, recent turns."""
         return self._reads.memory_recall(query, limit, context_limit, user_id, max_chars, as_of)
 
-    def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
+    def memory_get(self, memory_id: JSON, user_id: JSON = None) -> MemoryGetAnswer:
         """One memory by id."""
         return self._reads.memory_get(memory_id, user_id)
 
     def memory_list(
-        self, limit: Any = 100, cursor: Any = None, user_id: Any = None, speaker: Any = None
-    ) -> dict[str, Any]:
+        self, limit: JSON = 100, cursor: JSON = None, user_id: JSON = None, speaker: JSON = None
+    ) -> MemoryListAnswer:
         """Every memory of the store (or of one speaker), oldest first, a page at a time."""
         return self._reads.memory_list(limit, cursor, user_id, speaker)
 
     def by_speaker(
-        self, speaker: Any, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
-    ) -> dict[str, Any]:
+        self, speaker: JSON, limit: JSON = 20, before: JSON = None, skip_ids: JSON = None, user_id: JSON = None
+    ) -> BySpeakerAnswer:
         """What one person said, newest first, a page at a time."""
         return self._pages.by_speaker(speaker, limit, before, skip_ids, user_id)
 
     # -- the store's own state (REST and library; no MCP tool) ---------------------------------------
 
-    def stats(self, user_id: Any = None) -> StatsAnswer:
+    def stats(self, user_id: JSON = None) -> StatsAnswer:
         """How many memories the store holds (memories, never records) and its short-term turns."""
         return self._state.stats(user_id)
 
-    def history(self, user_id: Any = None) -> HistoryAnswer:
+    def history(self, user_id: JSON = None) -> HistoryAnswer:
         """The short-term turns ``memory_recall`` reads, oldest first."""
         return self._state.recent_turns(user_id)
 
-    def lineage(self, memory_id: Any, user_id: Any = None) -> LineageAnswer:
+    def lineage(self, memory_id: JSON, user_id: JSON = None) -> LineageAnswer:
         """One memory's versions from ``memory_id`` forward to the one in force, oldest first."""
         return self._state.lineage(memory_id, user_id)
 
     def revisions(
-        self, include: Any = None, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
+        self, include: JSON = None, limit: JSON = 20, before: JSON = None, skip_ids: JSON = None, user_id: JSON = None
     ) -> RevisionsAnswer:
         """How many memories a later version superseded; with ``include``, one page of either side."""
         return self._state.revisions(include, limit, before, skip_ids, user_id)
