@@ -572,11 +572,11 @@ def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     }
     lines = [
         (
-            f"store {answer['user_id']!r}: {many(answer['memories'], 'memory', 'memories')} "
-            f"({answer['current']} current, {answer['superseded']} superseded)"
+            f"store {stats['user_id']!r}: {many(stats['total_memories'], 'memory', 'memories')} "
+            f"({revisions['unrevised']} current, {revisions['revised']} superseded)"
         ),
-        f"{answer['speakers']} of {answer['speaker_limit']} speakers registered",
-        *(f"  {name}\t{n}" for name, n in answer["by_speaker"].items()),
+        f"{speakers['count']} of {speakers['limit']} speakers registered",
+        *(f"  {name}\t{n}" for name, n in sorted(said.items()) if n),
     ]
     _emit(out, args, answer, "\n".join(lines))
 

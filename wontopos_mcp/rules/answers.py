@@ -40,6 +40,7 @@ __all__ = [
     "Doc",
     "HistoryAnswer",
     "HistoryTurn",
+    "ImportResult",
     "LineageAnswer",
     "MemoryAddAnswer",
     "MemoryAddMessagesAnswer",
@@ -178,6 +179,15 @@ class MemoryAddMessagesAnswer(TypedDict):
     redacted: NotRequired[Annotated[list[Redaction], Doc(_REDACTED + " Summed over the messages.")]]
 
 
+class ImportResult(TypedDict):
+    """One item of an import batch (the CLI's ``import``), in the items' order."""
+
+    status: Literal["stored", "exists", "duplicate", "refused"]
+    id: NotRequired[Annotated[str, Doc("stored, exists: the memory's id in this store.")]]
+    duplicate_of: NotRequired[Annotated[str, Doc("duplicate: the current memory it restates.")]]
+    reason: NotRequired[Annotated[str, Doc("refused: why, for a human.")]]
+
+
 class MemoryBatchAnswer(TypedDict):
     """``add_bulk`` / ``add_many`` (REST ``bulk-store``, the library): many memories in one commit."""
 
@@ -187,6 +197,7 @@ class MemoryBatchAnswer(TypedDict):
     count: Annotated[int, Doc("How many were stored.", ge=0)]
     duplicates: Annotated[int, Doc("How many restated a current memory and were not stored.", ge=0)]
     redacted: NotRequired[Annotated[list[Redaction], Doc(_REDACTED + " Summed over the items.")]]
+    results: NotRequired[Annotated[list[ImportResult], Doc("An import batch's only: one per item, in order.")]]
 
 
 class MemorySearchAnswer(TypedDict):

@@ -13,6 +13,7 @@ from typing import Any
 from wontopos_mcp.errors import InvalidRequestError
 
 from . import validation as v
+from .answers import ImportResult
 from .dates import parse_moment
 from .idempotency import Idempotency
 from .names import check_speaker
@@ -124,7 +125,7 @@ def cut_text(text: str) -> list[str]:
 # -- import batches: what each item's outcome is (MemoryWrites.memory_add_batch) -----------
 
 
-def known_result(found: tuple[str, str], origin: Origin) -> dict[str, Any]:
+def known_result(found: tuple[str, str], origin: Origin) -> ImportResult:
     """An import item whose key is in the store: there already, or refused when that
     key came with other fields (SPEC: the same key with another body is refused)."""
     memory_id, fingerprint = found
@@ -134,7 +135,7 @@ def known_result(found: tuple[str, str], origin: Origin) -> dict[str, Any]:
     return {"status": "refused", "reason": reason}
 
 
-def stored_target(supersedes: str | int | None, results: list[dict[str, Any]]) -> str | None:
+def stored_target(supersedes: str | int | None, results: list[ImportResult]) -> str | None:
     """The store id an import item supersedes; ``None`` when the earlier item of the
     batch it names was not stored (a duplicate, refused): it is then a plain memory."""
     if supersedes is None or isinstance(supersedes, str):

@@ -25,7 +25,7 @@ import hmac
 import json
 import re
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -76,7 +76,7 @@ class Idempotency:
         )
 
 
-def answer_json(answer: dict[str, Any]) -> str:
+def answer_json(answer: Mapping[str, object]) -> str:
     """An answer as its idempotency record keeps it (``speaker_in_answer`` relies on it)."""
     return json.dumps(answer, ensure_ascii=False)
 
