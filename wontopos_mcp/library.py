@@ -22,13 +22,14 @@ process-wide setting under the application that imported it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from typing_extensions import NotRequired
 
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.rules.answers import (
+    JSON,
     BySpeakerAnswer,
     HistoryTurn,
     LineageAnswer,
@@ -190,7 +191,7 @@ class Memory:
         return cast("Added | NotAdded", {**answer, "ignored": dropped} if dropped else answer)
 
     def add_messages(
-        self, messages: list[dict[str, Any]], user_id: str | None = None, *, conversation_id: str | None = None
+        self, messages: Sequence[Mapping[str, JSON]], user_id: str | None = None, *, conversation_id: str | None = None
     ) -> MemoryAddMessagesAnswer:
         """Store a conversation ({role, name?, content} messages), one memory per message."""
         return self._service.memory_add_messages(messages, conversation_id=conversation_id, user_id=user_id)
@@ -220,7 +221,7 @@ class Memory:
         """A long text cut into memories (paragraphs) and stored in one batch."""
         return self._service.memory_add_bulk(content, category=category, timestamp=timestamp, user_id=user_id)
 
-    def add_many(self, items: list[dict[str, Any]], user_id: str | None = None) -> MemoryBatchAnswer:
+    def add_many(self, items: Sequence[Mapping[str, JSON]], user_id: str | None = None) -> MemoryBatchAnswer:
         """Many memories ({content, speaker?, category?, event_date?, conversation_id?,
         created_at?}) in one batch: one embedding pass, one commit (imports)."""
         return self._service.memory_add_batch(items, user_id)
@@ -239,7 +240,7 @@ class Memory:
         limit: int = _SEARCH.default("limit"),
         *,
         speaker: str | None = None,
-        filters: dict[str, Any] | None = None,
+        filters: Mapping[str, JSON] | None = None,
         include_superseded: bool = _SEARCH.default("include_superseded"),
         max_chars: int | None = None,
         as_of: str | None = None,
@@ -348,7 +349,7 @@ class Memory:
         self.close()
 
 
-def _given(**arguments: Any) -> dict[str, Any]:
+def _given(**arguments: JSON) -> dict[str, JSON]:
     """The arguments that were given: one left as ``None`` is not sent, so the core's
     default (the contract table's) applies."""
     return {name: value for name, value in arguments.items() if value is not None}

@@ -127,7 +127,7 @@ class Commits:
             at += len(chunks)
         return Embedded(chunked, vectors)
 
-    def _replay(self, key: str, idem: Idempotency | None) -> dict[str, Any] | None:
+    def _replay(self, key: str, idem: Idempotency | None) -> dict[str, object] | None:
         """The first answer to this key in this store within 24 h, if there was one (as
         this write answered it then, with ``replayed: true``)."""
         if idem is None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from wontopos_mcp.errors import ConflictError, Fix, InvalidRequestError, NotFoundError
 from wontopos_mcp.rules.answers import StoreCreateAnswer
@@ -54,7 +54,7 @@ class Registry:
 
     # -- stores ----------------------------------------------------------------------------
 
-    def resolve(self, user_id: Any, speakers: Speakers = (), *, writing: bool = True) -> StoreHandle:
+    def resolve(self, user_id: object, speakers: Speakers = (), *, writing: bool = True) -> StoreHandle:
         """The store ``user_id`` names (``None``: "default"), after checking it and every
         (speaker, field) named with ONE registry read: the store first, then the speakers
         in order (SPEC's precedence). 404 for a missing store, saying how to create it."""

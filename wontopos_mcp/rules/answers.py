@@ -23,7 +23,9 @@ type is what a client may send, a JSON value, not what the core accepts after it
 a narrower type (``str``) would be a promise the faces cannot keep and would hide the
 checks that make a wrong type a structured refusal. ``JSON`` is built of ``Sequence`` and
 ``Mapping`` so a typed caller's ``list[str]`` or ``dict[str, str]`` is one, as httpx's
-``_types.py`` builds its request types.
+``_types.py`` builds its request types. The checkers below the service (``validation``,
+``names``, ``dates``, ``conversation``, ``batch_items``) take ``object``: a checker is
+what turns any value into a typed one or a refusal, so it promises nothing about its input.
 """
 
 # No ``from __future__ import annotations``: a TypedDict reads ``NotRequired`` when its class

@@ -38,7 +38,7 @@ class Item:
     created_us: int | None
 
 
-def parse_items(items: Any, now_us: int) -> list[Item]:
+def parse_items(items: object, now_us: int) -> list[Item]:
     """Checked batch items; a bad one refuses the whole batch (400 naming ``items[i].x``).
     ``now_us``: a ``created_at`` later than this is refused (``as_of`` could never see it)."""
     if not isinstance(items, list) or not items:
@@ -55,7 +55,7 @@ def check_item(item: dict[str, Any], now_us: int) -> Item:
     return _parse_item(0, item, "", now_us)
 
 
-def _parse_item(index: int, item: Any, prefix: str, now_us: int) -> Item:
+def _parse_item(index: int, item: object, prefix: str, now_us: int) -> Item:
     where = prefix.rstrip(".") or "item"
     if not isinstance(item, dict):
         raise InvalidRequestError(f"{where} must be an object with content", field=where)
@@ -94,7 +94,7 @@ class Origin:
     supersedes: str | int | None = None
 
 
-def bulk_text(text: Any) -> str:
+def bulk_text(text: object) -> str:
     """A blob to cut into memories, checked (at most 500,000 characters)."""
     return v.text(text, field="content", max_chars=MAX_BULK_CHARS)
 
