@@ -8,11 +8,10 @@ key; and an optional key is omitted (never ``null``) in the types and the schema
 from __future__ import annotations
 
 import types
-import typing
 from typing import Union, get_args, get_origin
 
 import pytest
-from typing_extensions import is_typeddict
+from typing_extensions import get_type_hints, is_typeddict
 
 from wontopos_mcp import contract
 from wontopos_mcp.engine.service import MemoryService
@@ -31,7 +30,7 @@ def _members(annotation: object) -> set[str]:
 @pytest.mark.parametrize("op", contract.OPERATIONS.values(), ids=lambda op: op.name)
 def test_each_operation_returns_the_answer_types_its_table_entry_names(op: contract.Operation) -> None:
     method = getattr(MemoryService, op.core)
-    returned = typing.get_type_hints(method)["return"]
+    returned = get_type_hints(method)["return"]
     assert _members(returned) == set(op.answers)
     assert all(is_typeddict(getattr(answers, name)) for name in op.answers)
 
@@ -47,7 +46,7 @@ def test_no_public_method_of_the_service_returns_a_bare_dict() -> None:
 @pytest.mark.parametrize("answer", ANSWER_TYPES, ids=lambda answer: answer.__name__)
 def test_each_model_has_the_keys_of_its_answer_type_and_requires_only_the_required_ones(answer: type) -> None:
     schema = model(answer).model_json_schema()
-    assert list(schema["properties"]) == list(typing.get_type_hints(answer))
+    assert list(schema["properties"]) == list(get_type_hints(answer))
     assert set(schema.get("required", [])) == set(answer.__required_keys__)
     for key in answer.__optional_keys__:
         shown = schema["properties"][key]

@@ -23,12 +23,13 @@ its models are written here.
 from __future__ import annotations
 
 import types
-import typing
 from functools import cache
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
-from typing_extensions import NotRequired, Required, is_typeddict
+
+# typing_extensions' get_type_hints: it keeps NotRequired on Python 3.10 too.
+from typing_extensions import NotRequired, Required, get_type_hints, is_typeddict
 
 from wontopos_mcp.rules import answers as core
 from wontopos_mcp.rules.answers import Doc
@@ -60,7 +61,7 @@ def model(answer: type) -> type[BaseModel]:
     its docstring as its description; the answer types it names are models too."""
     fields: dict[str, Any] = {}
     optional: frozenset[str] = answer.__optional_keys__  # type: ignore[attr-defined]  # no type names a TypedDict class
-    for key, hint in typing.get_type_hints(answer, include_extras=True).items():
+    for key, hint in get_type_hints(answer, include_extras=True).items():
         inner, doc = _parts(hint)
         given = {"description": doc.text, "ge": doc.ge, "le": doc.le}
         kwargs: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
