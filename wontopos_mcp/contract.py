@@ -6,8 +6,9 @@ One :class:`Operation` per call (the 17 MCP tools, and the REST/library-only
 their defaults, ranges and size limits, the REST route and the one table that maps the
 REST names onto the core's (``max_results`` -> ``limit``, ``old_memory_id``/
 ``new_content`` -> ``memory_id``/``content``, ``metadata.*`` -> the memory fields), the
-``Memory`` method, and the answer model (a class name in :mod:`wontopos_mcp.mcp.answers`,
-resolved by ``answers.answer_models`` so this module stays free of pydantic).
+``Memory`` method, and the answer types (names of :mod:`wontopos_mcp.rules.answers`, the
+``TypedDict``s the service returns, whose pydantic models ``mcp.answers.answer_models``
+derives).
 
 The faces read it: ``mcp.server`` builds each tool parameter's ``Field(ge, le,
 description)`` and Python default from it, ``rest`` its endpoint names, ``library`` its
@@ -82,7 +83,7 @@ class Param:
         if self.low is not None:
             object.__setattr__(self, "kind", "integer")
 
-    def integer(self, value: Any) -> int:
+    def integer(self, value: object) -> int:
         """``value`` checked against this parameter's range: the core's one check of it."""
         assert self.low is not None, f"{self.name} is not an integer parameter"
         return v.integer(value, field=self.name, low=self.low, high=self.high)
@@ -117,7 +118,7 @@ class Operation:
     ``mcp`` says whether it is an MCP tool (of the same name); ``library`` is its
     ``Memory`` method (and the SDK ``Client``'s); ``cli.main`` its ``wontopos-mcp`` command,
     ``{name}`` standing for a positional argument (the others are ``--flags``);
-    ``answers`` names its answer models in ``answers.py``. Every default is the core's
+    ``answers`` names its answer types in ``rules/answers.py``. Every default is the core's
     own (a face passes ``None`` through for a parameter its caller left out).
     """
 

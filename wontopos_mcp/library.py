@@ -22,10 +22,37 @@ process-wide setting under the application that imported it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from typing_extensions import NotRequired
 
 from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.rules.answers import (
+    JSON,
+    BySpeakerAnswer,
+    HistoryTurn,
+    LineageAnswer,
+    MemoryAddAnswer,
+    MemoryAddMessagesAnswer,
+    MemoryBatchAnswer,
+    MemoryDuplicateAnswer,
+    MemoryForgetAnswer,
+    MemoryListAnswer,
+    MemoryRecallAnswer,
+    MemoryRecord,
+    MemorySupersedeAnswer,
+    RevisionsAnswer,
+    SpeakerMergeAnswer,
+    SpeakerRegisterAnswer,
+    SpeakerRemoveAnswer,
+    SpeakerRenameAnswer,
+    SpeakersListAnswer,
+    StatsAnswer,
+    StoreCreateAnswer,
+    StoreDeleteAnswer,
+    StoreInfo,
+)
 from wontopos_mcp.rules.conversation import turn_messages
 from wontopos_mcp.verbs import speak
 
@@ -36,6 +63,18 @@ from .errors import InvalidRequestError, WontoposError
 _NO_ID = object()
 _SEARCH, _LIST, _BULK = operation("memory_search"), operation("memory_list"), operation("add_bulk")
 _C = TypeVar("_C", bound=type)
+
+
+class Added(MemoryAddAnswer):
+    """``add`` when the memory was stored, with the keys it dropped (as REST answers them)."""
+
+    ignored: NotRequired[list[str]]  # keys outside the four metadata fields, sorted; absent when none
+
+
+class NotAdded(MemoryDuplicateAnswer):
+    """``add`` when the text restates a current memory, with the keys it dropped."""
+
+    ignored: NotRequired[list[str]]
 
 
 def _speaks_the_sdk(cls: _C) -> _C:
@@ -91,35 +130,34 @@ class Memory:
 
     # -- stores ---------------------------------------------------------------------------
 
-    def create_store(self, user_id: str | None = None) -> dict[str, Any]:
+    def create_store(self, user_id: str | None = None) -> StoreCreateAnswer:
         return self._service.store_create(user_id)
 
-    def list_stores(self) -> list[dict[str, Any]]:
-        stores: list[dict[str, Any]] = self._service.stores_list()["stores"]
-        return stores
+    def list_stores(self) -> list[StoreInfo]:
+        return self._service.stores_list()["stores"]
 
-    def delete_store(self, user_id: str) -> dict[str, Any]:
+    def delete_store(self, user_id: str) -> StoreDeleteAnswer:
         return self._service.store_delete(user_id=user_id)
 
     # -- speakers ---------------------------------------------------------------------------
 
-    def add_speaker(self, speaker: str, user_id: str | None = None) -> dict[str, Any]:
+    def add_speaker(self, speaker: str, user_id: str | None = None) -> SpeakerRegisterAnswer:
         return self._service.speaker_register(speaker, user_id=user_id)
 
-    def list_speakers(self, user_id: str | None = None) -> dict[str, Any]:
+    def list_speakers(self, user_id: str | None = None) -> SpeakersListAnswer:
         return self._service.speakers_list(user_id=user_id)
 
-    def remove_speaker(self, speaker: str, user_id: str | None = None) -> dict[str, Any]:
+    def remove_speaker(self, speaker: str, user_id: str | None = None) -> SpeakerRemoveAnswer:
         return self._service.speaker_remove(speaker, user_id=user_id)
 
-    def rename_speaker(self, speaker: str, new_name: str, user_id: str | None = None) -> dict[str, Any]:
+    def rename_speaker(self, speaker: str, new_name: str, user_id: str | None = None) -> SpeakerRenameAnswer:
         """Re-tag every memory of ``speaker`` and rename the registration (409 when
         ``new_name`` is registered: ``merge_speakers``)."""
         return self._service.speaker_rename(speaker, new_name, user_id=user_id)
 
     def merge_speakers(
         self, speaker: str, into: str, confirm_records: int, user_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> SpeakerMergeAnswer:
         """Re-tag ``speaker``'s memories as ``into`` and end ``speaker``'s registration;
         ``confirm_records``: ``speaker``'s ``records_to_delete`` from ``by_speaker``."""
         return self._service.speaker_merge(speaker, into, confirm_records, user_id=user_id)
@@ -128,7 +166,7 @@ class Memory:
 
     def add(
         self, content: str, user_id: str | None = None, *, metadata: dict[str, Any] | None = None, **extra: Any
-    ) -> dict[str, Any]:
+    ) -> Added | NotAdded:
         """Store one memory; ``speaker``, ``category``, ``event_date`` and
         ``conversation_id`` may come as keywords or in ``metadata``.
 
@@ -149,15 +187,18 @@ class Memory:
         except InvalidRequestError as exc:
             raise exc.renamed_field(passed_as) from None
         dropped = sorted({*ignored, *ignored_keywords})
-        return {**answer, "ignored": dropped} if dropped else answer
+        # A cast, not a check: TypedDicts are open, so mypy cannot know the answer has no other ``ignored``.
+        return cast("Added | NotAdded", {**answer, "ignored": dropped} if dropped else answer)
 
     def add_messages(
-        self, messages: list[dict[str, Any]], user_id: str | None = None, *, conversation_id: str | None = None
-    ) -> dict[str, Any]:
+        self, messages: Sequence[Mapping[str, JSON]], user_id: str | None = None, *, conversation_id: str | None = None
+    ) -> MemoryAddMessagesAnswer:
         """Store a conversation ({role, name?, content} messages), one memory per message."""
         return self._service.memory_add_messages(messages, conversation_id=conversation_id, user_id=user_id)
 
-    def add_turn(self, user_msg: str = "", assistant_msg: str = "", user_id: str | None = None) -> dict[str, Any]:
+    def add_turn(
+        self, user_msg: str = "", assistant_msg: str = "", user_id: str | None = None
+    ) -> MemoryAddMessagesAnswer:
         """One exchange: the user's words (untagged) and the assistant's (``me``).
 
         An empty side is left out, not refused, exactly as REST ``store-turn`` does it
@@ -176,16 +217,16 @@ class Memory:
         user_id: str | None = None,
         category: str | None = _BULK.default("category"),
         timestamp: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryBatchAnswer:
         """A long text cut into memories (paragraphs) and stored in one batch."""
         return self._service.memory_add_bulk(content, category=category, timestamp=timestamp, user_id=user_id)
 
-    def add_many(self, items: list[dict[str, Any]], user_id: str | None = None) -> dict[str, Any]:
+    def add_many(self, items: Sequence[Mapping[str, JSON]], user_id: str | None = None) -> MemoryBatchAnswer:
         """Many memories ({content, speaker?, category?, event_date?, conversation_id?,
         created_at?}) in one batch: one embedding pass, one commit (imports)."""
         return self._service.memory_add_batch(items, user_id)
 
-    def update(self, old_memory_id: str, new_content: str, user_id: str | None = None) -> dict[str, Any]:
+    def update(self, old_memory_id: str, new_content: str, user_id: str | None = None) -> MemorySupersedeAnswer:
         """Supersede a memory whose fact changed."""
         try:
             return self._service.memory_supersede(old_memory_id, new_content, user_id=user_id)
@@ -199,19 +240,18 @@ class Memory:
         limit: int = _SEARCH.default("limit"),
         *,
         speaker: str | None = None,
-        filters: dict[str, Any] | None = None,
+        filters: Mapping[str, JSON] | None = None,
         include_superseded: bool = _SEARCH.default("include_superseded"),
         max_chars: int | None = None,
         as_of: str | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MemoryRecord]:
         """The best memories for ``query``, best first (a list, as the SDK returns; with
         ``max_chars``, as many as fit, at least one; with ``as_of``, as the store stood then)."""
         answer = self._service.memory_search(
             query, speaker=speaker, limit=limit, filters=filters, include_superseded=include_superseded,
             user_id=user_id, **_given(max_chars=max_chars, as_of=as_of),
         )  # fmt: skip
-        memories: list[dict[str, Any]] = answer["memories"]
-        return memories
+        return answer["memories"]
 
     def recall(
         self,
@@ -222,16 +262,15 @@ class Memory:
         context_limit: int | None = None,
         max_chars: int | None = None,
         as_of: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryRecallAnswer:
         """Prompt-ready context: recent turns, the best memories, the conversation around the best."""
         given = _given(limit=limit, context_limit=context_limit, max_chars=max_chars, as_of=as_of)
         return self._service.memory_recall(query, user_id=user_id, **given)
 
-    def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
+    def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> MemoryRecord:
         """The memory itself; ``get(memory_id)`` alone reads the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
-        memory: dict[str, Any] = self._service.memory_get(memory_id, user_id=user_id)["memory"]
-        return memory
+        return self._service.memory_get(memory_id, user_id=user_id)["memory"]
 
     def list_memories(
         self,
@@ -240,7 +279,7 @@ class Memory:
         limit: int = _LIST.default("limit"),
         cursor: str | None = None,
         speaker: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryListAnswer:
         return self._service.memory_list(limit=limit, cursor=cursor, user_id=user_id, speaker=speaker)
 
     def by_speaker(
@@ -251,38 +290,38 @@ class Memory:
         limit: int | None = None,
         before: str | None = None,
         skip_ids: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> BySpeakerAnswer:
         given = _given(limit=limit, before=before, skip_ids=skip_ids)
         return self._service.by_speaker(speaker, user_id=user_id, **given)
 
-    def delete(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
+    def delete(self, user_id: Any = None, memory_id: Any = _NO_ID) -> MemoryForgetAnswer:
         """Forget one memory; ``delete(memory_id)`` alone uses the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
         return self._service.memory_forget(memory_id=memory_id, user_id=user_id)
 
-    def delete_speaker(self, speaker: str, *, confirm_records: int, user_id: str | None = None) -> dict[str, Any]:
+    def delete_speaker(self, speaker: str, *, confirm_records: int, user_id: str | None = None) -> MemoryForgetAnswer:
         """Forget every memory of one speaker; ``confirm_records`` is ``records_to_delete``."""
         return self._service.memory_forget(speaker=speaker, confirm_records=confirm_records, user_id=user_id)
 
-    def delete_all(self, user_id: str) -> dict[str, Any]:
+    def delete_all(self, user_id: str) -> MemoryForgetAnswer:
         """Erase every memory of a store (required ``user_id``); store and speakers stay."""
         return self._service.delete_all(user_id)
 
     # -- the store's own state ---------------------------------------------------------------------
 
-    def stats(self, user_id: str | None = None) -> dict[str, Any]:
+    def stats(self, user_id: str | None = None) -> StatsAnswer:
         """``{user_id, total_memories, short_term_turns}``: memories, never records."""
-        return dict(self._service.stats(user_id))
+        return self._service.stats(user_id)
 
-    def history(self, user_id: str | None = None) -> list[dict[str, Any]]:
+    def history(self, user_id: str | None = None) -> list[HistoryTurn]:
         """The short-term turns ``recall`` reads, oldest first (a list, as the SDK returns)."""
-        return [dict(turn) for turn in self._service.history(user_id)["turns"]]
+        return self._service.history(user_id)["turns"]
 
-    def lineage(self, user_id: Any = None, memory_id: Any = _NO_ID) -> dict[str, Any]:
+    def lineage(self, user_id: Any = None, memory_id: Any = _NO_ID) -> LineageAnswer:
         """One memory's versions from ``memory_id`` forward to the one in force, oldest
         first; ``lineage(memory_id)`` alone reads the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
-        return dict(self._service.lineage(memory_id, user_id=user_id))
+        return self._service.lineage(memory_id, user_id=user_id)
 
     def revisions(
         self,
@@ -292,11 +331,11 @@ class Memory:
         limit: int | None = None,
         before: str | None = None,
         skip_ids: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> RevisionsAnswer:
         """How many memories were revised (superseded by a later version); with ``include``
         (``"revised"`` or ``"unrevised"``), one page of them, paged as ``by_speaker``."""
         given = _given(limit=limit, before=before, skip_ids=skip_ids)
-        return dict(self._service.revisions(include, user_id=user_id, **given))
+        return self._service.revisions(include, user_id=user_id, **given)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -310,7 +349,7 @@ class Memory:
         self.close()
 
 
-def _given(**arguments: Any) -> dict[str, Any]:
+def _given(**arguments: JSON) -> dict[str, JSON]:
     """The arguments that were given: one left as ``None`` is not sent, so the core's
     default (the contract table's) applies."""
     return {name: value for name, value in arguments.items() if value is not None}

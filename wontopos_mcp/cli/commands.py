@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from wontopos_mcp.contract import DEFAULT_STORE, Param, operation
 from wontopos_mcp.errors import ConfigError, Fix, InvalidRequestError, WontoposError
+from wontopos_mcp.rules.answers import MemoryRecord
 from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS
 from wontopos_mcp.verbs import render, speak
 
@@ -450,7 +451,7 @@ def _speakers_merge(service: MemoryService, args: dict[str, Any], out: TextIO) -
 # -- memories --------------------------------------------------------------------------------
 
 
-def _memory_line(m: dict[str, Any]) -> str:
+def _memory_line(m: MemoryRecord) -> str:
     said = f"[{m['speaker']}] " if "speaker" in m else ""
     return f"{m['id']}  {m['created_at']}  {said}{m['content']}{'  (superseded)' if m['is_superseded'] else ''}"
 
@@ -505,7 +506,7 @@ def _search(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     _emit(out, args, answer, "\n".join(lines) if lines else "(no memories)")
 
 
-def _memories(service: MemoryService, user_id: str | None, speaker: str | None = None) -> Iterator[dict[str, Any]]:
+def _memories(service: MemoryService, user_id: str | None, speaker: str | None = None) -> Iterator[MemoryRecord]:
     cursor = None
     while True:
         page = service.memory_list(limit=_PAGE, cursor=cursor, user_id=user_id, speaker=speaker)
@@ -571,11 +572,11 @@ def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     }
     lines = [
         (
-            f"store {answer['user_id']!r}: {many(answer['memories'], 'memory', 'memories')} "
-            f"({answer['current']} current, {answer['superseded']} superseded)"
+            f"store {stats['user_id']!r}: {many(stats['total_memories'], 'memory', 'memories')} "
+            f"({revisions['unrevised']} current, {revisions['revised']} superseded)"
         ),
-        f"{answer['speakers']} of {answer['speaker_limit']} speakers registered",
-        *(f"  {name}\t{n}" for name, n in answer["by_speaker"].items()),
+        f"{speakers['count']} of {speakers['limit']} speakers registered",
+        *(f"  {name}\t{n}" for name, n in sorted(said.items()) if n),
     ]
     _emit(out, args, answer, "\n".join(lines))
 

@@ -34,7 +34,7 @@ import stat
 import sys
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict
 
 from wontopos_mcp.contract import DEFAULT_STORE
 from wontopos_mcp.errors import ConflictError, InvalidRequestError, WontoposError
@@ -50,7 +50,23 @@ IMPORT_BATCH = 250  # lines per memory_add_batch call of an import (--batch)
 _IMPORTED = ("content", "speaker", "category", "event_date", "conversation_id", "created_at")
 
 
-def import_file(service: MemoryService, path: str, user_id: str | None, *, batch: int = IMPORT_BATCH) -> dict[str, Any]:
+class Skipped(TypedDict):
+    line: int
+    reason: str  # for a human
+
+
+class ImportSummary(TypedDict):
+    """What ``import`` prints (``--json``: as is)."""
+
+    user_id: str
+    lines: int
+    stored: int
+    already_there: int
+    duplicates: int
+    skipped: list[Skipped]  # by line
+
+
+def import_file(service: MemoryService, path: str, user_id: str | None, *, batch: int = IMPORT_BATCH) -> ImportSummary:
     """Import the export at ``path`` (``-``: stdin) into ``user_id``; the summary
     ``{user_id, lines, stored, already_there, duplicates, skipped: [{line, reason}]}``."""
     from tqdm import tqdm
@@ -124,7 +140,7 @@ class _Import:
     def __init__(self, service: MemoryService, user_id: str | None, bar: tqdm[Any]) -> None:
         self.service, self.user_id, self.bar = service, user_id, bar
         self.counts: Counter[str] = Counter()
-        self.skipped: list[dict[str, Any]] = []
+        self.skipped: list[Skipped] = []
         self.lines = 0
         self.done = 0  # lines the bar has counted
         self.speakers: dict[str, str | None] = {}  # speaker -> why it could not be registered (None: registered)

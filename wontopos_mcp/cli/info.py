@@ -12,7 +12,7 @@ whether the database was built with that model.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from wontopos_mcp.rules.locations import is_remote
 
@@ -21,7 +21,19 @@ if TYPE_CHECKING:
     from wontopos_mcp.engine.service import MemoryService
 
 
-def info(service: MemoryService, settings: Settings) -> dict[str, Any]:
+class Info(TypedDict):
+    """What ``info`` prints (``--json``: as is)."""
+
+    db: str
+    size_bytes: int | None  # None: object storage, not walked
+    stores: list[str]
+    model: str
+    model_cache: str
+    model_converted: bool | None  # None: a fastembed model, downloaded on first use
+    model_mismatch: str | None  # why the database cannot be used with this model, if so
+
+
+def info(service: MemoryService, settings: Settings) -> Info:
     """The facts ``info`` prints, as JSON-ready data."""
     from wontopos_mcp.engine.bootstrap import model_converted
     from wontopos_mcp.errors import ModelMismatch
@@ -43,7 +55,7 @@ def info(service: MemoryService, settings: Settings) -> dict[str, Any]:
     }
 
 
-def info_text(answer: dict[str, Any]) -> str:
+def info_text(answer: Info) -> str:
     size = answer["size_bytes"]
     converted = answer["model_converted"]
     cache = (

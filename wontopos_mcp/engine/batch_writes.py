@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from wontopos_mcp.contract import DEFAULT_CATEGORY
 from wontopos_mcp.errors import InvalidRequestError
 from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.answers import JSON, ImportResult, MemoryBatchAnswer
 from wontopos_mcp.rules.batch_items import (
     Item,
     Origin,
@@ -50,7 +51,7 @@ class _Outcome:
     ids: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     updated: list[Row] = field(default_factory=list)
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[ImportResult] = field(default_factory=list)
     duplicates: int = 0
 
 
@@ -75,13 +76,13 @@ class BatchWrites:
 
     def memory_add_batch(
         self,
-        items: Any,
-        user_id: Any = None,
+        items: JSON,
+        user_id: JSON = None,
         *,
         idempotency: Idempotency | None = None,
         origins: Sequence[Origin] | None = None,
         redacted: Mapping[str, int] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryBatchAnswer:
         """Store many memories with one embedding pass and one commit (imports, bulk).
 
         ``origins`` (the ``import`` command, one per item) make it an import batch, and
@@ -112,7 +113,7 @@ class BatchWrites:
         def check() -> None:
             self.registry.confirm(handle, [(item.speaker, f"items[{item.index}].speaker") for item in fresh])
 
-        def write(embedded: Embedded, _: None) -> Written:
+        def write(embedded: Embedded, _: None) -> Written[MemoryBatchAnswer]:
             if origins is not None:  # another import may have written some since
                 known.update(self._imported(key, [origins[item.index] for item in fresh]))
             vectors = {item.index: (c, vs) for item, c, vs in zip(fresh, embedded.chunks, embedded.vectors)}
@@ -124,13 +125,13 @@ class BatchWrites:
 
     def memory_add_bulk(
         self,
-        content: Any,
-        category: Any = None,
-        timestamp: Any = None,
-        user_id: Any = None,
+        content: JSON,
+        category: JSON = None,
+        timestamp: JSON = None,
+        user_id: JSON = None,
         *,
         idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryBatchAnswer:
         """A text blob (at most 500,000 characters) cut into memories and stored as a batch.
 
         Secrets are redacted from the whole blob before it is cut, so a private key
@@ -142,7 +143,7 @@ class BatchWrites:
         items = [{"content": p, "category": category, "created_at": created} for p in cut_text(found.text)]
         return self.memory_add_batch(items, user_id, idempotency=idempotency, redacted=found.counts)
 
-    def _written_at(self, timestamp: Any) -> str:
+    def _written_at(self, timestamp: JSON) -> str:
         """``timestamp`` as the memories' ``created_at``: when the text was written, which
         cannot be later than now (such a memory would be missing from every ``as_of``
         answer until then, and would page as newer than every memory written meanwhile)."""
@@ -194,12 +195,14 @@ class _BatchDecision:
         self.seq = writes.commits.last_seq(key)
         self.out = _Outcome()
 
-    def decide(self) -> Written:
+    def decide(self) -> Written[MemoryBatchAnswer]:
         for item in self.parsed:
             self._one(item, None if self.origins is None else self.origins[item.index])
         out = self.out
-        answer = {"user_id": self.display, "status": "stored", "ids": out.ids, "count": len(out.ids)}
-        answer["duplicates"] = out.duplicates
+        answer: MemoryBatchAnswer = {
+            "user_id": self.display, "status": "stored", "ids": out.ids, "count": len(out.ids),
+            "duplicates": out.duplicates,
+        }  # fmt: skip
         if self.origins is not None:
             answer["results"] = out.results
         return Written(out.rows, answer, updated=out.updated)
@@ -264,7 +267,7 @@ def _forget_marks(seen: dict[tuple[str, str | None], list[Row]], row: Row) -> No
             seen[mark] = [o for o in seen[mark] if o["memory_id"] != row["memory_id"]]
 
 
-def _carry_key(rows: list[Row], origin: Origin, answer: dict[str, Any]) -> None:
+def _carry_key(rows: list[Row], origin: Origin, answer: Mapping[str, str]) -> None:
     """An import item's own idempotency key on its rows, committed with them."""
     kept = answer_json(answer)
     for row in rows:

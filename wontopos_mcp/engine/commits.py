@@ -9,9 +9,9 @@ of a forgotten write, or of one answered with a forgotten memory, is a new write
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from wontopos_mcp.errors import ConflictError, Fix
 from wontopos_mcp.rules.idempotency import WINDOW_US, Idempotency, Running, answer_json, replayed
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .registry import Registry
 
 T = TypeVar("T")
+A = TypeVar("A", bound=Mapping[str, object])  # the answer a write gives
 
 
 @dataclass
@@ -40,11 +41,11 @@ class Embedded:
 
 
 @dataclass
-class Written:
+class Written(Generic[A]):
     """What a write decided under the lock: new rows, rows updated with them, the answer."""
 
     rows: list[ChunkRow]
-    answer: dict[str, Any]
+    answer: A
     updated: list[ChunkRow] = field(default_factory=list)
 
 
@@ -83,8 +84,8 @@ class Commits:
         idem: Idempotency | None,
         texts: list[str],
         decide: Callable[[], T],
-        write: Callable[[Embedded, T], Written],
-    ) -> dict[str, Any]:
+        write: Callable[[Embedded, T], Written[A]],
+    ) -> A:
         """Embed ``texts`` and run one memory write, at most once per idempotency key.
 
         ``decide`` makes the reads a write depends on (store, speakers, the memory,
@@ -98,7 +99,7 @@ class Commits:
         """
         replay = self._replay(key, idem)
         if replay is not None:
-            return replay
+            return cast("A", replay)
         seen = self.store.versions()
         decided = decide()
         with self._running.guard(key, idem):
@@ -106,7 +107,7 @@ class Commits:
             with self.store.write_lock(key):
                 replay = self._replay(key, idem)
                 if replay is not None:
-                    return replay
+                    return cast("A", replay)
                 if self.store.versions() != seen:
                     decided = decide()
                 return self._commit(key, idem, write(embedded, decided))
@@ -126,8 +127,9 @@ class Commits:
             at += len(chunks)
         return Embedded(chunked, vectors)
 
-    def _replay(self, key: str, idem: Idempotency | None) -> dict[str, Any] | None:
-        """The first answer to this key in this store within 24 h, if there was one."""
+    def _replay(self, key: str, idem: Idempotency | None) -> dict[str, object] | None:
+        """The first answer to this key in this store within 24 h, if there was one (as
+        this write answered it then, with ``replayed: true``)."""
         if idem is None:
             return None
         since = self.now_us() - WINDOW_US
@@ -136,7 +138,7 @@ class Commits:
             first = self.registry.idempotency_record(key, idem.key, since)
         return None if first is None else replayed(idem, *first)
 
-    def _commit(self, key: str, idem: Idempotency | None, written: Written) -> dict[str, Any]:
+    def _commit(self, key: str, idem: Idempotency | None, written: Written[A]) -> A:
         """Write the new rows (inside the write lock) with the idempotency record in the
         same commit; an outcome that writes no memory keeps its record in the registry.
         """

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.rules.answers import JSON, MemoryRecord
 from wontopos_mcp.rules.dates import format_us, from_us, parse_moment
 from wontopos_mcp.storage.where import (
     FIRST_CHUNK,
@@ -39,10 +40,8 @@ if TYPE_CHECKING:
     from wontopos_mcp.storage.adapter import Store
     from wontopos_mcp.storage.rows import ChunkRow
 
-Record = dict[str, Any]
 
-
-def moment(raw: Any, now_us: int) -> int:
+def moment(raw: JSON, now_us: int) -> int:
     """``as_of`` as microseconds: a plain day means its end, today's means now; later than
     now is a 400 (the store cannot answer for a moment it has not reached)."""
     us, text = parse_moment(raw, field="as_of", end_of_day=True)
@@ -92,7 +91,7 @@ class History:
             where += not_among(at.gone)
         return where
 
-    def dated(self, key: str, records: list[Record], until: int | None = None) -> list[Record]:
+    def dated(self, key: str, records: list[MemoryRecord], until: int | None = None) -> list[MemoryRecord]:
         """``records`` with ``superseded_at`` on each superseded one; with ``until``, each as
         it stood then (a version superseded later shows as current)."""
         times = self._stored(key, {r["superseded_by"] for r in records if "superseded_by" in r})

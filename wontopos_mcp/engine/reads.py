@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wontopos_mcp.contract import operation
 from wontopos_mcp.errors import Fix, InvalidRequestError
 from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.answers import (
+    JSON,
+    MemoryGetAnswer,
+    MemoryListAnswer,
+    MemoryRecallAnswer,
+    MemoryRecord,
+    MemorySearchAnswer,
+    RecallTurn,
+)
 from wontopos_mcp.rules.budget import fit
 from wontopos_mcp.rules.conversation import context_line, context_window
 from wontopos_mcp.rules.dates import format_us
 from wontopos_mcp.rules.names import check_speaker
 from wontopos_mcp.rules.query_names import names_in, query_without_name, query_without_names
-from wontopos_mcp.rules.records import memory_record
+from wontopos_mcp.rules.records import memory_record, turn_role
 from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import filter_clauses, search_scope
 
@@ -38,7 +47,7 @@ LIST_LIMIT = operation("memory_list").param("limit")
 MAX_CHARS = operation("memory_search").param("max_chars")
 
 
-def _text_size(memory: dict[str, Any]) -> int:
+def _text_size(memory: MemoryRecord | RecallTurn) -> int:
     return len(memory["content"])
 
 
@@ -52,20 +61,20 @@ class Reads:
         self._embedder = embedder
         self._now_us = now_us
 
-    def _moment(self, as_of: Any) -> int | None:
+    def _moment(self, as_of: JSON) -> int | None:
         return None if as_of is None else moment(as_of, self._now_us())
 
     def memory_search(
         self,
-        query: Any,
-        speaker: Any = None,
-        limit: Any = SEARCH_LIMIT.default,
-        filters: Any = None,
-        include_superseded: Any = False,
-        user_id: Any = None,
-        max_chars: Any = None,
-        as_of: Any = None,
-    ) -> dict[str, Any]:
+        query: JSON,
+        speaker: JSON = None,
+        limit: JSON = SEARCH_LIMIT.default,
+        filters: JSON = None,
+        include_superseded: JSON = False,
+        user_id: JSON = None,
+        max_chars: JSON = None,
+        as_of: JSON = None,
+    ) -> MemorySearchAnswer:
         text = v.text(query, field="query", max_chars=v.MAX_QUERY_CHARS)
         name = None if speaker is None else check_speaker(speaker)
         limit = SEARCH_LIMIT.integer(limit)
@@ -75,9 +84,9 @@ class Reads:
         until = self._moment(as_of)
         handle = self.registry.resolve(user_id, [(name, "speaker")], writing=False)
         at = None if until is None else self.history.as_of(handle.key, until)
-        answer: dict[str, Any] = {"user_id": handle.display, "query": text}
+        answer: MemorySearchAnswer = {"user_id": handle.display, "query": text}  # type: ignore[typeddict-item]
         if name is not None:
-            answer["speaker"] = name
+            answer["speaker"] = name  # after the query, before the memories: the answer's order
         found = self._search(handle, text, name, limit, scope_filters, include_superseded, at)
         answer["memories"] = found if budget is None else fit(found, _text_size, budget)[0]
         if len(answer["memories"]) < len(found):
@@ -93,7 +102,7 @@ class Reads:
         filters: list[str],
         superseded: bool,
         at: AsOf | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MemoryRecord]:
         # ``context``: whose words may lend full-text score to their neighbours and seed
         # replies, and where neighbours are read: the store's current memories, or at a
         # past moment those current then, so a memory stored later moves nothing.
@@ -117,13 +126,13 @@ class Reads:
 
     def memory_recall(
         self,
-        query: Any,
-        limit: Any = RECALL_LIMIT.default,
-        context_limit: Any = CONTEXT_LIMIT.default,
-        user_id: Any = None,
-        max_chars: Any = None,
-        as_of: Any = None,
-    ) -> dict[str, Any]:
+        query: JSON,
+        limit: JSON = RECALL_LIMIT.default,
+        context_limit: JSON = CONTEXT_LIMIT.default,
+        user_id: JSON = None,
+        max_chars: JSON = None,
+        as_of: JSON = None,
+    ) -> MemoryRecallAnswer:
         """Prompt-ready context: recent turns, the best memories, the conversation around
         the best. ``max_chars`` budgets the whole answer's texts (SPEC): the memories, then
         the context lines, then the short-term turns, newest first (an older turn goes
@@ -145,7 +154,7 @@ class Reads:
             around, left = fit(lines, len, left, at_least_one=False)
             newest_first, _ = fit(recent[::-1], _text_size, left, at_least_one=False)
             turns = newest_first[::-1]
-        answer: dict[str, Any] = {
+        answer: MemoryRecallAnswer = {
             "user_id": handle.display,
             "short_term": {"turns": turns},
             "long_term": {"memories": memories},
@@ -158,7 +167,7 @@ class Reads:
     def _around(
         self,
         handle: StoreHandle,
-        memories: list[dict[str, Any]],
+        memories: list[MemoryRecord],
         reach: int,
         at: AsOf | None = None,
     ) -> list[str]:
@@ -172,19 +181,19 @@ class Reads:
             rows = [r for r in rows if r["memory_id"] not in replaced]
         return [context_line(pos, row) for pos, row in context_window(rows, top["memory_id"], reach)]
 
-    def _turns(self, handle: StoreHandle, limit: int, at: AsOf | None = None) -> list[dict[str, Any]]:
+    def _turns(self, handle: StoreHandle, limit: int, at: AsOf | None = None) -> list[RecallTurn]:
         """The store's last ``limit`` conversation turns (stored by then), oldest first."""
         rows = self.history.recent_turns(handle.key, limit, None if at is None else at.until) if limit else []
         return [_turn(row) for row in reversed(rows)]
 
-    def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
+    def memory_get(self, memory_id: JSON, user_id: JSON = None) -> MemoryGetAnswer:
         mid = v.label(memory_id, field="memory_id")
         handle = self.registry.resolve(user_id)
         return {"memory": self.history.dated(handle.key, [memory_record(self.memories.memory_row(handle.key, mid))])[0]}
 
     def memory_list(
-        self, limit: Any = LIST_LIMIT.default, cursor: Any = None, user_id: Any = None, speaker: Any = None
-    ) -> dict[str, Any]:
+        self, limit: JSON = LIST_LIMIT.default, cursor: JSON = None, user_id: JSON = None, speaker: JSON = None
+    ) -> MemoryListAnswer:
         """Every memory of the store (or of one speaker: one person's export), oldest first."""
         limit = LIST_LIMIT.integer(limit)
         after, after_id = _parse_cursor(cursor)
@@ -203,18 +212,18 @@ class Reads:
         }
 
 
-def _turn(row: ChunkRow) -> dict[str, Any]:
-    turn: dict[str, Any] = {"role": row["role"], "content": row["content"]}
+def _turn(row: ChunkRow) -> RecallTurn:
+    turn: RecallTurn = {"role": turn_role(row["role"]), "content": row["content"]}  # type: ignore[typeddict-item]
     if row["speaker"] is not None:
         turn["speaker"] = row["speaker"]
-    turn["timestamp"] = format_us(row["created_us"])
+    turn["timestamp"] = format_us(row["created_us"])  # after the speaker: the answer's order
     return turn
 
 
 _CURSOR = re.compile(r"([0-9]{1,18})(?::([0-9a-f-]{36}))?")
 
 
-def _parse_cursor(cursor: Any) -> tuple[int, str | None]:
+def _parse_cursor(cursor: JSON) -> tuple[int, str | None]:
     """(seq, memory id) of the last memory listed: ``"<seq>:<memory id>"``, or a bare
     ``"<seq>"`` as earlier versions gave (read as "after every memory with that seq")."""
     if cursor is None:

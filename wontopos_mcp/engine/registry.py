@@ -16,9 +16,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 from wontopos_mcp.errors import ConflictError, Fix, InvalidRequestError, NotFoundError
+from wontopos_mcp.rules.answers import StoreCreateAnswer
 from wontopos_mcp.rules.idempotency import names_any
 from wontopos_mcp.rules.names import DEFAULT_STORE, ME, named_store, store_key, store_skeleton
 from wontopos_mcp.storage import where
@@ -53,7 +54,7 @@ class Registry:
 
     # -- stores ----------------------------------------------------------------------------
 
-    def resolve(self, user_id: Any, speakers: Speakers = (), *, writing: bool = True) -> StoreHandle:
+    def resolve(self, user_id: object, speakers: Speakers = (), *, writing: bool = True) -> StoreHandle:
         """The store ``user_id`` names (``None``: "default"), after checking it and every
         (speaker, field) named with ONE registry read: the store first, then the speakers
         in order (SPEC's precedence). 404 for a missing store, saying how to create it."""
@@ -82,7 +83,7 @@ class Registry:
             if not self.store.registry_count(where.registry_store(store_key(DEFAULT_STORE))):
                 self.store.registry_insert([_store_row(DEFAULT_STORE, self._now_us())])
 
-    def create_store(self, store_id: str) -> dict[str, Any]:
+    def create_store(self, store_id: str) -> StoreCreateAnswer:
         """Register a store (``store_id`` already checked); "exists" when it does, as
         decided by the row actually inserted (another writer may have decided too)."""
         with self.store.write_lock():
@@ -148,14 +149,16 @@ class Registry:
     def speaker_count(self, key: str) -> int:
         return self.store.registry_count(where.registry_of_store(("speaker",), key))
 
-    def register_speaker(self, handle: StoreHandle, name: str) -> tuple[RegistryRow, str, int]:
+    def register_speaker(
+        self, handle: StoreHandle, name: str
+    ) -> tuple[RegistryRow, Literal["registered", "exists"], int]:
         """(speaker row, "registered" or "exists", speakers now) once the store is
         confirmed inside the write lock; 400 past the speaker limit. "registered" only
         when this call's row was the one inserted."""
         with self.store.write_lock(handle.key):
             self.confirm(handle)
             row = self.speaker(handle.key, name)
-            status = "exists"
+            status: Literal["registered", "exists"] = "exists"
             if row is None:
                 count = self.speaker_count(handle.key)
                 if count >= self.speaker_limit:

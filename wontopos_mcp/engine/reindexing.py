@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from wontopos_mcp.model.embeddings import model_key
+from wontopos_mcp.rules.answers import ReindexAnswer
 
 from .commits import chunks_of, embed_chunks
 
@@ -63,7 +64,7 @@ def reindex(
     step: Step | None = None,
     progress: Progress | None = None,
     batch_rows: int = BATCH_ROWS,
-) -> dict[str, Any]:
+) -> ReindexAnswer:
     """Re-embed every chunk with ``embedder`` (see the module). Answers ``status``
     (``"reindexed"``, or ``"unchanged"`` when the database already is of that model),
     ``model``, ``previous``, ``dim``, ``memories``, ``chunks`` and ``seconds``."""
@@ -95,9 +96,9 @@ def reindex(
     with store.exclusive():
         told("locked")
         previous = store.recorded_model()
-        answer = {"model": target[0], "dim": target[1], "previous": previous[0] if previous else None}
+        was = previous[0] if previous else None
         if previous is not None and model_key(previous[0]) == model_key(target[0]):
-            return {**answer, "status": "unchanged", "memories": 0, "chunks": 0, "seconds": 0.0}
+            return reindexed(target, was, "unchanged", 0, 0, 0.0)
         store.mark_model(*target)
         told("marked")
         chunks = store.reembed(*target, vectors_for, batch_rows=batch_rows, on_batch=on_batch)
@@ -106,8 +107,16 @@ def reindex(
         told("indexed")
         store.record_model(*target)
         told("recorded")
-    seconds = time.monotonic() - started
-    return {**answer, "status": "reindexed", "memories": memories, "chunks": chunks, "seconds": seconds}
+    return reindexed(target, was, "reindexed", memories, chunks, time.monotonic() - started)
+
+
+def reindexed(
+    model: tuple[str, int], previous: str | None, status: Literal["reindexed", "unchanged"], memories: int,
+    chunks: int, seconds: float,
+) -> ReindexAnswer:  # fmt: skip
+    """A reindex's answer, its keys in the order the CLI has always printed them."""
+    return {"model": model[0], "dim": model[1], "previous": previous, "status": status, "memories": memories,
+            "chunks": chunks, "seconds": seconds}  # fmt: skip
 
 
 def spread(pieces: list[str], rows: int) -> list[str]:

@@ -12,10 +12,11 @@ the merged name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wontopos_mcp.contract import operation
 from wontopos_mcp.errors import ConflictError, Fix, InvalidRequestError
+from wontopos_mcp.rules.answers import JSON, SpeakerMergeAnswer, SpeakerRenameAnswer
 from wontopos_mcp.rules.names import check_person
 from wontopos_mcp.storage.where import said_by
 
@@ -35,15 +36,17 @@ class Retagging:
         self.memories = commits.memories
         self.store = commits.store
 
-    def speaker_rename(self, speaker: Any, new_name: Any, user_id: Any = None) -> dict[str, Any]:
+    def speaker_rename(self, speaker: JSON, new_name: JSON, user_id: JSON = None) -> SpeakerRenameAnswer:
         name = check_person(speaker)
         new = check_person(new_name, field="new_name")
         self.redactor.refuse_secret_name(new, field="new_name")  # the old name may be one: renaming it away is allowed
         handle = self.registry.resolve(user_id)
         self.registry.require_speaker(handle.key, name, writing=False)
-        answer = {"user_id": handle.display, "speaker": new, "previous": name, "status": "renamed"}
+        answer: SpeakerRenameAnswer = {
+            "user_id": handle.display, "speaker": new, "previous": name, "status": "renamed", "memories_retagged": 0,
+        }  # fmt: skip
         if new == name:
-            return {**answer, "memories_retagged": 0}
+            return answer
         with self.store.write_lock(handle.key):
             self.registry.require_speaker(handle.key, name, writing=False)
             row = self.registry.speaker(handle.key, name)
@@ -61,11 +64,12 @@ class Retagging:
             with self.store.erasing():  # the old name leaves the disk too
                 retagged = self.memories.retag(handle.key, name, new)
                 self.registry.end_rename(handle.key, name, new)
-        return {**answer, "memories_retagged": retagged}
+        answer["memories_retagged"] = retagged
+        return answer
 
     def speaker_merge(
-        self, speaker: Any, into: Any, confirm_records: Any = None, user_id: Any = None
-    ) -> dict[str, Any]:
+        self, speaker: JSON, into: JSON, confirm_records: JSON = None, user_id: JSON = None
+    ) -> SpeakerMergeAnswer:
         name = check_person(speaker)
         target = check_person(into, field="into")
         self.redactor.refuse_secret_name(target, field="into")

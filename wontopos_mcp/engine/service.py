@@ -25,9 +25,36 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wontopos_mcp.model.embeddings import MODEL_WAIT_S, model_wait_observer
+from wontopos_mcp.rules.answers import (
+    JSON,
+    BySpeakerAnswer,
+    HistoryAnswer,
+    LineageAnswer,
+    MemoryAddAnswer,
+    MemoryAddMessagesAnswer,
+    MemoryBatchAnswer,
+    MemoryDuplicateAnswer,
+    MemoryForgetAnswer,
+    MemoryGetAnswer,
+    MemoryListAnswer,
+    MemoryRecallAnswer,
+    MemorySearchAnswer,
+    MemorySupersedeAnswer,
+    ReindexAnswer,
+    RevisionsAnswer,
+    SpeakerMergeAnswer,
+    SpeakerRegisterAnswer,
+    SpeakerRemoveAnswer,
+    SpeakerRenameAnswer,
+    SpeakersListAnswer,
+    StatsAnswer,
+    StoreCreateAnswer,
+    StoreDeleteAnswer,
+    StoresListAnswer,
+)
 from wontopos_mcp.rules.batch_items import Origin
 from wontopos_mcp.rules.dates import to_us
 from wontopos_mcp.rules.idempotency import Idempotency
@@ -42,7 +69,7 @@ from .reads import Reads
 from .registry import Registry
 from .retagging import Retagging
 from .speaker_pages import SpeakerPages
-from .store_state import HistoryAnswer, LineageAnswer, RevisionsAnswer, StatsAnswer, StoreState
+from .store_state import StoreState
 from .stores import Stores
 from .writes import Writes
 
@@ -55,6 +82,7 @@ if TYPE_CHECKING:
     from .reindexing import Progress, Step
 
 log = logging.getLogger(__name__)
+J = TypeVar("J", bound=JSON)  # a request body, as it came and as it is scrubbed
 
 
 def _utcnow() -> datetime:
@@ -126,12 +154,14 @@ class MemoryService:
         """The ``redact`` setting: ``"none"`` or ``"secrets"``."""
         return self.commits.redactor.mode
 
-    def scrubbed(self, body: Any) -> Any:
+    def scrubbed(self, body: J) -> J:
         """A write's request body as its idempotency fingerprint hashes it: with the
-        secrets the write would redact redacted, so no hash of one is kept (``Redactor.scrub``)."""
-        return self.commits.redactor.scrub(body)
+        secrets the write would redact redacted, so no hash of one is kept (``Redactor.scrub``:
+        strings in, strings out, so the body keeps its shape)."""
+        scrubbed: J = self.commits.redactor.scrub(body)
+        return scrubbed
 
-    def idempotency(self, key: Any, message: str) -> Idempotency:
+    def idempotency(self, key: JSON, message: str) -> Idempotency:
         """An ``Idempotency-Key`` (400 unless well formed) with the fingerprint of
         ``message``, what identifies the request body: a keyed hash under the database's
         secret (``idempotency``)."""
@@ -211,7 +241,7 @@ class MemoryService:
     def close(self) -> None:
         self.store.close()
 
-    def reindex(self, model_name: str, *, step: Step | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    def reindex(self, model_name: str, *, step: Step | None = None, progress: Progress | None = None) -> ReindexAnswer:
         """Re-embed every memory in place for ``model_name``, the model this service loads
         (``reindexing``). Already that model: ``status: "unchanged"``, without loading it.
         A model that cannot load: ``UnavailableError``, nothing changed."""
@@ -227,40 +257,40 @@ class MemoryService:
 
     # -- stores and speakers ----------------------------------------------------------------------
 
-    def store_create(self, user_id: Any = None) -> dict[str, Any]:
+    def store_create(self, user_id: JSON = None) -> StoreCreateAnswer:
         return self._stores.store_create(user_id)
 
-    def stores_list(self) -> dict[str, Any]:
+    def stores_list(self) -> StoresListAnswer:
         """Every store, oldest first."""
         return self._stores.stores_list()
 
-    def store_delete(self, user_id: Any) -> dict[str, Any]:
+    def store_delete(self, user_id: JSON) -> StoreDeleteAnswer:
         """Delete a store with its memories and speakers (``default`` is emptied and stays)."""
         return self._stores.store_delete(user_id)
 
-    def delete_all(self, user_id: Any) -> dict[str, Any]:
+    def delete_all(self, user_id: JSON) -> MemoryForgetAnswer:
         """Erase every memory of a store; the store and its speakers stay (REST and library only)."""
         return self._stores.delete_all(user_id)
 
-    def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+    def speaker_register(self, speaker: JSON, user_id: JSON = None) -> SpeakerRegisterAnswer:
         """Register a person (counted against the limit only here)."""
         return self._stores.speaker_register(speaker, user_id)
 
-    def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
+    def speakers_list(self, user_id: JSON = None) -> SpeakersListAnswer:
         """The registered people with their memory counts."""
         return self._stores.speakers_list(user_id)
 
-    def speaker_remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+    def speaker_remove(self, speaker: JSON, user_id: JSON = None) -> SpeakerRemoveAnswer:
         """End a registration; the memories stay, untagged."""
         return self._stores.speaker_remove(speaker, user_id)
 
-    def speaker_rename(self, speaker: Any, new_name: Any, user_id: Any = None) -> dict[str, Any]:
+    def speaker_rename(self, speaker: JSON, new_name: JSON, user_id: JSON = None) -> SpeakerRenameAnswer:
         """Re-tag every memory of a person and rename the registration, in one commit."""
         return self._retagging.speaker_rename(speaker, new_name, user_id)
 
     def speaker_merge(
-        self, speaker: Any, into: Any, confirm_records: Any = None, user_id: Any = None
-    ) -> dict[str, Any]:
+        self, speaker: JSON, into: JSON, confirm_records: JSON = None, user_id: JSON = None
+    ) -> SpeakerMergeAnswer:
         """Re-tag one person's memories as another's and end the first registration."""
         return self._retagging.speaker_merge(speaker, into, confirm_records, user_id)
 
@@ -268,47 +298,52 @@ class MemoryService:
 
     def memory_add(
         self,
-        content: Any,
-        speaker: Any = None,
-        category: Any = None,
-        event_date: Any = None,
-        conversation_id: Any = None,
-        user_id: Any = None,
+        content: JSON,
+        speaker: JSON = None,
+        category: JSON = None,
+        event_date: JSON = None,
+        conversation_id: JSON = None,
+        user_id: JSON = None,
         *,
         idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryAddAnswer | MemoryDuplicateAnswer:
         """Store one memory, or answer the memory it restates."""
         return self._writes.memory_add(
             content, speaker, category, event_date, conversation_id, user_id, idempotency=idempotency
         )
 
     def memory_add_messages(
-        self, messages: Any, conversation_id: Any = None, user_id: Any = None, *, idempotency: Idempotency | None = None
-    ) -> dict[str, Any]:
+        self,
+        messages: JSON,
+        conversation_id: JSON = None,
+        user_id: JSON = None,
+        *,
+        idempotency: Idempotency | None = None,
+    ) -> MemoryAddMessagesAnswer:
         """Store a conversation's messages, one labelled memory each, in one commit."""
         return self._writes.memory_add_messages(messages, conversation_id, user_id, idempotency=idempotency)
 
     def memory_forget(
-        self, memory_id: Any = None, speaker: Any = None, confirm_records: Any = None, user_id: Any = None
-    ) -> dict[str, Any]:
+        self, memory_id: JSON = None, speaker: JSON = None, confirm_records: JSON = None, user_id: JSON = None
+    ) -> MemoryForgetAnswer:
         """Forget one memory, or all of a speaker's against a confirmed count."""
         return self._writes.memory_forget(memory_id, speaker, confirm_records, user_id)
 
     def memory_supersede(
-        self, memory_id: Any, content: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
-    ) -> dict[str, Any]:
+        self, memory_id: JSON, content: JSON, user_id: JSON = None, *, idempotency: Idempotency | None = None
+    ) -> MemorySupersedeAnswer:
         """Replace the current version of a fact with a new memory."""
         return self._writes.memory_supersede(memory_id, content, user_id, idempotency=idempotency)
 
     def memory_add_batch(
         self,
-        items: Any,
-        user_id: Any = None,
+        items: JSON,
+        user_id: JSON = None,
         *,
         idempotency: Idempotency | None = None,
         origins: Sequence[Origin] | None = None,
         redacted: Mapping[str, int] | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryBatchAnswer:
         """Store many memories with one embedding pass and one commit (imports)."""
         return self._batches.memory_add_batch(
             items, user_id, idempotency=idempotency, origins=origins, redacted=redacted
@@ -316,74 +351,74 @@ class MemoryService:
 
     def memory_add_bulk(
         self,
-        content: Any,
-        category: Any = None,
-        timestamp: Any = None,
-        user_id: Any = None,
+        content: JSON,
+        category: JSON = None,
+        timestamp: JSON = None,
+        user_id: JSON = None,
         *,
         idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryBatchAnswer:
         """A text blob (at most 500,000 characters) cut into memories and stored as a batch."""
         return self._batches.memory_add_bulk(content, category, timestamp, user_id, idempotency=idempotency)
 
     def memory_search(
         self,
-        query: Any,
-        speaker: Any = None,
-        limit: Any = 10,
-        filters: Any = None,
-        include_superseded: Any = False,
-        user_id: Any = None,
-        max_chars: Any = None,
-        as_of: Any = None,
-    ) -> dict[str, Any]:
+        query: JSON,
+        speaker: JSON = None,
+        limit: JSON = 10,
+        filters: JSON = None,
+        include_superseded: JSON = False,
+        user_id: JSON = None,
+        max_chars: JSON = None,
+        as_of: JSON = None,
+    ) -> MemorySearchAnswer:
         """The memories in scope that best answer ``query``, best first."""
         return self._reads.memory_search(query, speaker, limit, filters, include_superseded, user_id, max_chars, as_of)
 
     def memory_recall(
         self,
-        query: Any,
-        limit: Any = 10,
-        context_limit: Any = 10,
-        user_id: Any = None,
-        max_chars: Any = None,
-        as_of: Any = None,
-    ) -> dict[str, Any]:
+        query: JSON,
+        limit: JSON = 10,
+        context_limit: JSON = 10,
+        user_id: JSON = None,
+        max_chars: JSON = None,
+        as_of: JSON = None,
+    ) -> MemoryRecallAnswer:
         """Prompt-ready context: the search answer, lines around its best memory, recent turns."""
         return self._reads.memory_recall(query, limit, context_limit, user_id, max_chars, as_of)
 
-    def memory_get(self, memory_id: Any, user_id: Any = None) -> dict[str, Any]:
+    def memory_get(self, memory_id: JSON, user_id: JSON = None) -> MemoryGetAnswer:
         """One memory by id."""
         return self._reads.memory_get(memory_id, user_id)
 
     def memory_list(
-        self, limit: Any = 100, cursor: Any = None, user_id: Any = None, speaker: Any = None
-    ) -> dict[str, Any]:
+        self, limit: JSON = 100, cursor: JSON = None, user_id: JSON = None, speaker: JSON = None
+    ) -> MemoryListAnswer:
         """Every memory of the store (or of one speaker), oldest first, a page at a time."""
         return self._reads.memory_list(limit, cursor, user_id, speaker)
 
     def by_speaker(
-        self, speaker: Any, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
-    ) -> dict[str, Any]:
+        self, speaker: JSON, limit: JSON = 20, before: JSON = None, skip_ids: JSON = None, user_id: JSON = None
+    ) -> BySpeakerAnswer:
         """What one person said, newest first, a page at a time."""
         return self._pages.by_speaker(speaker, limit, before, skip_ids, user_id)
 
     # -- the store's own state (REST and library; no MCP tool) ---------------------------------------
 
-    def stats(self, user_id: Any = None) -> StatsAnswer:
+    def stats(self, user_id: JSON = None) -> StatsAnswer:
         """How many memories the store holds (memories, never records) and its short-term turns."""
         return self._state.stats(user_id)
 
-    def history(self, user_id: Any = None) -> HistoryAnswer:
+    def history(self, user_id: JSON = None) -> HistoryAnswer:
         """The short-term turns ``memory_recall`` reads, oldest first."""
         return self._state.recent_turns(user_id)
 
-    def lineage(self, memory_id: Any, user_id: Any = None) -> LineageAnswer:
+    def lineage(self, memory_id: JSON, user_id: JSON = None) -> LineageAnswer:
         """One memory's versions from ``memory_id`` forward to the one in force, oldest first."""
         return self._state.lineage(memory_id, user_id)
 
     def revisions(
-        self, include: Any = None, limit: Any = 20, before: Any = None, skip_ids: Any = None, user_id: Any = None
+        self, include: JSON = None, limit: JSON = 20, before: JSON = None, skip_ids: JSON = None, user_id: JSON = None
     ) -> RevisionsAnswer:
         """How many memories a later version superseded; with ``include``, one page of either side."""
         return self._state.revisions(include, limit, before, skip_ids, user_id)

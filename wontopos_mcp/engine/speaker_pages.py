@@ -32,10 +32,11 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wontopos_mcp.contract import operation
 from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.answers import JSON, BySpeakerAnswer, MemoryRecord
 from wontopos_mcp.rules.dates import format_us, parse_moment, to_us
 from wontopos_mcp.rules.names import check_speaker
 from wontopos_mcp.rules.records import memory_record
@@ -65,7 +66,7 @@ PAGE_LIMIT = operation("by_speaker").param("limit")  # range and default: the co
 class Page:
     """One page of memories, newest first, and where the next one starts."""
 
-    memories: list[dict[str, Any]]
+    memories: list[MemoryRecord]
     has_more: bool
     next_before: str | None
     next_skip_ids: list[str]
@@ -82,12 +83,12 @@ class SpeakerPages:
 
     def by_speaker(
         self,
-        speaker: Any,
-        limit: Any = PAGE_LIMIT.default,
-        before: Any = None,
-        skip_ids: Any = None,
-        user_id: Any = None,
-    ) -> dict[str, Any]:
+        speaker: JSON,
+        limit: JSON = PAGE_LIMIT.default,
+        before: JSON = None,
+        skip_ids: JSON = None,
+        user_id: JSON = None,
+    ) -> BySpeakerAnswer:
         name = check_speaker(speaker)
         limit = PAGE_LIMIT.integer(limit)
         before_us = None if before is None else parse_moment(before, field="before")[0]

@@ -19,12 +19,23 @@ MCP tool).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING
 
 from wontopos_mcp.contract import operation
 from wontopos_mcp.errors import InvalidRequestError
 from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.answers import (
+    JSON,
+    HistoryAnswer,
+    HistoryTurn,
+    LineageAnswer,
+    RevisionsAnswer,
+    Side,
+    StatsAnswer,
+    Version,
+)
 from wontopos_mcp.rules.dates import format_us, parse_moment
+from wontopos_mcp.rules.records import turn_role
 from wontopos_mcp.storage.where import FIRST_CHUNK, current, in_store, superseded, with_role
 
 from .history import History
@@ -38,61 +49,9 @@ if TYPE_CHECKING:
 
 SHORT_TERM = operation("memory_recall").param("context_limit")  # the turns recall reads by default
 REVISIONS_LIMIT = operation("revisions").param("limit")
-INCLUDE = ("revised", "unrevised")
+INCLUDE: tuple[Side, ...] = ("revised", "unrevised")
 # The window hints of revision pages, apart from every speaker's: no name has a control character.
 _HINTS = {"revised": "\x00revised", "unrevised": "\x00unrevised"}
-
-
-class StatsAnswer(TypedDict):
-    user_id: str
-    total_memories: int
-    short_term_turns: int
-
-
-class _Turn(TypedDict):
-    role: str
-    content: str
-    created_at: str
-
-
-class HistoryTurn(_Turn, total=False):
-    speaker: str  # absent when untagged (the store's own user)
-
-
-class HistoryAnswer(TypedDict):
-    user_id: str
-    turns: list[HistoryTurn]
-
-
-class Version(TypedDict):
-    id: str
-    content: str
-    created_at: str
-    is_current: bool
-
-
-class LineageAnswer(TypedDict):
-    user_id: str
-    memory_id: str
-    versions: list[Version]
-
-
-class _Counts(TypedDict):
-    user_id: str
-    revised: int
-    unrevised: int
-    total: int
-    counts: str
-    excludes: str
-    ordered_by: Literal["stored"]
-
-
-class RevisionsAnswer(_Counts, total=False):
-    include: str  # the page's keys, with ``include`` only
-    memories: list[dict[str, Any]]
-    has_more: bool
-    next_before: str | None
-    next_skip_ids: list[str]
 
 
 class StoreState:
@@ -102,18 +61,18 @@ class StoreState:
         self.pages = pages
         self.history = History(memories.store)
 
-    def stats(self, user_id: Any = None) -> StatsAnswer:
+    def stats(self, user_id: JSON = None) -> StatsAnswer:
         handle = self.registry.resolve(user_id, writing=False)
         total = self.memories.count_memories(in_store(handle.key))
         turns = self.memories.count_memories(in_store(handle.key) + with_role()) if total else 0
         return {"user_id": handle.display, "total_memories": total, "short_term_turns": min(turns, SHORT_TERM.default)}
 
-    def recent_turns(self, user_id: Any = None) -> HistoryAnswer:
+    def recent_turns(self, user_id: JSON = None) -> HistoryAnswer:
         handle = self.registry.resolve(user_id, writing=False)
         rows = self.history.recent_turns(handle.key, SHORT_TERM.default)
         return {"user_id": handle.display, "turns": [_turn(row) for row in reversed(rows)]}
 
-    def lineage(self, memory_id: Any, user_id: Any = None) -> LineageAnswer:
+    def lineage(self, memory_id: JSON, user_id: JSON = None) -> LineageAnswer:
         mid = v.label(memory_id, field="memory_id")
         handle = self.registry.resolve(user_id, writing=False)
         row = self.memories.memory_row(handle.key, mid)  # 404 naming memory_id
@@ -127,15 +86,16 @@ class StoreState:
 
     def revisions(
         self,
-        include: Any = None,
-        limit: Any = REVISIONS_LIMIT.default,
-        before: Any = None,
-        skip_ids: Any = None,
-        user_id: Any = None,
+        include: JSON = None,
+        limit: JSON = REVISIONS_LIMIT.default,
+        before: JSON = None,
+        skip_ids: JSON = None,
+        user_id: JSON = None,
     ) -> RevisionsAnswer:
         """Counts; with ``include``, one page of those memories. ``before`` and ``skip_ids``
         without ``include`` are a 400: they continue a page that was not asked for."""
-        if include is not None and include not in INCLUDE:
+        side = next((one for one in INCLUDE if one == include), None)
+        if include is not None and side is None:
             raise InvalidRequestError('include must be "revised" or "unrevised" (or left out)', field="include")
         size = REVISIONS_LIMIT.integer(limit)
         for name, value in (("before", before), ("skip_ids", skip_ids)):
@@ -160,17 +120,15 @@ class StoreState:
             "excludes": "forgotten memories: a forgotten memory leaves nothing to count",
             "ordered_by": "stored",
         }
-        if include is None:
+        if side is None:
             return answer
-        scope = (stored + superseded() if include == "revised" else current(stored)) + FIRST_CHUNK
-        in_scope = revised if include == "revised" else total - revised
+        scope = (stored + superseded() if side == "revised" else current(stored)) + FIRST_CHUNK
+        in_scope = revised if side == "revised" else total - revised
         rows = (
-            self.pages.newest(handle.key, _HINTS[include], scope, before_us, skip, size + 1, in_scope)
-            if in_scope
-            else []
+            self.pages.newest(handle.key, _HINTS[side], scope, before_us, skip, size + 1, in_scope) if in_scope else []
         )
         page = self.pages.page(handle.key, rows, size, before_us, skip)
-        answer["include"] = include
+        answer["include"] = side
         answer["memories"] = page.memories
         answer["has_more"] = page.has_more
         answer["next_before"] = page.next_before
@@ -180,7 +138,7 @@ class StoreState:
 
 def _turn(row: ChunkRow) -> HistoryTurn:
     when = format_us(row["created_us"])
-    turn: HistoryTurn = {"role": row["role"] or "", "content": row["content"], "created_at": when}
+    turn: HistoryTurn = {"role": turn_role(row["role"]), "content": row["content"], "created_at": when}
     if row["speaker"] is not None:
         turn["speaker"] = row["speaker"]
     return turn

@@ -5,9 +5,21 @@ speaker's memories need when it goes (deleted, or untagged).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.rules.answers import (
+    JSON,
+    MemoryForgetAnswer,
+    SpeakerInfo,
+    SpeakerRegisterAnswer,
+    SpeakerRemoveAnswer,
+    SpeakersListAnswer,
+    StoreCreateAnswer,
+    StoreDeleteAnswer,
+    StoreInfo,
+    StoresListAnswer,
+)
 from wontopos_mcp.rules.dates import format_us
 from wontopos_mcp.rules.names import check_person, named_store, similar_names
 from wontopos_mcp.storage.where import in_store
@@ -25,19 +37,19 @@ class Stores:
 
     # -- stores ------------------------------------------------------------------------
 
-    def store_create(self, user_id: Any) -> dict[str, Any]:
+    def store_create(self, user_id: JSON) -> StoreCreateAnswer:
         return self.registry.create_store(named_store(user_id))
 
-    def stores_list(self) -> dict[str, Any]:
+    def stores_list(self) -> StoresListAnswer:
         rows = self.registry.stores()
         counts = self.memories.store_counts([r["user_id"] for r in rows])  # no model needed
-        stores = [
+        stores: list[StoreInfo] = [
             {"user_id": r["name"], "created_at": format_us(r["created_us"]), "memories": counts.get(r["user_id"], 0)}
             for r in rows
         ]
         return {"stores": stores}
 
-    def store_delete(self, user_id: Any) -> dict[str, Any]:
+    def store_delete(self, user_id: JSON) -> StoreDeleteAnswer:
         if user_id is None:
             raise InvalidRequestError("user_id is required to delete a store", field="user_id")
         handle = self.registry.resolve(user_id)
@@ -51,7 +63,7 @@ class Stores:
             self.registry.forget_store(handle.key)
         return {"user_id": handle.display, "status": "deleted"}
 
-    def delete_all(self, user_id: Any) -> dict[str, Any]:
+    def delete_all(self, user_id: JSON) -> MemoryForgetAnswer:
         """Erase every memory of a store; the store and its speakers stay (REST/library)."""
         if user_id is None:
             raise InvalidRequestError("user_id is required to delete every memory", field="user_id")
@@ -63,12 +75,12 @@ class Stores:
 
     # -- speakers --------------------------------------------------------------------------
 
-    def speaker_register(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+    def speaker_register(self, speaker: JSON, user_id: JSON = None) -> SpeakerRegisterAnswer:
         name = check_person(speaker)
         self.commits.redactor.refuse_secret_name(name, field="speaker")
         handle = self.registry.resolve(user_id)
         row, status, count = self.registry.register_speaker(handle, name)
-        answer = {
+        answer: SpeakerRegisterAnswer = {
             "user_id": handle.display,
             "speaker": name,
             "status": status,
@@ -83,18 +95,18 @@ class Stores:
             answer["similar_to"] = similar
         return answer
 
-    def speakers_list(self, user_id: Any = None) -> dict[str, Any]:
+    def speakers_list(self, user_id: JSON = None) -> SpeakersListAnswer:
         handle = self.registry.resolve(user_id)
         rows = self.registry.speakers(handle.key)
         counts = self.memories.speaker_counts(handle.key)
-        speakers = [
+        speakers: list[SpeakerInfo] = [
             {"speaker": r["name"], "memories": counts.get(r["name"], 0), "created_at": format_us(r["created_us"])}
             for r in rows
         ]
         limit = self.registry.speaker_limit
         return {"user_id": handle.display, "speakers": speakers, "count": len(speakers), "limit": limit}
 
-    def speaker_remove(self, speaker: Any, user_id: Any = None) -> dict[str, Any]:
+    def speaker_remove(self, speaker: JSON, user_id: JSON = None) -> SpeakerRemoveAnswer:
         name = check_person(speaker)
         handle = self.registry.resolve(user_id)
         self.registry.require_speaker(handle.key, name, writing=False)

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from wontopos_mcp.contract import DEFAULT_CATEGORY, operation
 from wontopos_mcp.errors import ConflictError, Fix, InvalidRequestError
 from wontopos_mcp.rules import validation as v
+from wontopos_mcp.rules.answers import (
+    JSON,
+    MemoryAddAnswer,
+    MemoryAddMessagesAnswer,
+    MemoryDuplicateAnswer,
+    MemoryForgetAnswer,
+    MemorySupersedeAnswer,
+)
 from wontopos_mcp.rules.conversation import parse_messages
 from wontopos_mcp.rules.dates import parse_moment
 from wontopos_mcp.rules.idempotency import Idempotency
@@ -41,15 +49,15 @@ class Writes:
 
     def memory_add(
         self,
-        content: Any,
-        speaker: Any = None,
-        category: Any = None,
-        event_date: Any = None,
-        conversation_id: Any = None,
-        user_id: Any = None,
+        content: JSON,
+        speaker: JSON = None,
+        category: JSON = None,
+        event_date: JSON = None,
+        conversation_id: JSON = None,
+        user_id: JSON = None,
         *,
         idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryAddAnswer | MemoryDuplicateAnswer:
         text = v.text(content, field="content", max_chars=v.MAX_CONTENT_CHARS)
         name = None if speaker is None else check_speaker(speaker)
         category = v.optional_label(category, field="category") or DEFAULT_CATEGORY
@@ -71,7 +79,9 @@ class Writes:
             recorded = self.registry.confirm(handle, [(name, "speaker")]).recorded_seq
             return self.memories.find_duplicate(key, text, name, conversation), self.commits.last_seq(key, recorded)
 
-        def write(embedded: Embedded, decided: tuple[str | None, int]) -> Written:
+        def write(
+            embedded: Embedded, decided: tuple[str | None, int]
+        ) -> Written[MemoryAddAnswer | MemoryDuplicateAnswer]:
             duplicate, last_seq = decided
             if duplicate is not None:
                 return Written([], with_redactions(duplicate_answer(display, duplicate), redacted))
@@ -84,12 +94,12 @@ class Writes:
 
     def memory_add_messages(
         self,
-        messages: Any,
-        conversation_id: Any = None,
-        user_id: Any = None,
+        messages: JSON,
+        conversation_id: JSON = None,
+        user_id: JSON = None,
         *,
         idempotency: Idempotency | None = None,
-    ) -> dict[str, Any]:
+    ) -> MemoryAddMessagesAnswer:
         """Store a conversation: one labelled memory per message, all in one commit."""
         parsed = parse_messages(messages)
         redactor = self.commits.redactor
@@ -106,9 +116,10 @@ class Writes:
         def check() -> None:
             self.registry.confirm(handle, [(m.speaker, f"messages[{m.index}].name") for m in parsed])
 
-        def write(embedded: Embedded, _: None) -> Written:
+        def write(embedded: Embedded, _: None) -> Written[MemoryAddMessagesAnswer]:
             seq = self.commits.last_seq(key)
-            results, rows = [], []
+            results: list[MemoryAddAnswer | MemoryDuplicateAnswer] = []
+            rows: list[ChunkRow] = []
             for message, chunks, vectors in zip(parsed, embedded.chunks, embedded.vectors):
                 duplicate = self.memories.find_duplicate(key, message.content, message.speaker, conversation)
                 if duplicate is not None:
@@ -122,14 +133,14 @@ class Writes:
                 memory_id, new_rows = self.memories.new_rows(key, memory, chunks, vectors, seq=seq)
                 rows += new_rows
                 results.append(stored_answer(display, memory_id, message.speaker, len(chunks)))
-            answer = {"user_id": display, "conversation_id": conversation, "results": results}
+            answer: MemoryAddMessagesAnswer = {"user_id": display, "conversation_id": conversation, "results": results}
             return Written(rows, with_redactions(answer, redacted))
 
         return self.commits.write_once(key, idempotency, [m.content for m in parsed], check, write)
 
     def memory_supersede(
-        self, memory_id: Any, content: Any, user_id: Any = None, *, idempotency: Idempotency | None = None
-    ) -> dict[str, Any]:
+        self, memory_id: JSON, content: JSON, user_id: JSON = None, *, idempotency: Idempotency | None = None
+    ) -> MemorySupersedeAnswer:
         mid = v.label(memory_id, field="memory_id")
         text = v.text(content, field="content", max_chars=v.MAX_CONTENT_CHARS)
         handle = self.registry.resolve(user_id)
@@ -141,7 +152,7 @@ class Writes:
             self.registry.confirm(handle)
             return _refuse_superseded(self.memories.memory_row(key, mid))
 
-        def write(embedded: Embedded, old: ChunkRow) -> Written:
+        def write(embedded: Embedded, old: ChunkRow) -> Written[MemorySupersedeAnswer]:
             memory = {
                 "content": text, "speaker": old["speaker"], "category": old["category"], "event": None,
                 "conversation_id": old["conversation_id"], "role": None,  # a correction, not a turn said
@@ -150,7 +161,7 @@ class Writes:
             new_id, rows = self.memories.new_rows(key, memory, embedded.chunks[0], embedded.vectors[0], seq=seq)
             old_rows = self.memories.every_chunk(key, mid)
             marked: list[ChunkRow] = [{**r, "superseded": True, "superseded_by": new_id} for r in old_rows]
-            answer = {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
+            answer: MemorySupersedeAnswer = {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
             return Written(rows, with_redactions(answer, redacted), updated=marked)
 
         return self.commits.write_once(key, idempotency, [text], check, write)
@@ -158,8 +169,8 @@ class Writes:
     # -- forget ----------------------------------------------------------------------------------
 
     def memory_forget(
-        self, memory_id: Any = None, speaker: Any = None, confirm_records: Any = None, user_id: Any = None
-    ) -> dict[str, Any]:
+        self, memory_id: JSON = None, speaker: JSON = None, confirm_records: JSON = None, user_id: JSON = None
+    ) -> MemoryForgetAnswer:
         if (memory_id is None) == (speaker is None):
             raise InvalidRequestError(
                 "give exactly one of memory_id, or speaker with confirm_records", field="memory_id"
@@ -180,7 +191,7 @@ class Writes:
         confirm = CONFIRM_RECORDS.integer(confirm_records)
         return self._forget_speaker(name, confirm, self.registry.resolve(user_id))
 
-    def _forget_one(self, memory_id: str, handle: StoreHandle) -> dict[str, Any]:
+    def _forget_one(self, memory_id: str, handle: StoreHandle) -> MemoryForgetAnswer:
         key = handle.key
         self.memories.memory_row(key, memory_id)
         with self.store.write_lock(key):
@@ -196,7 +207,7 @@ class Writes:
             self.commits.delete_memories(key, memory_is(key, memory_id), {memory_id}, updated=relinked)
         return {"user_id": handle.display, "status": "deleted", "deleted": 1}
 
-    def _forget_speaker(self, name: str, confirm: int, handle: StoreHandle) -> dict[str, Any]:
+    def _forget_speaker(self, name: str, confirm: int, handle: StoreHandle) -> MemoryForgetAnswer:
         key = handle.key
         self.registry.require_speaker(key, name, writing=False)
         said = said_by(key, name)
@@ -207,15 +218,15 @@ class Writes:
         return {"user_id": handle.display, "status": "deleted", "deleted": len(forgotten)}
 
 
-def stored_answer(display: str, memory_id: str, speaker: str | None, chunks: int) -> dict[str, Any]:
-    answer: dict[str, Any] = {"user_id": display, "id": memory_id, "status": "stored"}
+def stored_answer(display: str, memory_id: str, speaker: str | None, chunks: int) -> MemoryAddAnswer:
+    answer: MemoryAddAnswer = {"user_id": display, "id": memory_id, "status": "stored"}  # type: ignore[typeddict-item]
     if speaker is not None:
-        answer["speaker"] = speaker
+        answer["speaker"] = speaker  # before the chunks: the answer's order
     answer["chunks"] = chunks
     return answer
 
 
-def duplicate_answer(display: str, duplicate_of: str) -> dict[str, Any]:
+def duplicate_answer(display: str, duplicate_of: str) -> MemoryDuplicateAnswer:
     return {
         "user_id": display,
         "status": "duplicate",

@@ -7,8 +7,9 @@ conversation messages in and context out (``conversation``), what a JSON value a
 sent may hold, for every face that decodes one (``json_values``), idempotency keys
 (``idempotency``), the items of a batch or a text blob (``batch_items``), the context
 budget (``budget``), the names a question mentions (``query_names``), where a database
-lives (``locations``) and secret redaction (``redaction`` with ``secret_matching``,
-``secret_shapes``, ``secret_words``).
+lives (``locations``), secret redaction (``redaction`` with ``secret_matching``,
+``secret_shapes``, ``secret_words``) and the shape of every answer the engine gives
+(``answers``: ``TypedDict``s, the one place the faces' answer schemas come from).
 
 May import: ``errors`` and other rules only. No I/O, no storage, no model: every
 function here is tested with plain values.

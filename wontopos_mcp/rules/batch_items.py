@@ -13,6 +13,7 @@ from typing import Any
 from wontopos_mcp.errors import InvalidRequestError
 
 from . import validation as v
+from .answers import ImportResult
 from .dates import parse_moment
 from .idempotency import Idempotency
 from .names import check_speaker
@@ -37,7 +38,7 @@ class Item:
     created_us: int | None
 
 
-def parse_items(items: Any, now_us: int) -> list[Item]:
+def parse_items(items: object, now_us: int) -> list[Item]:
     """Checked batch items; a bad one refuses the whole batch (400 naming ``items[i].x``).
     ``now_us``: a ``created_at`` later than this is refused (``as_of`` could never see it)."""
     if not isinstance(items, list) or not items:
@@ -54,7 +55,7 @@ def check_item(item: dict[str, Any], now_us: int) -> Item:
     return _parse_item(0, item, "", now_us)
 
 
-def _parse_item(index: int, item: Any, prefix: str, now_us: int) -> Item:
+def _parse_item(index: int, item: object, prefix: str, now_us: int) -> Item:
     where = prefix.rstrip(".") or "item"
     if not isinstance(item, dict):
         raise InvalidRequestError(f"{where} must be an object with content", field=where)
@@ -93,7 +94,7 @@ class Origin:
     supersedes: str | int | None = None
 
 
-def bulk_text(text: Any) -> str:
+def bulk_text(text: object) -> str:
     """A blob to cut into memories, checked (at most 500,000 characters)."""
     return v.text(text, field="content", max_chars=MAX_BULK_CHARS)
 
@@ -124,7 +125,7 @@ def cut_text(text: str) -> list[str]:
 # -- import batches: what each item's outcome is (MemoryWrites.memory_add_batch) -----------
 
 
-def known_result(found: tuple[str, str], origin: Origin) -> dict[str, Any]:
+def known_result(found: tuple[str, str], origin: Origin) -> ImportResult:
     """An import item whose key is in the store: there already, or refused when that
     key came with other fields (a key names one body: sent with another, it is refused)."""
     memory_id, fingerprint = found
@@ -134,7 +135,7 @@ def known_result(found: tuple[str, str], origin: Origin) -> dict[str, Any]:
     return {"status": "refused", "reason": reason}
 
 
-def stored_target(supersedes: str | int | None, results: list[dict[str, Any]]) -> str | None:
+def stored_target(supersedes: str | int | None, results: list[ImportResult]) -> str | None:
     """The store id an import item supersedes; ``None`` when the earlier item of the
     batch it names was not stored (a duplicate, refused): it is then a plain memory."""
     if supersedes is None or isinstance(supersedes, str):

@@ -33,7 +33,7 @@ class Message:
     speaker: str | None
 
 
-def parse_messages(messages: Any) -> list[Message]:
+def parse_messages(messages: object) -> list[Message]:
     """The messages to store, in order; system and tool messages are left out.
 
     ``assistant`` without a name is the AI (``me``); with a name it is another person;
@@ -59,7 +59,7 @@ def parse_messages(messages: Any) -> list[Message]:
     return [m for m in parsed if m.role not in SKIPPED_ROLES]
 
 
-def turn_messages(user_msg: Any, assistant_msg: Any) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def turn_messages(user_msg: object, assistant_msg: object) -> tuple[list[dict[str, str]], dict[str, str]]:
     """One exchange (``add_turn``, REST ``store-turn``) as ``memory_add_messages`` input:
     the user's words untagged, the assistant's as ``me``; and the map from each
     message's field (``messages[0].content``) back to the caller's name (``user_msg``).
@@ -71,7 +71,7 @@ def turn_messages(user_msg: Any, assistant_msg: Any) -> tuple[list[dict[str, Any
     REST and in the library alike. A turn with neither side is a 400 naming
     ``user_msg``; a side that is not a string is a 400 naming it.
     """
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, str]] = []
     fields: dict[str, str] = {}
     for name, role, text in (("user_msg", "user", user_msg), ("assistant_msg", "assistant", assistant_msg)):
         if text is None or (isinstance(text, str) and not text.strip()):
@@ -85,7 +85,7 @@ def turn_messages(user_msg: Any, assistant_msg: Any) -> tuple[list[dict[str, Any
     return messages, fields
 
 
-def _parse_one(index: int, message: Any) -> Message:
+def _parse_one(index: int, message: object) -> Message:
     where = f"messages[{index}]"
     if not isinstance(message, dict):
         raise InvalidRequestError(f"{where} must be an object with role and content", field=where)

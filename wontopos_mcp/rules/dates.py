@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta, timezone
-from typing import Any
 
 from wontopos_mcp.errors import InvalidRequestError
 
@@ -42,7 +41,7 @@ def month_bucket(us: int) -> str:
     return f"{t.year:04d}-{t.month:02d}"
 
 
-def parse_moment(raw: Any, *, field: str, end_of_day: bool = False) -> tuple[int, str]:
+def parse_moment(raw: object, *, field: str, end_of_day: bool = False) -> tuple[int, str]:
     """Parse a date as the module's inputs allow; return (microseconds, canonical text).
 
     A plain day keeps its text (``2026-07-01``) and means 00:00 UTC, or the last

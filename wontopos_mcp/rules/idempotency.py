@@ -25,10 +25,9 @@ import hmac
 import json
 import re
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from wontopos_mcp.errors import ConflictError, InvalidRequestError
 
@@ -52,7 +51,7 @@ class Idempotency:
     legacy: str | None = None
 
     @classmethod
-    def of(cls, key: Any, fingerprint: str, legacy: str | None = None) -> Idempotency:
+    def of(cls, key: object, fingerprint: str, legacy: str | None = None) -> Idempotency:
         if not isinstance(key, str) or not _KEY.fullmatch(key):
             raise InvalidRequestError(
                 f"{KEY_FIELD} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'", field=KEY_FIELD
@@ -60,7 +59,7 @@ class Idempotency:
         return cls(key, fingerprint, legacy)
 
     @classmethod
-    def keyed(cls, key: Any, secret: Callable[[], bytes], message: str) -> Idempotency:
+    def keyed(cls, key: object, secret: Callable[[], bytes], message: str) -> Idempotency:
         """The key (checked first: a bad one is 400 before anything is read), with
         ``message`` (what identifies the request body) hashed under the database's
         ``secret()``."""
@@ -76,7 +75,7 @@ class Idempotency:
         )
 
 
-def answer_json(answer: dict[str, Any]) -> str:
+def answer_json(answer: Mapping[str, object]) -> str:
     """An answer as its idempotency record keeps it (``speaker_in_answer`` relies on it)."""
     return json.dumps(answer, ensure_ascii=False)
 
@@ -113,7 +112,7 @@ def names_any(answer_json: str, memory_ids: Collection[str]) -> bool:
     return any(match.group(1) in memory_ids for match in _JSON_STRING.finditer(answer_json))
 
 
-def replayed(idem: Idempotency, fingerprint: str, answer_json: str) -> dict[str, Any]:
+def replayed(idem: Idempotency, fingerprint: str, answer_json: str) -> dict[str, object]:
     """The first answer again, or 422 when the key came with another body."""
     if not idem.matches(fingerprint):
         raise InvalidRequestError(

@@ -19,7 +19,6 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from functools import cache
-from typing import Any
 
 from wontopos_mcp.errors import InvalidRequestError
 
@@ -97,7 +96,7 @@ def _is_blank(ch: str) -> bool:
     return ch in _BLANKS
 
 
-def check_speaker(raw: Any, *, field: str = "speaker") -> str:
+def check_speaker(raw: object, *, field: str = "speaker") -> str:
     """Return the canonical form of a speaker name, or raise a 400 naming ``field``."""
     if not isinstance(raw, str):
         raise InvalidRequestError(f"{field} must be a string", field=field)
@@ -124,7 +123,7 @@ def check_speaker(raw: Any, *, field: str = "speaker") -> str:
     return name
 
 
-def check_person(raw: Any, *, field: str = "speaker") -> str:
+def check_person(raw: object, *, field: str = "speaker") -> str:
     """A speaker that must be a registered person: ``me`` is refused (register/remove)."""
     name = check_speaker(raw, field=field)
     if name == ME:
@@ -191,7 +190,7 @@ def _letter_prototypes() -> dict[str, str]:
     return prototypes
 
 
-def check_store_id(raw: Any, *, field: str = "user_id") -> str:
+def check_store_id(raw: object, *, field: str = "user_id") -> str:
     """Return a valid store id as given, or raise a 400 naming ``field``."""
     if not isinstance(raw, str):
         raise InvalidRequestError(f"{field} must be a string", field=field)
@@ -204,7 +203,7 @@ def check_store_id(raw: Any, *, field: str = "user_id") -> str:
     return raw
 
 
-def named_store(raw: Any) -> str:
+def named_store(raw: object) -> str:
     """The store a call names, checked: a ``user_id`` left out (``None``) is the built-in
     default store on every operation that names one (the one place this is decided)."""
     return check_store_id(DEFAULT_STORE if raw is None else raw)

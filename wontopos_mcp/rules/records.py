@@ -5,8 +5,9 @@ value, never ``null``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
+from .answers import MemoryRecord, Role
 from .dates import format_us
 
 # The columns ``memory_record`` reads: reads that only build records select just these
@@ -17,9 +18,10 @@ RECORD_FIELDS = (
 )  # fmt: skip
 
 
-def memory_record(row: Mapping[str, Any], *, similarity: float | None = None) -> dict[str, Any]:
+def memory_record(row: Mapping[str, Any], *, similarity: float | None = None) -> MemoryRecord:
     """Build the public record from a stored chunk row (any chunk of the memory)."""
-    record: dict[str, Any] = {"id": row["memory_id"], "content": row["content"]}
+    # Built key by key, in the order the answer shows them; the required keys all follow.
+    record: MemoryRecord = {"id": row["memory_id"], "content": row["content"]}  # type: ignore[typeddict-item]
     if row.get("speaker") is not None:
         record["speaker"] = row["speaker"]
     record["category"] = row["category"]
@@ -36,3 +38,11 @@ def memory_record(row: Mapping[str, Any], *, similarity: float | None = None) ->
     if row.get("superseded_by") is not None:
         record["superseded_by"] = row["superseded_by"]
     return record
+
+
+def turn_role(role: str | None) -> Role:
+    """A conversation turn's stored role: only ``memory_add_messages`` stores one, and only
+    "user" or "assistant" (the rows read as turns are those with a role)."""
+    if role not in ("user", "assistant"):
+        raise ValueError(f"a turn's role is 'user' or 'assistant', not {role!r}")
+    return cast("Role", role)

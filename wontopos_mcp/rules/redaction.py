@@ -67,11 +67,14 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
+
+from typing_extensions import NotRequired, TypedDict
 
 from wontopos_mcp.errors import InvalidRequestError
 
 from . import secret_shapes, secret_wallets, secret_words
+from .answers import Redaction
 from .secret_matching import Rule, Span
 
 NONE, SECRETS = "none", "secrets"
@@ -176,7 +179,14 @@ def tally(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
     return dict(total)
 
 
-def with_redactions(answer: dict[str, Any], counts: Mapping[str, int]) -> dict[str, Any]:
+class _Redactable(TypedDict):
+    redacted: NotRequired[list[Redaction]]
+
+
+A = TypeVar("A", bound=_Redactable)  # a write's answer
+
+
+def with_redactions(answer: A, counts: Mapping[str, int]) -> A:
     """``answer`` with ``redacted: [{kind, count}]`` (by kind) when anything was redacted."""
     if counts:
         answer["redacted"] = [{"kind": kind, "count": counts[kind]} for kind in sorted(counts)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
 
 from wontopos_mcp.errors import InvalidRequestError
 
@@ -40,7 +39,7 @@ def unicode_text(value: str, *, field: str) -> str:
     return value
 
 
-def integer(value: Any, *, field: str, low: int, high: int | None = None) -> int:
+def integer(value: object, *, field: str, low: int, high: int | None = None) -> int:
     """An int in [low, high]; bools and floats are refused rather than coerced."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidRequestError(f"{field} must be an integer", field=field)
@@ -50,13 +49,13 @@ def integer(value: Any, *, field: str, low: int, high: int | None = None) -> int
     return value
 
 
-def boolean(value: Any, *, field: str) -> bool:
+def boolean(value: object, *, field: str) -> bool:
     if not isinstance(value, bool):
         raise InvalidRequestError(f"{field} must be true or false", field=field)
     return value
 
 
-def text(value: Any, *, field: str, max_chars: int) -> str:
+def text(value: object, *, field: str, max_chars: int) -> str:
     """Non-empty text (after trimming) of at most ``max_chars``; returned as given. Text of
     nothing but white space and invisible controls (NUL, zero-width and bidi marks) is
     empty too: stored, it would match nothing, and every other invisible text would
@@ -83,16 +82,16 @@ def bounded(value: str, *, field: str, max_chars: int) -> str:
     return value
 
 
-def label(value: Any, *, field: str) -> str:
+def label(value: object, *, field: str) -> str:
     """A short identifier-like string (category, conversation id, memory id): trimmed."""
     return text(value, field=field, max_chars=MAX_LABEL_CHARS).strip()
 
 
-def optional_label(value: Any, *, field: str) -> str | None:
+def optional_label(value: object, *, field: str) -> str | None:
     return None if value is None else label(value, field=field)
 
 
-def string_list(value: Any, *, field: str, max_items: int) -> list[str]:
+def string_list(value: object, *, field: str, max_items: int) -> list[str]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise InvalidRequestError(f"{field} must be a list of strings", field=field)
     if len(value) > max_items:
@@ -100,7 +99,7 @@ def string_list(value: Any, *, field: str, max_items: int) -> list[str]:
     return [unicode_text(item, field=field) for item in value]
 
 
-def number(value: Any, *, field: str, low: float, high: float) -> float:
+def number(value: object, *, field: str, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise InvalidRequestError(f"{field} must be a number", field=field)
     if not low <= value <= high:
