@@ -33,6 +33,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 from scale import QUERIES
 
 
+def _step(module: Any, name: str) -> Any:
+    """A ranking step of either revision (private names, ``_replies``, before issue 33)."""
+    return getattr(module, name, None) or getattr(module, "_" + name)
+
+
 def reference(rev: str) -> types.ModuleType:
     source = subprocess.run(
         ["git", "show", f"{rev}:wontopos_mcp/engine/ranking.py"], capture_output=True, text=True, check=True
@@ -74,7 +79,7 @@ def main() -> None:
             scope_rows = store.count(where)
             vector = embedder.embed_query(query)
             found = store.vector_and_text_search(
-                lambda v=vector: v, query, where, 40, ranking._KEYS, (*ranking._KEYS, "vector"),
+                lambda v=vector: v, query, where, 40, ranking.CANDIDATE_KEYS, (*ranking.CANDIDATE_KEYS, "vector"),
                 scope_rows=scope_rows, context_where=context if speaker else None,
             )  # fmt: skip
             seeds = found.context_matches if speaker else found.matches
@@ -82,20 +87,20 @@ def main() -> None:
             for _ in range(args.rounds):
                 outs, hits = [], []
                 for label, module in (("old", old), ("new", ranking)):
-                    cands = ranking._dense_candidates(
+                    cands = ranking.dense_candidates(
                         store, vector, where, 10, scope_rows, first=[dict(r) for r in found.nearest]
                     )
-                    ranking._add_bm25(vector, [dict(r) for r in found.matches], cands)
+                    ranking.add_bm25(vector, [dict(r) for r in found.matches], cands)
                     start = time.perf_counter()
-                    replies = module._replies(store, vector, seeds, where, cands, base=context)
+                    replies = _step(module, "replies")(store, vector, seeds, where, cands, base=context)
                     middle = time.perf_counter()
                     cands.update(replies)
-                    nb = module._neighbours(store, vector, cands, {}, base=context)
+                    nb = _step(module, "neighbours")(store, vector, cands, {}, base=context)
                     end = time.perf_counter()
                     times.setdefault(f"{tag} replies {label}", []).append((middle - start) * 1000)
                     times.setdefault(f"{tag} neighbours {label}", []).append((end - middle) * 1000)
                     outs.append(plain((replies, nb)))
-                    lines = ranking._Lines(store, key, [c.row for c in cands.values()], base=context)
+                    lines = ranking.Lines(store, key, [c.row for c in cands.values()], base=context)
                 for label, module in (("old", old), ("new", ranking)):
                     start = time.perf_counter()
                     got = module.search_memories(store, embedder, query, where, 10, context=context)

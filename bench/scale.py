@@ -381,11 +381,11 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         scope_rows[r] = store.count(alice)
 
     def step_dense(r: int) -> None:
-        cands[r] = search._dense_candidates(store, vec_for[r], alice, 10, scope_rows[r])
+        cands[r] = search.dense_candidates(store, vec_for[r], alice, 10, scope_rows[r])
 
     def step_bm25(r: int) -> None:
-        matches = store.text_search(q(r), alice, 40, (*search._KEYS, "vector"))
-        search._add_bm25(vec_for[r], matches, cands[r])
+        matches = store.text_search(q(r), alice, 40, (*search.CANDIDATE_KEYS, "vector"))
+        search.add_bm25(vec_for[r], matches, cands[r])
         search._fuse(cands[r])
 
     current = u0  # the store's current memories: what memory_search passes as the context of a filtered search
@@ -393,17 +393,17 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
 
     def step_both(r: int) -> None:
         seeds[r] = store.vector_and_text_search(
-            lambda: vec_for[r], q(r), alice, 40, search._KEYS, (*search._KEYS, "vector"), scope_rows=scope_rows[r],
+            lambda: vec_for[r], q(r), alice, 40, search.CANDIDATE_KEYS, (*search.CANDIDATE_KEYS, "vector"), scope_rows=scope_rows[r],
             context_where=current,
         ).context_matches  # fmt: skip
 
     def step_replies(r: int) -> None:
-        cands[r].update(search._replies(store, vec_for[r], seeds[r], alice, cands[r]))
+        cands[r].update(search.replies(store, vec_for[r], seeds[r], alice, cands[r]))
 
     neighbour_rows: list[int] = []
 
     def step_neighbours(r: int) -> None:
-        _, newcomers = search._neighbours(store, vec_for[r], cands[r], {})
+        _, newcomers = search.neighbours(store, vec_for[r], cands[r], {})
         neighbour_rows.append(len(newcomers))
 
     def step_fields(r: int) -> None:

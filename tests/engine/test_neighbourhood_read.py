@@ -99,11 +99,11 @@ def _candidates(store: Store, vector: Any, query: str, where: str, context: str)
     """The candidates and reply seeds ``search_memories`` would have (the same calls)."""
     scope_rows = store.count(where)
     found = store.vector_and_text_search(
-        lambda: vector, query, where, 40, ranking._KEYS, (*ranking._KEYS, "vector"), scope_rows=scope_rows,
-        context_where=context,
+        lambda: vector, query, where, 40, ranking.CANDIDATE_KEYS, (*ranking.CANDIDATE_KEYS, "vector"),
+        scope_rows=scope_rows, context_where=context,
     )  # fmt: skip
-    candidates = ranking._dense_candidates(store, vector, where, 10, scope_rows, first=found.nearest)
-    ranking._add_bm25(vector, found.matches, candidates)
+    candidates = ranking.dense_candidates(store, vector, where, 10, scope_rows, first=found.nearest)
+    ranking.add_bm25(vector, found.matches, candidates)
     return candidates, found.context_matches
 
 
@@ -128,21 +128,21 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
         vector = embedder.embed_query(query)
         candidates, seeds = _candidates(store, vector, query, where, context)
         replies = {
-            rows: ranking._replies(store, vector, seeds, where, dict(candidates), base=context, whole_rows=rows)
+            rows: ranking.replies(store, vector, seeds, where, dict(candidates), base=context, whole_rows=rows)
             for rows in (None, WINDOWS, WHOLE)
         }
         as_plain = {rows: {m: (dict(c.row), c.dense) for m, c in got.items()} for rows, got in replies.items()}
         assert as_plain[None] == as_plain[WINDOWS] == as_plain[WHOLE], query
         candidates.update(replies[None])
         found = {
-            rows: _plain(*ranking._neighbours(store, vector, candidates, {}, base=context, whole_rows=rows))
+            rows: _plain(*ranking.neighbours(store, vector, candidates, {}, base=context, whole_rows=rows))
             for rows in (None, WINDOWS, WHOLE)
         }
         assert found[None] == found[WINDOWS] == found[WHOLE], query
         for mid, c in candidates.items():
             assert found[None][0][mid] == _expected(oracle, c.row, ranking.NEIGHBOUR_WEIGHTS), (query, mid)
         assert any(found[None][0].values()), query  # the premise: some candidates have neighbours
-        lines = ranking._Lines(store, key, [c.row for c in candidates.values()], base=context)
+        lines = ranking.Lines(store, key, [c.row for c in candidates.values()], base=context)
         forms_seen.add(lines.whole)
     assert written["ids"][6] not in oracle[0]  # forgotten: gone at every moment
     assert (written["ids"][10] in oracle[0]) == (moment == "as_of")  # superseded: a neighbour only as it stood
@@ -164,12 +164,13 @@ def test_a_long_conversation_is_read_by_its_windows_with_the_same_neighbours(
     # Three turns far apart in a conversation of 120: their windows hold ~99 memories, fewer
     # than the conversation, so the default read takes the windows.
     turns = (long[5], long[60], long[110])
-    picked = {r["memory_id"]: ranking.Candidate(ChunkRow(**{k: r[k] for k in ranking._KEYS}), 0.5) for r in turns}
-    lines = ranking._Lines(store, key, [c.row for c in picked.values()], base=context)
+    keys = ranking.CANDIDATE_KEYS
+    picked = {r["memory_id"]: ranking.Candidate(ChunkRow(**{k: r[k] for k in keys}), 0.5) for r in turns}
+    lines = ranking.Lines(store, key, [c.row for c in picked.values()], base=context)
     assert not lines.whole
-    assert ranking._Lines(store, key, [c.row for c in picked.values()], base=context, whole_rows=WHOLE).whole
+    assert ranking.Lines(store, key, [c.row for c in picked.values()], base=context, whole_rows=WHOLE).whole
     found = {
-        rows: _plain(*ranking._neighbours(store, vector, dict(picked), {}, base=context, whole_rows=rows))
+        rows: _plain(*ranking.neighbours(store, vector, dict(picked), {}, base=context, whole_rows=rows))
         for rows in (None, WINDOWS, WHOLE)
     }
     assert found[None] == found[WINDOWS] == found[WHOLE]

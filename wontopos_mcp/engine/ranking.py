@@ -99,7 +99,7 @@ _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
 # 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
 # memory fields are read once at the end.
-_KEYS = ("memory_id", "user_id", "conversation_id", "seq")
+CANDIDATE_KEYS = ("memory_id", "user_id", "conversation_id", "seq")
 
 
 @dataclass
@@ -138,10 +138,10 @@ def search_memories(
     k = max(limit * 4, _CANDIDATE_FLOOR)
     if mode == "vector":
         vector = embedder.embed_query(query)
-        candidates = _dense_candidates(store, vector, where, limit, scope_rows)
+        candidates = dense_candidates(store, vector, where, limit, scope_rows)
         scores = {mid: c.dense for mid, c in candidates.items()}
     else:
-        keys = (*_KEYS, "speaker") if named else _KEYS
+        keys = (*CANDIDATE_KEYS, "speaker") if named else CANDIDATE_KEYS
         wide = context if context is not None and context != where else None
         found = store.vector_and_text_search(
             lambda: embedder.embed_query(query), query, where, k, keys, (*keys, "vector"),
@@ -149,13 +149,13 @@ def search_memories(
         )  # fmt: skip
         vector = found.vector
         context_bm25 = _best_bm25(found.context_matches if wide is not None else found.matches)
-        candidates = _dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
-        _add_bm25(vector, found.matches, candidates)
+        candidates = dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
+        add_bm25(vector, found.matches, candidates)
         if mode == "bm25":
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
             if scope_rows > k:  # else every memory in scope is a candidate already
-                candidates.update(_replies(store, vector, found.context_matches, where, candidates, keys, context))
+                candidates.update(replies(store, vector, found.context_matches, where, candidates, keys, context))
             # A scope that is the whole current store holds every neighbour: they may win.
             scores = _propagate(
                 store, vector, candidates, context_bm25, keys, base=context, neighbours_in_scope=context == where
@@ -200,7 +200,7 @@ def _fetch(
     return found
 
 
-def _dense_candidates(
+def dense_candidates(
     store: Store,
     vector: Any,
     where: str,
@@ -208,7 +208,7 @@ def _dense_candidates(
     scope_rows: int,
     *,
     first: list[ChunkRow] | None = None,
-    keys: tuple[str, ...] = _KEYS,
+    keys: tuple[str, ...] = CANDIDATE_KEYS,
 ) -> dict[str, Candidate]:
     """At least ``wanted`` distinct in-scope memories by cosine (more chunks until then),
     or all of them when the scope holds fewer: the search stops asking once it has
@@ -228,7 +228,7 @@ def _dense_candidates(
         k *= 4
 
 
-def _add_bm25(vector: Any, matches: list[ChunkRow], candidates: dict[str, Candidate]) -> None:
+def add_bm25(vector: Any, matches: list[ChunkRow], candidates: dict[str, Candidate]) -> None:
     """BM25 scores for the candidates, and BM25-only hits added with their cosine."""
     for row in matches:
         score = float(row.pop("_score"))
@@ -239,19 +239,19 @@ def _add_bm25(vector: Any, matches: list[ChunkRow], candidates: dict[str, Candid
         held.bm25 = max(held.bm25, score)
 
 
-def _replies(
+def replies(
     store: Store, vector: Any, matches: list[ChunkRow], where: str, candidates: dict[str, Candidate],
-    keys: tuple[str, ...] = _KEYS, base: str | None = None, *, whole_rows: int | None = None,
+    keys: tuple[str, ...] = CANDIDATE_KEYS, base: str | None = None, *, whole_rows: int | None = None,
 ) -> dict[str, Candidate]:  # fmt: skip
     """Seeds: the first ``REPLY_SEEDS`` of ``matches`` (chunk rows, best first) that are
-    not candidates. The memories said next to them (``REPLY_OFFSETS``, as ``_Lines`` finds
+    not candidates. The memories said next to them (``REPLY_OFFSETS``, as ``Lines`` finds
     them) that are in scope (``where``) and not candidates yet become candidates, scored
-    by their best chunk's cosine. Two small reads, as for ``_neighbours``."""
+    by their best chunk's cosine. Two small reads, as for ``neighbours``."""
     seeds = [row for row in matches if row["memory_id"] not in candidates][:REPLY_SEEDS]
     if not seeds:
         return {}
     back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
-    lines = _Lines(store, seeds[0]["user_id"], seeds, back=back, base=base, whole_rows=whole_rows)
+    lines = Lines(store, seeds[0]["user_id"], seeds, back=back, base=base, whole_rows=whole_rows)
     wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
     if not wanted:
         return {}
@@ -285,23 +285,23 @@ def _fuse(candidates: dict[str, Candidate]) -> None:
 
 def _propagate(
     store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
-    keys: tuple[str, ...] = _KEYS, *, base: str | None = None, neighbours_in_scope: bool = False,
+    keys: tuple[str, ...] = CANDIDATE_KEYS, *, base: str | None = None, neighbours_in_scope: bool = False,
 ) -> dict[str, float]:  # fmt: skip
     """Each candidate's fused score plus shares of its neighbours' fused scores (same
     conversation only) and of its conversation's best.
     ``neighbours_in_scope``: the neighbours that join are in scope too (and get the same
     from the candidates they neighbour), else they only lend score."""
-    neighbours, newcomers = _neighbours(store, vector, candidates, context_bm25, keys, base)
+    around_each, newcomers = neighbours(store, vector, candidates, context_bm25, keys, base)
     if neighbours_in_scope:
-        for mid, around in list(neighbours.items()):
+        for mid, around in list(around_each.items()):
             for offset, other in around:
                 if other in newcomers and -offset in NEIGHBOUR_WEIGHTS:
                     newcomers[other].in_scope = True
-                    neighbours.setdefault(other, []).append((-offset, mid))
+                    around_each.setdefault(other, []).append((-offset, mid))
     _fuse(candidates)
     _score_newcomers(candidates, newcomers)
     scores = {mid: c.fused for mid, c in candidates.items()}
-    for mid, around in neighbours.items():
+    for mid, around in around_each.items():
         for offset, other in around:
             scores[mid] += NEIGHBOUR_WEIGHTS[offset] * candidates[other].fused
     group = {mid: _conversation_of(mid, c) for mid, c in candidates.items()}
@@ -321,9 +321,9 @@ def _conversation_of(memory_id: str, candidate: Candidate) -> str:
     return "m:" + memory_id if conversation is None else "c:" + conversation
 
 
-def _neighbours(
+def neighbours(
     store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
-    keys: tuple[str, ...] = _KEYS, base: str | None = None, *, whole_rows: int | None = None,
+    keys: tuple[str, ...] = CANDIDATE_KEYS, base: str | None = None, *, whole_rows: int | None = None,
 ) -> tuple[dict[str, list[tuple[int, str]]], dict[str, Candidate]]:  # fmt: skip
     """(offset, memory id) of each in-scope candidate's neighbours: the memories just
     before and after it in write order, in its own conversation (``None`` = no
@@ -332,14 +332,14 @@ def _neighbours(
     full-text score in ``context_bm25`` (none when absent), not yet fused.
 
     Two small reads: the ids, order and row ids of the chunks around the candidates in
-    their conversations (``_Lines``, no vectors; ``whole_rows`` is its bound), then, by
+    their conversations (``Lines``, no vectors; ``whole_rows`` is its bound), then, by
     row id, the vectors of the few neighbours used.
     """
     in_scope = [c for c in candidates.values() if c.in_scope]
     if not in_scope:
         return {}, {}
     store_key = in_scope[0].row["user_id"]
-    lines = _Lines(store, store_key, [c.row for c in in_scope], base=base, whole_rows=whole_rows)
+    lines = Lines(store, store_key, [c.row for c in in_scope], base=base, whole_rows=whole_rows)
     found = {c.row["memory_id"]: lines.around(c.row, NEIGHBOUR_WEIGHTS) for c in in_scope}
     wanted = {mid for around in found.values() for _, mid in around} - set(candidates)
     if not wanted:
@@ -350,7 +350,7 @@ def _neighbours(
     return found, newcomers
 
 
-class _Lines:
+class Lines:
     """The memories of ``base`` (default: the store's current ones) around some memories
     (chunk rows with ``seq`` and ``conversation_id``), in write order, per conversation:
     every memory said from ``back`` before to ``NEIGHBOUR_SPAN`` after each, in its
@@ -439,24 +439,24 @@ def _merged_spans(seqs: list[int], back: int = NEIGHBOUR_SPAN) -> list[tuple[int
 
 
 def _neighbour_candidates(
-    store: Store, vector: Any, lines: _Lines, wanted: Collection[str], keys: tuple[str, ...] = _KEYS
+    store: Store, vector: Any, lines: Lines, wanted: Collection[str], keys: tuple[str, ...] = CANDIDATE_KEYS
 ) -> dict[str, Candidate]:
     """Neighbours as out-of-scope candidates, scored by their best chunk's cosine."""
     rows = _fetch(store, lines.key, {mid: lines.row_ids[mid] for mid in wanted}, _unknown(keys))
     return {mid: _by_best_chunk(vector, _with_known(lines, chunks), in_scope=False) for mid, chunks in rows.items()}
 
 
-# What ``_Lines`` already read of a memory: the vector reads leave these columns out (at
+# What ``Lines`` already read of a memory: the vector reads leave these columns out (at
 # 100k rows, taking 100 neighbours' vectors took 9 ms with the keys, 5 ms without).
 _KNOWN = ("user_id", "conversation_id", "seq")
 
 
 def _unknown(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """The columns of ``keys`` (and the vector) a read of memories ``_Lines`` holds needs."""
+    """The columns of ``keys`` (and the vector) a read of memories ``Lines`` holds needs."""
     return (*(key for key in keys if key not in _KNOWN), "vector")
 
 
-def _with_known(lines: _Lines, chunks: list[ChunkRow]) -> list[ChunkRow]:
+def _with_known(lines: Lines, chunks: list[ChunkRow]) -> list[ChunkRow]:
     return [{**lines.known(row["memory_id"]), **row} for row in chunks]
 
 
