@@ -193,6 +193,11 @@ class Knobs:
     mmr: float = 0.0  # a chosen result lowers the others by this times their cosine to it
     conv_quota: int = 0  # >0: this many more candidates from each conversation, by cosine
     lift_decay: float = 0.0  # a conversation's lift shrinks by this for each result already taken from it
+    flat_gap: float = (
+        0.0  # >0: when the two best conversations' lifts are closer than this, ``flat_lift`` replaces the lift
+    )
+    flat_lift: float = 0.3
+    adjacent: float = 0.0  # a candidate within two turns of a chosen one in its conversation loses this much
     gate: str = ""  # "several": the variant's switches only for questions that ask for several things
 
 
@@ -313,8 +318,13 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         for g, v in by_group.items()
     }
     base = {mid: scores[mid] for mid in cands}
+    share = kn.session_lift
+    if kn.flat_gap:
+        tops = sorted(lift.values(), reverse=True)
+        if len(tops) > 1 and tops[0] - tops[1] < kn.flat_gap:
+            share = kn.flat_lift
     for mid in cands:
-        scores[mid] += kn.session_lift * lift[group[mid]]
+        scores[mid] += share * lift[group[mid]]
         if s.named and cands[mid].in_scope and st.speaker_of[mid] in s.named:
             scores[mid] += kn.named_boost
             base[mid] += kn.named_boost
@@ -330,7 +340,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
                 float(np.mean(fused)), fused[1] if len(fused) > 1 else fused[0], c.dense,
             ]))  # fmt: skip
     key: Callable[[Cand], tuple[float, float, int]] = lambda c: (-scores[c.mid], -c.dense, -st.seq_of[c.mid])  # noqa: E731
-    if not kn.mmr and not kn.lift_decay:
+    if not kn.mmr and not kn.lift_decay and not kn.adjacent:
         return [c.mid for c in sorted(pool, key=key)[:limit]]
     chosen: list[Cand] = []
     taken: dict[str, int] = defaultdict(int)
@@ -345,6 +355,10 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
             value = base[c.mid] + kn.session_lift * lift[group[c.mid]] * max(
                 0.0, 1 - kn.lift_decay * taken[group[c.mid]]
             )
+            if kn.adjacent and c.mid in st.place:
+                conv, n = st.place[c.mid]
+                if any(st.place.get(o.mid, (None, 0))[0] == conv and abs(st.place[o.mid][1] - n) <= 2 for o in chosen):
+                    value -= kn.adjacent
             return value - kn.mmr * near[c.mid]
 
         best = max(left, key=lambda c: (adjusted(c), c.dense, st.seq_of[c.mid]))
@@ -393,6 +407,15 @@ VARIANTS: dict[str, Knobs] = {
     "decay0.5": Knobs(lift_decay=0.5),
     "decay0.25": Knobs(lift_decay=0.25),
     "quota2": Knobs(conv_quota=2),
+    "floor120": Knobs(floor=120),
+    "adj0.3": Knobs(adjacent=0.3),
+    "adj0.6": Knobs(adjacent=0.6),
+    "flat0.2": Knobs(flat_gap=0.2),
+    "flat0.4": Knobs(flat_gap=0.4),
+    "flat0.2-0": Knobs(flat_gap=0.2, flat_lift=0.0),
+    "bm0.4": Knobs(bm25_weight=0.4, dense_weight=0.6),
+    "bm0.2": Knobs(bm25_weight=0.2, dense_weight=0.8),
+    "prev0.3": Knobs(neighbour_weights=((-1, 0.3), (1, 0.1))),
     "g-decay0.25": Knobs(lift_decay=0.25, gate="several"),
     "g-decay0.5": Knobs(lift_decay=0.5, gate="several"),
     "g-mmr0.4": Knobs(mmr=0.4, gate="several"),
@@ -412,14 +435,17 @@ def table(questions: dict[str, list[Question]], names: list[str], rankings: dict
                 vals = []
                 for q in qs:
                     s = q.filter if cfg == "filter" else q.nofilter
-                    if s is None or (part == "one" and q.several) or (part == "several" and not q.several):
+                    if s is None or (part != "all" and q.filter is None):  # the split: single-speaker questions
+                        continue
+                    if (part == "one" and q.several) or (part == "several" and not q.several):
                         continue
                     vals.append(recall(rankings[name][id(s)], q, s, 5))
                 figs.append((100 * float(np.mean(vals)) if vals else float("nan"), len(vals)))
             ten = []
             for cfg in ("filter", "nofilter"):
                 vals = [recall(rankings[name][id(s)], q, s, 10) for q in qs
-                        if q.several and (s := (q.filter if cfg == "filter" else q.nofilter)) is not None]  # fmt: skip
+                        if q.several and q.filter is not None
+                        and (s := (q.filter if cfg == "filter" else q.nofilter)) is not None]  # fmt: skip
                 ten.append(100 * float(np.mean(vals)) if vals else float("nan"))
             macro.append((figs[0][0], figs[1][0]))
             print(f"{name:12s} {set_name:12s} " + " ".join(f"{v:10.1f} n{n:<5d}" for v, n in figs)
