@@ -18,6 +18,7 @@ readers get 0.1 s of grace, so each test waits about a second.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -192,6 +193,61 @@ def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
     assert any("bitmap" in t and CATEGORY in t for t in left)
     assert svc.store.purge() is not None
     assert traces(tmp_path / "db", TRACES) == []
+
+
+@pytest.mark.slow
+def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_forgotten_stays(
+    make_purging: Callable[..., MemoryService], tmp_path: Path
+) -> None:
+    """The purge rebuilds the indexes outside the write lock. In the middle of the rebuild
+    (the test's seam), another thread stores a memory and forgets one: both commit at once
+    (they would wait for the purge otherwise, and the bound below would fail), the stored
+    one is kept and found (vector search, full text, the filters' indexes) once the purge
+    is done, the one forgotten meanwhile keeps its own marker and leaves with the next
+    purge, and no file holds what the first forget erased."""
+    svc_holder: list[MemoryService] = []
+    late: list[str] = []
+    stored: list[str] = []
+
+    def meanwhile() -> None:
+        if stored:  # the first purge's rebuild only
+            return
+        svc = svc_holder[0]
+
+        def write() -> None:
+            fields = {"category": "znewcatqq", "conversation_id": "znewconvqq"}
+            stored.append(svc.memory_add("The zqnewparcel arrived at the depot.", **fields)["id"])
+            svc.memory_forget(memory_id=late[0])
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(timeout=60)
+        assert not writer.is_alive(), "a write waited for the purge's index rebuild"
+
+    svc = make_purging(within=600, during_purge_reindex=meanwhile)
+    svc_holder.append(svc)
+    ids = remember(svc)
+    late.append(svc.memory_add("The zqlatefact is kept in the attic.")["id"])
+    where = f"memory_id = '{late[0]}'"
+    late_rows = svc.store.existing_chunks().to_lance().to_table(filter=where, with_row_address=True)["_rowaddr"]
+    for memory_id in ids:
+        svc.memory_forget(memory_id=memory_id)
+    assert svc.store.purge() is not None
+    assert stored, "the seam ran"
+    # Only the memory forgotten meanwhile is left, as a document of the rebuilt index.
+    left = [f"chunks.lance text_idx: a document of deleted row {row}" for row in late_rows.to_pylist()]
+    assert traces(tmp_path / "db", TRACES) == left
+    assert svc.store.registry_rows(MARKERS)  # the forget made meanwhile is due next
+    assert svc.memory_list()["count"] == 17  # 16 fillers and the new one
+    assert stored[0] in [m["id"] for m in svc.memory_search("a parcel arrived at the depot", limit=3)["memories"]]
+    chunks = svc.store.existing_chunks()
+    found = chunks.search("zqnewparcel", query_type="fts").limit(5).to_list()
+    assert [row["memory_id"] for row in found] == stored
+    assert chunks.count_rows("category = 'znewcatqq' AND conversation_id = 'znewconvqq'") == 1
+    assert svc.store.purge() is not None
+    assert traces(tmp_path / "db", (*TRACES, "zqlatefact")) == []
+    assert not svc.store.registry_rows(MARKERS)
+    assert svc.memory_list()["count"] == 17
 
 
 @pytest.mark.slow
