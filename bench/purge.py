@@ -24,6 +24,8 @@ database looks after long use. A few marked memories are added through the servi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import statistics
 import tempfile
@@ -43,17 +45,28 @@ from wontopos_mcp.storage.schema import create_indexes
 TOKEN = "zqxjurple"
 
 
+def files(db: Path) -> list[Path]:
+    """Every file under ``db`` still there once listed (a purge the store's own thread
+    runs meanwhile may remove an old version's files while they are read)."""
+    return [Path(root, name) for root, _, names in os.walk(db) for name in names]
+
+
 def holders(db: Path, needle: str) -> list[str]:
     """Files under ``db`` whose raw bytes hold ``needle`` (lower-cased)."""
     found = []
-    for path in db.rglob("*"):
-        if path.is_file() and needle.encode() in path.read_bytes().lower():
-            found.append(str(path.relative_to(db)))
+    for path in files(db):
+        with contextlib.suppress(FileNotFoundError):
+            if needle.encode() in path.read_bytes().lower():
+                found.append(str(path.relative_to(db)))
     return found
 
 
 def mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+    total = 0
+    for file in files(path):
+        with contextlib.suppress(FileNotFoundError):
+            total += file.stat().st_size
+    return total / 1e6
 
 
 def marked(svc: MemoryService, n: int) -> list[str]:

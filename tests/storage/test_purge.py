@@ -34,7 +34,7 @@ from support import KEY, refused, serve, settings_for
 
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.storage.locks.lease import LeaseTiming
-from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
+from wontopos_mcp.storage.purge import MARKERS, PurgeTiming, cleanup, compact, compact_beside_writers, seal
 
 TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
 TEXTS = (f"The {TOKEN} vault code sits behind the blue door.", f"Another {TOKEN} note: the spare key is in the shed.")
@@ -248,6 +248,47 @@ def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_f
     assert traces(tmp_path / "db", (*TRACES, "zqlatefact")) == []
     assert not svc.store.registry_rows(MARKERS)
     assert svc.memory_list()["count"] == 17
+
+
+class DeleteMeanwhile:
+    """A chunks table whose second look at its latest version (the compaction's check
+    before its commit) first commits a delete, as a writer outside the compaction's
+    exclusion would."""
+
+    def __init__(self, table: Any, where: str) -> None:
+        self.table, self.where, self.looks = table, where, 0
+
+    def checkout_latest(self) -> None:
+        self.table.checkout_latest()
+
+    def to_lance(self) -> Any:
+        self.looks += 1
+        if self.looks == 2:
+            self.table.delete(self.where)
+        return self.table.to_lance()
+
+
+def test_a_compaction_whose_fragment_changed_meanwhile_leaves_no_file_and_runs_in_the_lock(tmp_path: Path) -> None:
+    """Lance would refuse the compaction's commit (after its index remap wrote files no
+    version names): it is not made, its new data files are removed, and the compaction in
+    the write lock leaves nothing of either deleted row once the old versions go."""
+    import lancedb
+    import pyarrow as pa
+
+    table = lancedb.connect(str(tmp_path / "db")).create_table(
+        "t", pa.table({"id": [f"r{i}" for i in range(50)], "text": [f"row {i}" for i in range(50)]})
+    )
+    table.update(where="id = 'r1'", values={"text": "zqgonefirst"})
+    table.update(where="id = 'r2'", values={"text": "zqgonelater"})
+    table.to_lance().optimize.compact_files(materialize_deletions_threshold=0.0)
+    table.checkout_latest()
+    table.delete("id = 'r1'")
+    assert compact_beside_writers(DeleteMeanwhile(table, "id = 'r2'")) is False
+    compact(table)
+    assert cleanup(table, seal(table)) > 0
+    files = [p for p in (tmp_path / "db").rglob("*") if p.is_file()]
+    assert [str(p) for p in files for n in (b"zqgonefirst", b"zqgonelater") if n in p.read_bytes()] == []
+    assert table.count_rows() == 48
 
 
 @pytest.mark.slow

@@ -167,7 +167,7 @@ def _discard(dataset: Any, results: Sequence[Any]) -> None:
     root = os.path.join(dataset.uri, "data")
     for result in results:
         for fragment in result.new_fragments:
-            for file in fragment.data_files():
+            for file in fragment.files:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(root, file.path))
 
