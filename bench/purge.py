@@ -8,10 +8,11 @@ database looks after long use. A few marked memories are added through the servi
 * **bound**: forget the oldest memory (in the large fragment) and wait, with the default
   timing (SPEC's 60 s), until the purge's marker is gone;
 * **cost**: forget another old one, a recent one (in a small fragment) and one speaker's
-  3 memories, each purged at once (``store.purge()``): the time its rewrite holds the
-  write lock (every write waits that long at worst) and its cleanup's; a write made while
-  the purge runs is timed too; then a byte search of every file for the recent memory's
-  text, and the index rebuild alone (median of 3);
+  3 memories, each purged at once (``store.purge()``): how long its rewrite took, the part
+  of it in the write lock (every write waits that long at worst; the compaction and the
+  index rebuild run beside the writers) and its cleanup's; a write made while the purge
+  runs is timed too; then a byte search of every file for the recent memory's text, and
+  the index rebuild alone (median of 3);
 * **writes**: the p50/p99 of back-to-back ``memory_add`` calls (embedding included) with
   no purge running, then while an old memory's forget is purged at once (the writes
   start before the forget and stop when the purge is done); and how long the forget
@@ -23,6 +24,8 @@ database looks after long use. A few marked memories are added through the servi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import shutil
 import statistics
 import tempfile
@@ -42,17 +45,28 @@ from wontopos_mcp.storage.schema import create_indexes
 TOKEN = "zqxjurple"
 
 
+def files(db: Path) -> list[Path]:
+    """Every file under ``db`` still there once listed (a purge the store's own thread
+    runs meanwhile may remove an old version's files while they are read)."""
+    return [Path(root, name) for root, _, names in os.walk(db) for name in names]
+
+
 def holders(db: Path, needle: str) -> list[str]:
     """Files under ``db`` whose raw bytes hold ``needle`` (lower-cased)."""
     found = []
-    for path in db.rglob("*"):
-        if path.is_file() and needle.encode() in path.read_bytes().lower():
-            found.append(str(path.relative_to(db)))
+    for path in files(db):
+        with contextlib.suppress(FileNotFoundError):
+            if needle.encode() in path.read_bytes().lower():
+                found.append(str(path.relative_to(db)))
     return found
 
 
 def mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
+    total = 0
+    for file in files(path):
+        with contextlib.suppress(FileNotFoundError):
+            total += file.stat().st_size
+    return total / 1e6
 
 
 def marked(svc: MemoryService, n: int) -> list[str]:
@@ -110,7 +124,7 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
         took = svc.store.purge()
         writer.join()
         assert took is not None
-        print(f"  purge of {label}: rewrite {took['rewrite_s']:.2f} s in the write lock, cleanup "
+        print(f"  purge of {label}: rewrite {took['rewrite_s']:.2f} s, {took['locked_s']:.2f} s of it in the write lock, cleanup "
               f"{took['cleanup_s']:.2f} s ({took['versions_removed']:.0f} old versions); a write made meanwhile "
               f"took {waited[0]:.2f} s")  # fmt: skip
     left = holders(db, f"{TOKEN}0")
@@ -162,7 +176,8 @@ def writes_during_a_purge(svc: MemoryService, oldest: Any) -> None:
     stop.set()
     writer.join()
     assert took is not None
-    print(f"  forget call {1000 * forget_s:.0f} ms; purge rewrite {took['rewrite_s']:.2f} s in the write lock; "
+    print(f"  forget call {1000 * forget_s:.0f} ms; purge rewrite {took['rewrite_s']:.2f} s, {took['locked_s']:.2f} s of it "
+          f"in the write lock; "
           f"writes usual p50 {_p(usual, 50):.2f} s p99 {_p(usual, 99):.2f} s ({len(usual)}), during the purge "
           f"p50 {_p(during, 50):.2f} s p99 {_p(during, 99):.2f} s ({len(during)}): "
           f"p99 ratio {_p(during, 99) / _p(usual, 99):.2f}")  # fmt: skip

@@ -18,6 +18,7 @@ readers get 0.1 s of grace, so each test waits about a second.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -33,7 +34,7 @@ from support import KEY, refused, serve, settings_for
 
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.storage.locks.lease import LeaseTiming
-from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
+from wontopos_mcp.storage.purge import MARKERS, PurgeTiming, cleanup, compact, compact_beside_writers, seal
 
 TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
 TEXTS = (f"The {TOKEN} vault code sits behind the blue door.", f"Another {TOKEN} note: the spare key is in the shed.")
@@ -192,6 +193,102 @@ def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
     assert any("bitmap" in t and CATEGORY in t for t in left)
     assert svc.store.purge() is not None
     assert traces(tmp_path / "db", TRACES) == []
+
+
+@pytest.mark.slow
+def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_forgotten_stays(
+    make_purging: Callable[..., MemoryService], tmp_path: Path
+) -> None:
+    """The purge rebuilds the indexes outside the write lock. In the middle of the rebuild
+    (the test's seam), another thread stores a memory and forgets one: both commit at once
+    (they would wait for the purge otherwise, and the bound below would fail), the stored
+    one is kept and found (vector search, full text, the filters' indexes) once the purge
+    is done, the one forgotten meanwhile keeps its own marker and leaves with the next
+    purge, and no file holds what the first forget erased."""
+    svc_holder: list[MemoryService] = []
+    late: list[str] = []
+    stored: list[str] = []
+
+    def meanwhile() -> None:
+        if stored:  # the first purge's rebuild only
+            return
+        svc = svc_holder[0]
+
+        def write() -> None:
+            fields = {"category": "znewcatqq", "conversation_id": "znewconvqq"}
+            stored.append(svc.memory_add("The zqnewparcel arrived at the depot.", **fields)["id"])
+            svc.memory_forget(memory_id=late[0])
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(timeout=60)
+        assert not writer.is_alive(), "a write waited for the purge's index rebuild"
+
+    svc = make_purging(within=600, during_purge_reindex=meanwhile)
+    svc_holder.append(svc)
+    ids = remember(svc)
+    late.append(svc.memory_add("The zqlatefact is kept in the attic.")["id"])
+    where = f"memory_id = '{late[0]}'"
+    late_rows = svc.store.existing_chunks().to_lance().to_table(filter=where, with_row_address=True)["_rowaddr"]
+    for memory_id in ids:
+        svc.memory_forget(memory_id=memory_id)
+    assert svc.store.purge() is not None
+    assert stored, "the seam ran"
+    # Only the memory forgotten meanwhile is left, as a document of the rebuilt index.
+    left = [f"chunks.lance text_idx: a document of deleted row {row}" for row in late_rows.to_pylist()]
+    assert traces(tmp_path / "db", TRACES) == left
+    assert svc.store.registry_rows(MARKERS)  # the forget made meanwhile is due next
+    assert svc.memory_list()["count"] == 17  # 16 fillers and the new one
+    assert stored[0] in [m["id"] for m in svc.memory_search("a parcel arrived at the depot", limit=3)["memories"]]
+    chunks = svc.store.existing_chunks()
+    found = chunks.search("zqnewparcel", query_type="fts").limit(5).to_list()
+    assert [row["memory_id"] for row in found] == stored
+    assert chunks.count_rows("category = 'znewcatqq' AND conversation_id = 'znewconvqq'") == 1
+    assert svc.store.purge() is not None
+    assert traces(tmp_path / "db", (*TRACES, "zqlatefact")) == []
+    assert not svc.store.registry_rows(MARKERS)
+    assert svc.memory_list()["count"] == 17
+
+
+class DeleteMeanwhile:
+    """A chunks table whose second look at its latest version (the compaction's check
+    before its commit) first commits a delete, as a writer outside the compaction's
+    exclusion would."""
+
+    def __init__(self, table: Any, where: str) -> None:
+        self.table, self.where, self.looks = table, where, 0
+
+    def checkout_latest(self) -> None:
+        self.table.checkout_latest()
+
+    def to_lance(self) -> Any:
+        self.looks += 1
+        if self.looks == 2:
+            self.table.delete(self.where)
+        return self.table.to_lance()
+
+
+def test_a_compaction_whose_fragment_changed_meanwhile_leaves_no_file_and_runs_in_the_lock(tmp_path: Path) -> None:
+    """Lance would refuse the compaction's commit (after its index remap wrote files no
+    version names): it is not made, its new data files are removed, and the compaction in
+    the write lock leaves nothing of either deleted row once the old versions go."""
+    import lancedb
+    import pyarrow as pa
+
+    table = lancedb.connect(str(tmp_path / "db")).create_table(
+        "t", pa.table({"id": [f"r{i}" for i in range(50)], "text": [f"row {i}" for i in range(50)]})
+    )
+    table.update(where="id = 'r1'", values={"text": "zqgonefirst"})
+    table.update(where="id = 'r2'", values={"text": "zqgonelater"})
+    table.to_lance().optimize.compact_files(materialize_deletions_threshold=0.0)
+    table.checkout_latest()
+    table.delete("id = 'r1'")
+    assert compact_beside_writers(DeleteMeanwhile(table, "id = 'r2'")) is False
+    compact(table)
+    assert cleanup(table, seal(table)) > 0
+    files = [p for p in (tmp_path / "db").rglob("*") if p.is_file()]
+    assert [str(p) for p in files for n in (b"zqgonefirst", b"zqgonelater") if n in p.read_bytes()] == []
+    assert table.count_rows() == 48
 
 
 @pytest.mark.slow

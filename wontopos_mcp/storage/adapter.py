@@ -217,6 +217,7 @@ class Store:
         lease: LeaseTiming | None = None,
         purge: PurgeTiming | None = None,
         write_wait: float = WRITE_WAIT_S,
+        during_purge_reindex: Callable[[], None] | None = None,
     ) -> None:
         """``flat_search_max``: scopes up to this many chunk rows are searched exactly;
         ``vector_index_min_rows``: the table gets its IVF_SQ index at this size. Both are
@@ -227,7 +228,9 @@ class Store:
         ``writers`` and ``lease``: how writers on object storage share the database
         (``coordination``). ``purge``: how soon what an erasure removed leaves the disk
         (``purge``; tests shorten it). ``write_wait``: a writer waiting this long for a
-        local database's lock while a reindex holds it answers 503 (``Patience``)."""
+        local database's lock while a reindex holds it answers 503 (``Patience``).
+        ``during_purge_reindex``: called in the middle of a purge's index rebuild, outside
+        the write lock (a test's seam: ``purge.reindex``)."""
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.vector_index_min_rows = vector_index_min_rows
@@ -260,6 +263,8 @@ class Store:
             chunks=self.existing_chunks, registry=lambda: self._registry,
             registry_rows=self.registry_rows, registry_insert=self.registry_insert,
             registry_delete=self.registry_delete, lock=self.write_lock, claim=self._coordinator.upkeep,
+            maintenance=self._coordinator.maintenance, compaction=self._coordinator.compaction,
+            local=not self._remote, during_reindex=during_purge_reindex,
         )  # fmt: skip
         self._on_open: list[Callable[[], None]] = []
         self._ready = False  # set only once the registry is open and the hooks have run
@@ -576,7 +581,8 @@ class Store:
         if delete_where:
             merge = merge.when_not_matched_by_source_delete(delete_where)
         fitting = self._fitting if embedded else (lambda t, r: arrow(r, t.schema))
-        self._commit(lambda: merge.execute(fitting(table, rows)))
+        with self._coordinator.compaction():  # an update: after a purge's compaction (``coordination``)
+            self._commit(lambda: merge.execute(fitting(table, rows)))
         self._after_write(table)
 
     def _fitting(self, table: Any, rows: Sequence[ChunkRow]) -> Any:
@@ -611,7 +617,8 @@ class Store:
         table = self.existing_chunks()
         if table is None:
             return 0
-        result = self._commit(lambda: table.update(where=where, values_sql=values_sql))
+        with self._coordinator.compaction():
+            result = self._commit(lambda: table.update(where=where, values_sql=values_sql))
         self._after_write(table)
         return int(getattr(result, "rows_updated", 0) or 0)
 
@@ -621,7 +628,8 @@ class Store:
             return 0
         before = int(table.count_rows(where))
         if before:
-            self._commit(lambda: table.delete(where))
+            with self._coordinator.compaction():
+                self._commit(lambda: table.delete(where))
             self._after_write(table)
         return before
 
@@ -636,13 +644,15 @@ class Store:
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Every writer of the database held off: each store's lock (in key order), then
-        the database's, as ``write_lock`` orders them. A local database has one lock for
+        """Every writer of the database held off: the maintenance exclusion (a purge
+        rebuilding the indexes outside the write lock finishes first), each store's lock
+        (in key order), then the database's, as ``write_lock`` orders them. A local database has one lock for
         all; with ``--writers leased`` each store has its own lease, and a store created
         while they were being taken means letting go and taking them again (creating one
         needs the database's lease, held last)."""
         while True:
             with ExitStack() as held:
+                held.enter_context(self._coordinator.maintenance())  # a purge's index rebuild finishes first
                 keys = sorted({row["user_id"] for row in self.registry_rows(REGISTRY_STORES)})
                 for key in keys:  # without patience: the reindex itself waits for every writer
                     held.enter_context(self._coordinator.hold(key))
@@ -770,7 +780,19 @@ class Store:
         raise AssertionError("unreachable")
 
     def _after_write(self, table: Any = None) -> None:
-        self._upkeep.after_write(self._registry if table is None else table, self._registry, self._coordinator.upkeep)
+        self._upkeep.after_write(self._registry if table is None else table, self._registry, self._upkeep_claim)
+
+    @contextmanager
+    def _upkeep_claim(self) -> Iterator[bool]:
+        """Whether a writer's upkeep round runs now: the maintenance exclusion if it is free
+        (a purge rebuilding the indexes holds it: the next commit decides again), then
+        ``upkeep``'s say (of several replicas, the database lease's holder)."""
+        with self._coordinator.maintenance(wait=False) as free:
+            if not free:
+                yield False
+                return
+            with self._coordinator.upkeep() as ours:
+                yield ours
 
     def maintain(self, table: Any | None = None) -> None:
         """Bring both tables fully up to date now (``Upkeep.full``); inside the write lock."""

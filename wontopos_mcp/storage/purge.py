@@ -11,18 +11,32 @@ full-text, B-tree and bitmap indexes all keep its rows (the full-text index only
 them at search time) until an index update that has new rows to add prunes them (not a
 bitmap's key); an update with nothing new, merging segments or not, kept them. The vector
 index keeps such a fragment's vectors too, until a merge of its segments (with new rows
-or not: measured) or a rebuild. A rebuild never keeps anything. So a purge does, for each table:
+or not: measured) or a rebuild. A rebuild never keeps anything. So a purge does, for each
+table, holding the maintenance exclusion (``coordination``: no upkeep round, reindex or
+other purge commits meanwhile, in this process or another):
 
-1. *rewrite*, inside the database's write lock: every fragment holding deleted rows is
-   compacted with its deletions materialised (only those: the size tiers of
-   ``upkeep_policy`` stay as they are; the regular upkeep may have compacted some already,
-   with the same effect on the indexes). The chunks table's bitmap indexes are built
-   again from the live rows (``schema.create_indexes``: cheap, a few values each),
-   and its B-tree and full-text indexes too when one still covers a fragment that is
-   gone. The vector index is remapped by the compaction, and merged into one segment
-   (``prune_vectors``, not retrained) when it still holds the rows of a fragment that is
-   gone. A last commit of the purge's own follows (the latest version is never removed,
-   and its files describe its operation).
+1. *rewrite*: every fragment holding deleted rows is compacted with its deletions
+   materialised (only those: the size tiers of ``upkeep_policy`` stay as they are; the
+   regular upkeep may have compacted some already, with the same effect on the indexes).
+   On a local directory the chunks table's compaction runs beside the writers, inside the
+   ``compaction`` exclusion alone: appends commit meanwhile (Lance rebases the
+   compaction's commit over them), while a delete or an update waits for it, as Lance
+   would refuse the compaction after one touched its fragments, once its index remap had
+   written files no version names (measured on pylance 13; a source fragment changed all
+   the same means its files are removed and it runs in the write lock instead). The
+   registry's compaction (a small table), and the chunks table's on object storage, run
+   inside the database's write lock. Then, outside the write lock, the chunks table's
+   bitmap indexes are built again from the live rows (``schema.create_indexes``: cheap, a
+   few values each), and its B-tree and full-text indexes too when one still covers a
+   fragment that is gone; the vector index, remapped by the compaction, is merged into
+   one segment (``prune_vectors``, not retrained) when it still holds the rows of a
+   fragment that is gone. Each new index commits over the writes made while it was built
+   (appends, deletes, updates: Lance rebases an index over them); the rows appended
+   meanwhile stay outside it and are searched beside it, and a row deleted meanwhile is
+   its own erasure's, whose marker the next purge reads. A last commit of the purge's own
+   follows (the latest version is never removed, and its files describe its operation);
+   the versions writers made before it, during the rebuild, may still name the old
+   indexes, and go with every other version older than it.
 2. *cleanup*, once the rewrite is ``retain`` old (a query in another process that loaded
    an older version when it started has had that long to finish, as for every cleanup in
    ``upkeep_policy``): every version older than the rewrite goes, with the files only those
@@ -35,14 +49,16 @@ process that opens the database runs a due purge before it answers (a process st
 before its purge leaves it to the next one), then polls every ``PurgeTiming.tick`` and
 starts a purge once the oldest marker is one tick old: erasures close together share a
 purge. Bound (the default ``within`` of 60 s): about two ticks, then the rewrite, then
-``retain``: 19-24 s measured at 10,000 and 100,000 memories (``bench/purge.py``). A marker is
+``retain`` (``bench/purge.py`` measures it with the README's figures). A marker is
 removed only by the cleanup of the purge that read it, so an erasure during a purge
 keeps its own marker for the next one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 import uuid
@@ -50,12 +66,15 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .rows import RegistryRow
 from .schema import create_indexes
-from .upkeep_policy import Claim, fragments_of
+from .upkeep_policy import Claim, Fragment, fragments_of
 from .where import REGISTRY_PURGES, registry_keys_in
+
+if TYPE_CHECKING:
+    from lance.optimize import CompactionOptions
 
 log = logging.getLogger(__name__)
 
@@ -80,34 +99,103 @@ def marker(now_us: int) -> RegistryRow:
     return RegistryRow(key=f"purge:{uuid.uuid4()}", kind="purge", user_id="", name="", created_us=now_us, value=None)
 
 
-def rewrite(table: Any, reindex: bool) -> int:
-    """Step 1 on one table (inside the write lock): its version afterwards."""
-    dataset = table.to_lance()
-    fragments = fragments_of(dataset)
+def _compaction(fragments: Sequence[Fragment]) -> CompactionOptions | None:
+    """The options that compact every fragment holding deleted rows with its deletions
+    materialised, and only those (``None``: none holds any)."""
     holding = [f for f in fragments if f.deleted]
-    live = {f.id for f in fragments}
-    # A fully deleted fragment is gone from the table, not from the indexes covering it
-    # (the vector index, only remapped, keeps covering it: see the module).
+    if not holding:
+        return None
+    return {
+        "materialize_deletions": True,
+        "materialize_deletions_threshold": 0.0,
+        "excluded_fragment_ids": [f.id for f in fragments if not f.deleted],
+        "target_rows_per_fragment": max(f.rows + f.deleted for f in holding) + 1,
+        "num_threads": 1,
+    }
+
+
+def stale_indexes(table: Any) -> bool:
+    """Whether a B-tree or full-text index still covers a fragment the table no longer has
+    (one a delete emptied, which no compaction visits: see the module). Asked before the
+    compaction, whose remapping rewrites the indexes' fragment lists."""
+    dataset = table.to_lance()
+    live = {f.id for f in fragments_of(dataset)}
     searched = [index for index in dataset.describe_indices() if not _is_vector(index.index_type)]
-    stale = any(not set(s.fragment_ids) <= live for index in searched for s in index.segments)
-    if holding:
-        dataset.optimize.compact_files(
-            materialize_deletions=True,
-            materialize_deletions_threshold=0.0,
-            excluded_fragment_ids=[f.id for f in fragments if not f.deleted],
-            target_rows_per_fragment=max(f.rows + f.deleted for f in holding) + 1,
-            num_threads=1,
-        )
-    if reindex:  # each index replaced: one commit each
-        create_indexes(table, bitmaps_only=not stale)
-        prune_vectors(table)
-    # The latest version stays whatever its age, and its manifest and transaction file
-    # hold its operation: an erasing delete's where-clause names a store or a speaker. So
-    # the purge's own commit comes last (a timestamp in the table's metadata).
+    return any(not set(s.fragment_ids) <= live for index in searched for s in index.segments)
+
+
+def compact_beside_writers(table: Any) -> bool:
+    """Outside the write lock, inside the ``compaction`` exclusion (every delete and update
+    of the table waits for it; appends go on): the fragments holding deleted rows
+    compacted, read from the latest version and committed over the appends made meanwhile
+    (Lance remaps the indexes at the commit). Whether it is done: not when a source
+    fragment changed all the same (a commit outside the exclusion), which Lance would
+    refuse only after its remap had written index files no version names; its new
+    fragments are removed then, and ``compact`` runs in the write lock instead."""
+    from lance.optimize import Compaction
+
     table.checkout_latest()
-    table.to_lance().update_metadata({PURGED: str(_now_us())})
+    dataset = table.to_lance()  # a dataset of its own, left at this version
+    options = _compaction(fragments_of(dataset))
+    if options is None:
+        return True
+    # ``Any``: pylance 13's stub names the sources ``old_fragments``, the object ``original_fragments``
+    results: list[Any] = [task.execute(dataset) for task in Compaction.plan(dataset, options).tasks]
+    now = {f.metadata.id: f.metadata.to_json() for f in table.to_lance().get_fragments()}  # the latest
+    if any(now.get(f.id) != f.to_json() for result in results for f in result.original_fragments):
+        _discard(dataset, results)
+        return False
+    Compaction.commit(dataset, results, options)
     table.checkout_latest()
-    return int(table.version)
+    return True
+
+
+def compact(table: Any) -> None:
+    """Inside the write lock: the fragments holding deleted rows compacted (no other
+    writer commits meanwhile)."""
+    table.checkout_latest()
+    dataset = table.to_lance()
+    options = _compaction(fragments_of(dataset))
+    if options is not None:
+        dataset.optimize.compact_files(**options)
+        table.checkout_latest()
+
+
+def _discard(dataset: Any, results: Sequence[Any]) -> None:
+    """Remove the data files of a compaction that will not be committed (no version names
+    them, so a cleanup would keep them for LanceDB's 7 days)."""
+    root = os.path.join(dataset.uri, "data")
+    for result in results:
+        for fragment in result.new_fragments:
+            for file in fragment.files:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(root, file.path))
+
+
+def reindex(table: Any, stale: bool, between: Callable[[], None] | None = None) -> None:
+    """Outside the write lock: the bitmap indexes built again, the B-tree and full-text
+    ones too when ``stale``, then (``between`` runs here: a test's seam) the vector index
+    merged when it holds a gone fragment's rows. Each replaced index is one commit, which
+    Lance rebases over the appends, deletes and updates committed while it was built: rows
+    appended meanwhile stay outside it, searched beside it, until the upkeep folds them in
+    (measured on pylance 13, filters and full-text search both find them)."""
+    table.checkout_latest()
+    create_indexes(table, bitmaps_only=not stale)
+    if between is not None:
+        between()
+    prune_vectors(table)
+
+
+def seal(table: Any) -> int:
+    """The purge's own commit, last (a timestamp in the table's metadata): the latest
+    version stays whatever its age, and its manifest and transaction file hold its
+    operation (an erasing delete's where-clause names a store or a speaker). The version
+    it made: cleanup removes every older one."""
+    table.checkout_latest()
+    dataset = table.to_lance()
+    dataset.update_metadata({PURGED: str(_now_us())})
+    table.checkout_latest()
+    return int(dataset.version)
 
 
 def prune_vectors(table: Any) -> int:
@@ -159,11 +247,21 @@ class Purges:
         registry_delete: Callable[[str], None],
         lock: Callable[[], AbstractContextManager[Any]],
         claim: Claim,
+        maintenance: Callable[[], AbstractContextManager[bool]],
+        compaction: Callable[[], AbstractContextManager[bool]],
+        local: bool,
+        during_reindex: Callable[[], None] | None = None,
     ) -> None:
+        """``maintenance`` and ``compaction``: the coordinator's exclusions (``coordination``);
+        ``local``: the database is a local directory, where the compaction runs outside the
+        write lock; ``during_reindex``: called in the middle of the index rebuild, outside
+        the write lock (a test's seam: ``reindex``)."""
         self.timing, self.retain = timing, retain
         self._chunks, self._registry = chunks, registry
         self._rows, self._insert, self._delete = registry_rows, registry_insert, registry_delete
         self._lock, self._claim = lock, claim
+        self._maintenance, self._compaction = maintenance, compaction
+        self._local, self._during_reindex = local, during_reindex
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._threads = threading.Lock()  # start and stop, from different threads
@@ -174,38 +272,58 @@ class Purges:
 
     def run(self, *, now: bool = False) -> dict[str, float] | None:
         """One purge when one is due (``now``: whatever the oldest marker's age, as at
-        start-up). Returns what it took (seconds in the write lock for each step, old
-        versions removed) once it completed, else ``None``: none due, or another replica
-        holding the database's lease, which leaves it to that replica."""
+        start-up). Returns what it took once it completed (seconds: the rewrite, the part
+        of it in the write lock, the cleanup; old versions removed), else ``None``: none
+        due, or another replica holding the database's lease, which leaves it to that
+        replica. The maintenance exclusion is held throughout the rewrite, so no upkeep
+        round, reindex or other purge commits beside it."""
         markers = self._rows(MARKERS)
         oldest = min((m["created_us"] for m in markers), default=None)
         if oldest is None or (not now and _now_us() - oldest < self.timing.tick * 1e6):
             return None
-        with self._claim() as ours:
+        with self._maintenance(), self._claim() as ours:
             if not ours:
                 return None
+            started = time.monotonic()
             with self._lock():
                 keys = [m["key"] for m in self._rows(MARKERS)]  # again: another process may have purged
                 if not keys:
                     return None
-                started = time.monotonic()
-                chunks = self._chunks()
-                versions = [(self._registry(), rewrite(self._registry(), reindex=False))]
-                if chunks is not None:
-                    versions.append((chunks, rewrite(chunks, reindex=True)))
-                rewritten = time.monotonic() - started
+                locked = time.monotonic() - started
+            # Every erasure whose marker was read has committed (its marker and its commit
+            # share one hold of the lock): the compaction below sees its deletions.
+            chunks = self._chunks()
+            stale = chunks is not None and stale_indexes(chunks)
+            compacted = False
+            if chunks is not None and self._local:
+                with self._compaction():  # appends go on; a delete or an update waits for it
+                    compacted = compact_beside_writers(chunks)
+            begun = time.monotonic()
+            with self._lock():
+                compact(self._registry())
+                if chunks is not None and not compacted:
+                    compact(chunks)
+                versions = [(self._registry(), seal(self._registry()))]
+            locked += time.monotonic() - begun
+            if chunks is not None:
+                reindex(chunks, stale, self._during_reindex)
+                versions.append((chunks, seal(chunks)))
+            rewritten = time.monotonic() - started
         if self._stop.wait(self.retain.total_seconds()) and not now:
             return None  # closing: the markers stay, and the next process to open finishes
         with self._claim() as ours:
             if not ours:
                 return None
             with self._lock():
-                started = time.monotonic()
+                begun = time.monotonic()
                 removed = sum(cleanup(table, before) for table, before in versions)
                 self._delete(registry_keys_in(keys))
-                cleaned = time.monotonic() - started
-        log.info("purge: rewrite %.0f ms, cleanup %.0f ms (%d old versions)", 1000 * rewritten, 1000 * cleaned, removed)
-        return {"rewrite_s": rewritten, "cleanup_s": cleaned, "versions_removed": removed}
+                cleaned = time.monotonic() - begun
+        log.info(
+            "purge: rewrite %.0f ms (%.0f ms in the write lock), cleanup %.0f ms (%d old versions)",
+            1000 * rewritten, 1000 * locked, 1000 * cleaned, removed,
+        )  # fmt: skip
+        return {"rewrite_s": rewritten, "locked_s": locked, "cleanup_s": cleaned, "versions_removed": removed}
 
     # -- the thread ------------------------------------------------------------------------
 

@@ -24,7 +24,9 @@ quadratically (2,000 adds: 284 MB against a 5.2 MB floor). What this module does
   version of the table: its own counter, which every process's commits advance.
 
 Runs inside the database's write lock (the caller holds it), so no other writer commits
-meanwhile, in this process or another; nothing here depends on how long a process lives.
+meanwhile, in this process or another, and a writer's round only when the maintenance
+exclusion is free (``Claim``; a purge holds it while it rebuilds the indexes outside the
+write lock); nothing here depends on how long a process lives.
 """
 
 from __future__ import annotations

@@ -22,6 +22,18 @@ to give up (a reindex holding the database: 503, not a wait as long as the reind
 a store's is always taken before the database's, never after, so two threads or two
 replicas cannot wait on each other. Every lock is re-entrant for the thread that holds it;
 the thread lock of ``local`` is what ``Store`` opens and closes the database under.
+
+Two narrower exclusions sit beside it, each a thread lock and, on a local directory, a
+file lock of its own; both are taken before any write lock or without waiting inside one:
+
+* ``maintenance()``: one maintainer of the tables at a time (a purge, whose index rebuild
+  runs outside the write lock; a reindex; a writer's upkeep round, which asks without
+  waiting and, when it is taken, leaves the round to the next commit), so their commits
+  never race each other;
+* ``compaction()``: held by a purge while it compacts the chunks table outside the write
+  lock, and taken by every delete or update of that table (inside the write lock: the
+  purge never waits for the write lock while it holds this one), so appends go on beside
+  the compaction and a delete or an update waits until it is committed.
 """
 
 from __future__ import annotations
@@ -43,6 +55,8 @@ from .lease import Lease, LeaseBackend, LeaseBusy, Leases, LeaseTiming
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".wontopos.lock"  # a local database's file lock
+MAINTENANCE_FILE = ".wontopos.upkeep.lock"  # a local database's ``maintenance`` lock
+COMPACTION_FILE = ".wontopos.compaction.lock"  # a local database's ``compaction`` lock
 PRIVATE_DIR = 0o700  # a database directory made here (startup_checks or attach): nobody else may list or read it
 DATABASE = "database"  # the database lease's name
 
@@ -99,9 +113,65 @@ class Coordinator(Protocol):
         maintenance needs while the block runs)."""
         ...
 
+    def maintenance(self, wait: bool = True) -> AbstractContextManager[bool]:
+        """The maintenance exclusion (see the module): ``True`` once this thread holds it,
+        in this process and, on a local directory, across processes (on object storage
+        the database lease, which ``upkeep`` takes, keeps replicas apart); without
+        ``wait``, ``False`` at once when someone else holds it. Re-entrant."""
+        ...
+
+    def compaction(self, wait: bool = True) -> AbstractContextManager[bool]:
+        """The compaction exclusion (see the module), as ``maintenance`` holds its own."""
+        ...
+
     def close(self) -> None:
         """Give up what this process holds (leases); it may attach again later."""
         ...
+
+
+class SideLock:
+    """A lock beside the write lock: a thread lock, then (once ``attach``ed to a path) a
+    file lock, which counts per process, so the thread lock comes first. Re-entrant."""
+
+    def __init__(self) -> None:
+        self._thread = threading.RLock()
+        self._file: Any = None
+
+    def attach(self, path: str) -> None:
+        from filelock import FileLock
+
+        self._file = FileLock(path, thread_local=False)
+
+    @contextmanager
+    def held(self, wait: bool) -> Iterator[bool]:
+        if not self._thread.acquire(blocking=wait):
+            yield False
+            return
+        try:
+            if self._file is None:
+                yield True
+                return
+            with _file_held(self._file, -1 if wait else 0) as ours:
+                yield ours
+        finally:
+            self._thread.release()
+
+
+@contextmanager
+def _file_held(file_lock: Any, timeout: float) -> Iterator[bool]:
+    """Whether ``file_lock`` was taken within ``timeout`` (``-1``: no bound, ``0``: only if
+    free now); held while the block runs."""
+    from filelock import Timeout
+
+    try:
+        file_lock.acquire(timeout=timeout)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        file_lock.release()
 
 
 class InProcessCoordinator:
@@ -109,6 +179,7 @@ class InProcessCoordinator:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
+        self._maintaining, self._compacting = SideLock(), SideLock()
 
     def attach(self) -> None:
         return None
@@ -144,6 +215,12 @@ class InProcessCoordinator:
     def upkeep(self) -> Iterator[bool]:
         yield True
 
+    def maintenance(self, wait: bool = True) -> AbstractContextManager[bool]:
+        return self._maintaining.held(wait)
+
+    def compaction(self, wait: bool = True) -> AbstractContextManager[bool]:
+        return self._compacting.held(wait)
+
     def close(self) -> None:
         return None
 
@@ -162,6 +239,8 @@ class FileLockCoordinator(InProcessCoordinator):
 
         os.makedirs(self.directory, mode=PRIVATE_DIR, exist_ok=True)
         self._file_lock = FileLock(os.path.join(self.directory, LOCK_FILE), thread_local=False)
+        self._maintaining.attach(os.path.join(self.directory, MAINTENANCE_FILE))
+        self._compacting.attach(os.path.join(self.directory, COMPACTION_FILE))
 
     @contextmanager
     def hold(self, scope: str | None = None, patience: Patience | None = None) -> Iterator[None]:
@@ -186,21 +265,12 @@ class FileLockCoordinator(InProcessCoordinator):
 
     @contextmanager
     def try_hold(self) -> Iterator[bool]:
-        from filelock import Timeout
-
         with super().try_hold() as ours:
             if not ours or self._file_lock is None:
                 yield ours
                 return
-            try:
-                self._file_lock.acquire(timeout=0)
-            except Timeout:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                self._file_lock.release()
+            with _file_held(self._file_lock, 0) as got:
+                yield got
 
 
 def lease_name(scope: str | None) -> str:
