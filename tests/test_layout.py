@@ -16,7 +16,10 @@ classes, mypy's strict scope).
 from __future__ import annotations
 
 import ast
+import io
+import re
 import sys
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -276,6 +279,70 @@ def test_the_reach_counter_sees_a_private_import_and_attribute(tmp_path: Path) -
     assert private_reaches(probe, {"_mine"}) == ["1: from wontopos_mcp.cli.main import _hidden", "2: ._resolve"]
 
 
+# -- docstrings and comments say the rule, not where a document outside the repo says it -----
+
+# Modules whose docstrings or comments may still name SPEC, the contract document that is not
+# in the repository: being rewritten by issue 30's purge change; to be emptied.
+CITING_SPEC = frozenset({"wontopos_mcp/storage/purge.py", "wontopos_mcp/storage/adapter.py"})
+# A docstring that clients read, not only a reader of the code: ErrorEnvelope's is the error
+# schema's description in every tool's output schema (``mcp/listing.json``), so changing it
+# changes ``tools/list``; it waits for its own change.
+SHOWN_TO_CLIENTS = frozenset(
+    {("wontopos_mcp/mcp/answers.py", 'The one error body of SPEC: ``{"type": "error", "status", "error": {...}}``.')}
+)
+SPEC_WORD = re.compile(r"\bSPEC\b")
+
+
+def spec_citations(path: Path) -> list[tuple[int, str]]:
+    """Each comment and each string standing alone as a statement (docstrings, attribute
+    docs) of ``path`` that names SPEC, as (line, text); a string a value holds is not one."""
+    text = path.read_text(encoding="utf-8")
+    found = [
+        (token.start[0], token.string.lstrip("# "))
+        for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.type == tokenize.COMMENT and SPEC_WORD.search(token.string)
+    ]
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and SPEC_WORD.search(node.value.value)
+        ):
+            found.append((node.lineno, node.value.value))
+    return sorted(found)
+
+
+def all_spec_citations() -> dict[str, list[tuple[int, str]]]:
+    """Module (relative to the repository) -> its citations, for every module that has one."""
+    cited = {str(path.relative_to(ROOT)): spec_citations(path) for path in MODULES.values()}
+    return {path: found for path, found in cited.items() if found}
+
+
+def test_docstrings_and_comments_state_each_rule_instead_of_citing_spec() -> None:
+    """SPEC is not in the repository: a reader told "(SPEC)" learns nothing, so a docstring
+    or comment says what the rule is (and why, where that matters)."""
+    refused = {
+        path: [line for line, text in found if (path, text) not in SHOWN_TO_CLIENTS]
+        for path, found in all_spec_citations().items()
+        if path not in CITING_SPEC
+    }
+    assert {path: lines for path, lines in refused.items() if lines} == {}
+
+
+def test_the_citation_finder_sees_comments_and_docstrings_but_not_values(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        '"""Module (SPEC "Errors")."""\n'
+        "LIMIT = 50  # SPEC: 50\n"
+        "NOTE = 'SPEC in a value'\n"
+        "def f():\n"
+        '    """SPEC.md says so."""\n'
+        "    return 'SPECS'  # no citation\n"
+    )
+    assert [line for line, _ in spec_citations(probe)] == [1, 2, 5]
+
+
 def report() -> str:
     """The layout's figures, for the closing note of a change that moves files."""
     sizes = []
@@ -303,6 +370,9 @@ def report() -> str:
     reaches = all_private_reaches()
     lines.append(f"private reaches (tests)   {sum(map(len, reaches.values()))} in {len(reaches)} files")
     lines += [f"  {path}  {', '.join(found)}" for path, found in reaches.items()]
+    cited = all_spec_citations()
+    lines.append(f"SPEC cited (package)      {sum(map(len, cited.values()))} in {len(cited)} modules")
+    lines += [f"  {path}  {', '.join(str(line) for line, _ in found)}" for path, found in cited.items()]
     return "\n".join(lines)
 
 

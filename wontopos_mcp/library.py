@@ -171,8 +171,8 @@ class Memory:
         ``conversation_id`` may come as keywords or in ``metadata``.
 
         As in the SDK, a keyword wins over ``metadata`` and a keyword of ``None`` counts
-        as not given. ``error.field`` names the value as the caller passed it (SPEC
-        "Errors"): ``speaker`` for the keyword, ``metadata.speaker`` for the key inside
+        as not given. ``error.field`` names the value as the caller passed it:
+        ``speaker`` for the keyword, ``metadata.speaker`` for the key inside
         ``metadata``, which is also what REST answers for the SDK's ``add``. A key
         outside those four, as a keyword or in ``metadata``, is dropped and listed in the
         answer's ``ignored``, as the hosted service and REST do (``contract.split_metadata``).

@@ -299,7 +299,7 @@ def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | No
     ``service`` (tests) replaces the one the settings would open; it is left open.
     The one the settings open is opened here, before the command: a database LanceDB
     cannot open, and for a command that embeds (``EMBEDS``) a database built with
-    another model, are one line and exit code 2, as for the server (SPEC).
+    another model, are one line and exit code 2, as for the server.
     """
     from wontopos_mcp.engine.service import MemoryService
     from wontopos_mcp.errors import ModelMismatch

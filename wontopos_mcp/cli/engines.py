@@ -1,5 +1,5 @@
 """The shared engine's places on this machine: where its socket is, how a relay finds or
-starts one, and what ``wontopos-mcp engine status|stop`` reads (SPEC "Transports").
+starts one, and what ``wontopos-mcp engine status|stop`` reads.
 
 The standard library only (no ``mcp``, pydantic or LanceDB): the relay imports this, and a
 relay must start in a fraction of a bare MCP server's time.

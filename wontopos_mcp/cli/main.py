@@ -8,18 +8,18 @@ not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores`
 ``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``, ``reindex``) live in
 ``cli.commands``; ``--help`` shows examples and the database a run would use.
 
-stdio (SPEC "Transports"): by default (``--engine shared``) this process is a relay
-(:mod:`cli.relay`) to the engine every stdio session on the machine shares for this
-database, package version and model settings (:mod:`cli.engines`), started here when none
-runs; the engine is this same program as ``engine serve``, one ``MemoryService`` whose
-every connection is its own MCP session. ``--engine inprocess``, and a platform without
-local sockets, serve in this process. ``engine status|stop`` show and stop the engines.
+stdio: by default (``--engine shared``) this process is a relay (:mod:`cli.relay`) to the
+engine every stdio session on the machine shares for this database, package version and
+model settings (:mod:`cli.engines`), started here when none runs; the engine is this same
+program as ``engine serve``, one ``MemoryService`` whose every connection is its own MCP
+session. ``--engine inprocess``, and a platform without local sockets, serve in this
+process. ``engine status|stop`` show and stop the engines.
 
 A bad setting stops here with one line on stderr and exit code 2, never a traceback;
 stdout stays reserved for the protocol (only the human commands print results to it).
 
-A database that cannot be opened stops the run with one line and exit code 2 (SPEC), in
-two steps so that ``tools/list`` never waits for LanceDB's import: the filesystem check
+A database that cannot be opened stops the run with one line and exit code 2, in two steps
+so that ``tools/list`` never waits for LanceDB's import: the filesystem check
 (``_check_database``) before anything is served, then LanceDB's own open. The human
 commands open the database before they run (``cli.commands.run``); the server opens it in
 the background (``MemoryService.start``) and, when that open fails (a corrupt table, a
@@ -27,7 +27,7 @@ file inside the directory it cannot write), stops there, on every transport: one
 exit code 2, requests in flight unanswered. A server that stayed up could only answer
 every call with the same error; /healthz's 503 is for a database that fails later.
 
-Keeping to itself (SPEC "Transports and HTTP"):
+Keeping to itself:
 
 - Every file and directory this process creates is its user's alone: the umask is
   ``0o077`` from the start of every run, so the database directory LanceDB fills is 0700
@@ -353,7 +353,7 @@ def _reindex_preflight(args: dict[str, Any], settings: Settings) -> None:
 
 
 def _check_database(settings: Settings) -> None:
-    """A database that cannot be opened or written stops here: one line, exit 2 (SPEC).
+    """A database that cannot be opened or written stops here: one line, exit 2.
 
     Milliseconds for a local directory (no LanceDB import); object storage is asked.
     """

@@ -92,9 +92,9 @@ class BatchWrites:
         ``created_at``, which the 24 h window (measured on ``created_at``) would miss. An
         item whose key is in the store already ``exists`` and is not embedded again; the
         same key with other fields is refused. An item that supersedes a memory is stored
-        with its own ``created_at`` and the old one's speaker, category and conversation
-        (SPEC), unchecked for duplicates (as ``memory_supersede``), and only if that
-        memory is current; when the item it supersedes was not stored, it is a plain
+        with its own ``created_at`` and the old one's speaker, category and conversation,
+        unchecked for duplicates (as ``memory_supersede``), and only if that memory is
+        current; when the item it supersedes was not stored, it is a plain
         memory.
 
         Secrets in the items' texts are redacted first (the ``redact`` setting);
@@ -244,7 +244,7 @@ class _BatchDecision:
 
     def _store(self, item: Item, old: list[Row] | None) -> tuple[str, list[Row]]:
         """The new memory's rows: the item's fields, or for a new version the old one's
-        speaker, category and conversation (SPEC)."""
+        speaker, category and conversation."""
         self.seq += 1
         like = {"speaker": item.speaker, "category": item.category, "conversation_id": item.conversation_id}
         if old is not None:

@@ -3,7 +3,7 @@ it only if the database moved, at most once per idempotency key, in one LanceDB 
 
 ``Commits`` also keeps the promise a delete must keep first: the store's sequence
 high-water mark (a number is never given twice). A memory's idempotency record lives on
-its rows and goes with them (SPEC), with every record whose answer names it, so a repeat
+its rows and goes with them, with every record whose answer names it, so a repeat
 of a forgotten write, or of one answered with a forgotten memory, is a new write.
 """
 
@@ -177,9 +177,9 @@ class Commits:
         of the store), inside the store's write lock, keeping the store's sequence
         high-water mark first; rows in ``updated`` are rewritten in the same commit as the
         delete. Their idempotency records go with their rows, and so does every record
-        whose answer names one of them (SPEC): those in the registry first, those on
-        other memories' rows cleared in the delete's commit. The purge takes every trace
-        off the disk (``Store.erasing``)."""
+        whose answer names one of them (a ``duplicate``'s ``duplicate_of`` included): those
+        in the registry first, those on other memories' rows cleared in the delete's commit.
+        The purge takes every trace off the disk (``Store.erasing``)."""
         with self.store.erasing():
             self.remember_last_seq(key)
             self.registry.forget_records_naming(key, memory_ids)

@@ -1,11 +1,11 @@
-"""The store as it stood at a moment (SPEC "Time and identity": ``as_of``), and when each
-superseded version stopped being current (``superseded_at``).
+"""The store as it stood at a moment (``as_of``), and when each superseded version
+stopped being current (``superseded_at``).
 
 A supersede stores the new version and marks the old one in one commit, stamped with one
 clock reading: the successor's ``created_at`` *is* the moment the old version was
 superseded, so ``superseded_at`` is read from the successor rather than kept twice (a
-database from before this rule needs nothing: SPEC's fallback for it, "the successor's
-``created_at``", is the rule itself). Forgetting a middle version relinks its
+database from before this rule needs nothing: the fallback it would need, the successor's
+``created_at``, is the rule itself). Forgetting a middle version relinks its
 predecessor to its successor, so a chain always ends in stored memories.
 
 At ``as_of`` T a version is there if it was stored at or before T and is still stored;
@@ -58,7 +58,7 @@ def moment(raw: JSON, now_us: int) -> int:
 
 @dataclass(frozen=True)
 class AsOf:
-    """A past moment a read answers at (SPEC ``as_of``): ``until`` in microseconds, and
+    """A past moment a read answers at (``as_of``): ``until`` in microseconds, and
     ``gone``, the versions already superseded then (read once per call, for every part of
     its answer)."""
 

@@ -3,7 +3,7 @@ make (a memory, duplicates, idempotency keys, pages, the next sequence number).
 
 ``Memories`` is the only builder of chunk rows (``storage.rows.ChunkRow``); every clause
 it reads with comes from ``storage.where``. It decides nothing: the parts above it
-(``writes``, ``reads``, ``speaker_pages``) apply SPEC's rules to what it answers.
+(``writes``, ``reads``, ``speaker_pages``) apply the rules to what it answers.
 """
 
 from __future__ import annotations

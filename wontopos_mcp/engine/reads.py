@@ -1,4 +1,4 @@
-"""Memory reads: search, recall, get, list (SPEC "Memories"). ``by_speaker`` is ``speaker_pages``.
+"""Memory reads: search, recall, get, list. ``by_speaker`` is ``speaker_pages``.
 
 Each validates its arguments, then resolves the store (and a named speaker) once, and
 only then asks for the model, so a call that fails early never waits for it.
@@ -134,7 +134,7 @@ class Reads:
         as_of: JSON = None,
     ) -> MemoryRecallAnswer:
         """Prompt-ready context: recent turns, the best memories, the conversation around
-        the best. ``max_chars`` budgets the whole answer's texts (SPEC): the memories, then
+        the best. ``max_chars`` budgets the whole answer's texts: the memories, then
         the context lines, then the short-term turns, newest first (an older turn goes
         before a newer one: the newest is what the conversation is about now); ``as_of``
         answers all three as the store stood then."""

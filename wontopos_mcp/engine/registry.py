@@ -1,8 +1,8 @@
-"""The registry: stores, speakers, sequence high-water marks and kept idempotency
-records (SPEC "Stores", "Speakers"). ``Registry`` is the only reader and writer of
-those rows; their keys, kinds and what ``value`` means for each are defined here and
-nowhere else (the row's type is ``storage.rows.RegistryRow``; the model record and the
-purge markers are storage's own rows, kept by ``storage.adapter`` and ``storage.purge``).
+"""The registry: stores, speakers, sequence high-water marks and kept idempotency records.
+``Registry`` is the only reader and writer of those rows; their keys, kinds and what
+``value`` means for each are defined here and nowhere else (the row's type is
+``storage.rows.RegistryRow``; the model record and the purge markers are storage's own
+rows, kept by ``storage.adapter`` and ``storage.purge``).
 
 ``resolve`` parses a ``user_id`` once per call and answers a ``StoreHandle``; the rule
 "a named speaker must be registered, and ``me`` needs no registration" is
@@ -57,7 +57,8 @@ class Registry:
     def resolve(self, user_id: object, speakers: Speakers = (), *, writing: bool = True) -> StoreHandle:
         """The store ``user_id`` names (``None``: "default"), after checking it and every
         (speaker, field) named with ONE registry read: the store first, then the speakers
-        in order (SPEC's precedence). 404 for a missing store, saying how to create it."""
+        in order, so that a missing store is told before any speaker. 404 for a missing
+        store, saying how to create it."""
         store_id = named_store(user_id)
         return self._read(store_key(store_id), store_id, speakers, writing)
 

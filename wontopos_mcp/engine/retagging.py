@@ -1,5 +1,5 @@
-"""Fixing who said it after the fact (SPEC "Time and identity"): rename a speaker (a typo
-at registration), merge one person registered under two names.
+"""Fixing who said it after the fact: rename a speaker (a typo at registration), merge
+one person registered under two names.
 
 Both re-tag the memories in one commit of the chunks table, inside the store's write
 lock, so no write from this or another process slips a memory under the old name in

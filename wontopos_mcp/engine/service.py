@@ -1,10 +1,11 @@
-"""MemoryService: every rule of SPEC.md, behind one facade.
+"""MemoryService: every operation of the three faces, behind one facade.
 
-The faces (MCP tools, REST, the ``Memory`` library) call these methods with SPEC's MCP
-parameter names and send back the dicts they return; refusals are ``WontoposError``s.
-The service is synchronous and thread-safe: the async faces call it through
-``anyio.to_thread.run_sync``. Defaults that do not depend on a face live here (a
-``user_id`` left out is the "default" store, for ``store_create`` too).
+The faces (MCP tools, REST, the ``Memory`` library) call these methods with the MCP tools'
+parameter names (each face maps its own onto them in one table, ``contract``) and send
+back the answers they return; refusals are ``WontoposError``s. The service is synchronous
+and thread-safe: the async faces call it through ``anyio.to_thread.run_sync``. Defaults
+that do not depend on a face live here (a ``user_id`` left out is the "default" store, for
+``store_create`` too).
 
 The service owns no rows itself; each part owns one thing (the arrows point down):
 
@@ -12,7 +13,7 @@ The service owns no rows itself; each part owns one thing (the arrows point down
                   └──> commits ──> registry (registry rows), memories (chunk rows)
                                       └──> storage.adapter (LanceDB) ──> storage.locks
 
-Order of checks in every call (SPEC "Errors", precedence): argument shape and ranges,
+Order of checks in every call, when several things are wrong: argument shape and ranges,
 then the store, then the speaker, then the memory, then conflicts, and only then the
 model, so a call that fails early never waits for the model. Checks that depend on
 stored state are repeated inside the write lock, where they decide.

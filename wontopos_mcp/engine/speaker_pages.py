@@ -1,4 +1,4 @@
-"""``by_speaker``: a speaker's memories, newest first, a page at a time (SPEC "by_speaker").
+"""``by_speaker``: a speaker's memories, newest first, a page at a time.
 
 A page is exactly what ``rows(scope, order=(created_us desc, seq desc), limit=want)``
 gives, but LanceDB sorts every row its filter matches, and a speaker's whole scope is
@@ -56,7 +56,7 @@ _COLD_SPAN_US = 86_400_000_000  # a day: the first window for a speaker not seen
 _GROWTH = 16  # most a window widens (or narrows, going by density) in one step
 _WINDOW_STEPS = 24  # counts before giving up on windows (bisection halves a range per step)
 _MIN_HINT_US = 1_000
-_FLOOR_US = to_us(datetime(1, 1, 1, tzinfo=timezone.utc))  # no timestamp is older (SPEC dates: years 0001-9999)
+_FLOOR_US = to_us(datetime(1, 1, 1, tzinfo=timezone.utc))  # no timestamp is older: dates run from year 0001
 
 
 PAGE_LIMIT = operation("by_speaker").param("limit")  # range and default: the contract table's
@@ -114,8 +114,8 @@ class SpeakerPages:
 
     def page(self, key: str, rows: list[Row], limit: int, before_us: int | None, skip: list[str]) -> Page:
         """One page of ``rows`` (newest first, ``limit + 1`` asked for) with the cursor to
-        the next (SPEC "by_speaker" paging: the last ``created_at``, and the ids already
-        returned at it, those carried from ``skip`` included)."""
+        the next (``next_before``: the last ``created_at``; ``next_skip_ids``: the ids
+        already returned at it, those carried from ``skip`` included)."""
         kept, has_more = rows[:limit], len(rows) > limit
         next_before, next_skip = None, []
         if has_more and kept:

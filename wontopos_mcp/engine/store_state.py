@@ -1,6 +1,6 @@
 """What a store holds and how it changed: the SDK's ``stats``, ``history``, ``lineage`` and
-``revisions`` (SPEC "REST", the calls about a store's own state; REST and the library, no
-MCP tool).
+``revisions``, served by REST and the library; MCP gains no tool for them, so that an
+agent's tool listing stays short.
 
 - ``stats`` counts memories, never chunk records: every stored version, superseded ones
   included (each is a memory ``memory_list`` lists), and the short-term turns ``history``

@@ -1,6 +1,6 @@
-"""Stores and speakers as SPEC answers them ("Stores", "Speakers"): create, list, delete,
-register, remove. The registry keeps the rows; this part adds what a store's or a
-speaker's memories need when it goes (deleted, or untagged).
+"""Stores and speakers: create, list, delete, register, remove. The registry keeps the
+rows; this part adds what a store's or a speaker's memories need when it goes (deleted,
+or untagged).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class Stores:
             "count": count,
             "limit": self.registry.speaker_limit,
         }
-        # Another person all the same (SPEC: a typo never merges two people), but the
+        # Another person all the same (a look-alike name is never merged into one), but the
         # caller hears whom this name could be mistaken for.
         similar = similar_names(name, [r["name"] for r in self.registry.speakers(handle.key)])
         if similar:

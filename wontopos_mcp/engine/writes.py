@@ -1,4 +1,4 @@
-"""Memory writes: add, a conversation's messages, supersede, forget (SPEC "Memories").
+"""Memory writes: add, a conversation's messages, supersede, forget.
 
 Each validates its arguments first, then resolves the store once, and commits through
 ``Commits``: embedded outside the write lock, then under it checked again (store,

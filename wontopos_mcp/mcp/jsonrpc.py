@@ -28,8 +28,9 @@ forever. :func:`decode` answers every such message instead:
   cannot be echoed. The SDK would validate it as a notification (its notification model
   ignores the extra key) and never answer; a real notification has no ``id`` key at all;
 - a lone surrogate: in a ``tools/call``'s arguments (or tool name) the call's normal
-  result, SPEC's 400 naming the argument (:class:`ToolRefusal`); anywhere else ``-32602``
-  (inside ``params``) or ``-32600`` (the envelope).
+  result, a 400 ``invalid_request_error`` naming the argument in ``field``
+  (:class:`ToolRefusal`); anywhere else ``-32602`` (inside ``params``) or ``-32600`` (the
+  envelope).
 
 Only a request's ``id`` is ever echoed (never a response's, whose ``id`` is ours); every
 other refusal carries ``id`` null. A message pydantic-core parses is decoded exactly as

@@ -27,5 +27,5 @@ def json_result(payload: Mapping[str, Any], *, is_error: bool = False) -> CallTo
 
 
 def error_result(exc: WontoposError) -> CallToolResult:
-    """A refusal as MCP carries it: ``isError`` and the SPEC error body."""
+    """A refusal as MCP carries it: ``isError`` and ``exc.envelope()``, structured and as text."""
     return json_result(exc.envelope(), is_error=True)

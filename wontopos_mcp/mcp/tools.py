@@ -379,7 +379,7 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
         """
         return service.store_delete(**arguments)
 
-    # -- fixing who said it (SPEC "Time and identity") -------------------------------------
+    # -- fixing who said it ------------------------------------------------------------------
 
     @tool(title="Rename a speaker", idempotent=True)
     def speaker_rename(service: "MemoryService", **arguments: Any) -> Answer:

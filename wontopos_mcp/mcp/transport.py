@@ -1,4 +1,4 @@
-"""The MCP transports, wrapped so that every message gets an answer (SPEC "Transports").
+"""The MCP transports, wrapped so that every message gets an answer.
 
 The SDK's transports drop what its parser refuses (see :mod:`jsonrpc` for why and
 where); each face here runs :func:`jsonrpc.decode` on the raw message first and answers

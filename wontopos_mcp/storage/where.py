@@ -197,7 +197,7 @@ def registry_of_store(kinds: Sequence[str], store: str) -> str:
 
 
 def search_scope(key: str, name: str | None, include_superseded: bool, filters: list[str]) -> str:
-    """What ``memory_search`` ranks: the store, the speaker, current or all, SPEC's filters."""
+    """What ``memory_search`` ranks: the store, the speaker, current or all, the filters."""
     return " AND ".join(
         [in_store(key)]
         + ([f"speaker = {quote(name)}"] if name is not None else [])
@@ -226,7 +226,7 @@ def seq_windows(base: str, spans: Sequence[tuple[int, int]]) -> str:
 
 
 def filter_clauses(filters: Any) -> list[str]:
-    """SPEC's search filters as LanceDB clauses; an unknown key or bad value is a 400."""
+    """``memory_search``'s ``filters`` as LanceDB clauses; an unknown key or bad value is a 400."""
     if filters is None:
         return []
     if not isinstance(filters, dict):
