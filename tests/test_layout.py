@@ -281,15 +281,6 @@ def test_the_reach_counter_sees_a_private_import_and_attribute(tmp_path: Path) -
 
 # -- docstrings and comments say the rule, not where a document outside the repo says it -----
 
-# Modules whose docstrings or comments may still name SPEC, the contract document that is not
-# in the repository: being rewritten by issue 30's purge change; to be emptied.
-CITING_SPEC = frozenset({"wontopos_mcp/storage/purge.py", "wontopos_mcp/storage/adapter.py"})
-# A docstring that clients read, not only a reader of the code: ErrorEnvelope's is the error
-# schema's description in every tool's output schema (``mcp/listing.json``), so changing it
-# changes ``tools/list``; it waits for its own change.
-SHOWN_TO_CLIENTS = frozenset(
-    {("wontopos_mcp/mcp/answers.py", 'The one error body of SPEC: ``{"type": "error", "status", "error": {...}}``.')}
-)
 SPEC_WORD = re.compile(r"\bSPEC\b")
 
 
@@ -322,12 +313,7 @@ def all_spec_citations() -> dict[str, list[tuple[int, str]]]:
 def test_docstrings_and_comments_state_each_rule_instead_of_citing_spec() -> None:
     """SPEC is not in the repository: a reader told "(SPEC)" learns nothing, so a docstring
     or comment says what the rule is (and why, where that matters)."""
-    refused = {
-        path: [line for line, text in found if (path, text) not in SHOWN_TO_CLIENTS]
-        for path, found in all_spec_citations().items()
-        if path not in CITING_SPEC
-    }
-    assert {path: lines for path, lines in refused.items() if lines} == {}
+    assert {path: [line for line, _ in found] for path, found in all_spec_citations().items()} == {}
 
 
 def test_the_citation_finder_sees_comments_and_docstrings_but_not_values(tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ class ErrorBody(BaseModel):
 
 
 class ErrorEnvelope(BaseModel):
-    """The one error body of SPEC: ``{"type": "error", "status", "error": {...}}``."""
+    """The one error body every face sends: ``{"type": "error", "status", "error": {...}}``."""
 
     type: Literal["error"]
     status: int = Field(description="HTTP-like status: 400, 404, 409, 500, 503.")

@@ -1,7 +1,7 @@
 """LanceDB: the adapter the rest of the engine talks to. With ``schema`` (the
 tables' layout) and ``chunk_search`` (the async loop and the chunk searches), the only
 modules that import ``lancedb`` and ``pyarrow``. It knows tables, rows and indexes; none
-of SPEC's rules, and none of the registry's row kinds but its own bookkeeping (the
+of the product's rules, and none of the registry's row kinds but its own bookkeeping (the
 ``meta`` row and the vector index's ``index`` row).
 
 Writes are serialised by the database's ``Coordinator`` (``coordination``: a thread lock
@@ -368,7 +368,7 @@ class Store:
 
     @contextmanager
     def erasing(self) -> Iterator[None]:
-        """Around the commits that remove what SPEC says must leave the disk (a forget, a
+        """Around the commits that remove what must leave the disk (a forget, a
         store's or a speaker's end, a rename; the caller holds the store's lock): the
         database's lock too, which the purge takes, and a marker saying a purge is due,
         recorded first, so neither a crash nor another process can lose it."""

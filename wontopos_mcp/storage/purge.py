@@ -1,4 +1,4 @@
-"""Erasure that reaches the disk (SPEC "Memories": a forget "reaches the disk").
+"""Erasure that reaches the disk: within a minute of a forget, no file of the database holds what it erased.
 
 LanceDB deletes by marking: a forgotten memory's rows stay in their data file behind a
 deletion vector, and every old version of the table keeps them readable
@@ -84,7 +84,7 @@ PURGED = "wontopos.purged_us"  # table metadata: when the last purge rewrote the
 
 @dataclass(frozen=True)
 class PurgeTiming:
-    """``within``: how soon after an erasure no file holds what it erased (SPEC: 60 s).
+    """``within``: how soon after an erasure no file holds what it erased (60 s).
     A purge starts about ``tick`` (a sixth of it) after the erasure, leaving the rest for
     the rewrite and the readers' grace; tests pass a second."""
 
