@@ -208,9 +208,6 @@ TESTS = ROOT / "tests"
 # Private names of other libraries that tests read: argparse's (the sub-parsers of our
 # parser, to print one command's help) and the ``wontopos`` SDK client's base URL.
 FOREIGN_PRIVATE = frozenset({"_subparsers", "_group_actions", "_actions", "_base"})
-# Test folders whose reaches are counted but not yet refused: tests/storage belongs to the
-# purge work under way (issue 30); its reaches are listed by ``python tests/test_layout.py``.
-NOT_YET = ("storage",)
 
 
 def _private(name: str) -> bool:
@@ -267,8 +264,7 @@ def all_private_reaches() -> dict[str, list[str]]:
 def test_tests_reach_the_package_only_through_public_names() -> None:
     """Seeding and inspection go through public operations (``tests/support.py``); a seam
     a test needs is a public name with a docstring saying why."""
-    refused = {path: found for path, found in all_private_reaches().items() if path.split("/")[0] not in NOT_YET}
-    assert refused == {}
+    assert all_private_reaches() == {}
 
 
 def test_the_reach_counter_sees_a_private_import_and_attribute(tmp_path: Path) -> None:

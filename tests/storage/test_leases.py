@@ -260,10 +260,37 @@ def test_a_live_holder_keeps_its_lease_past_the_ttl(backend: LeaseBackend) -> No
         holder.release(lease)
 
 
+class CutOff:
+    """A holder's way to the lease store that fails every request once ``cut`` is set,
+    as a holder's does when it is cut off (its renewals no longer arrive)."""
+
+    def __init__(self, backend: LeaseBackend) -> None:
+        self.backend = backend
+        self.cut = threading.Event()
+
+    def _through(self) -> LeaseBackend:
+        if self.cut.is_set():
+            raise ConnectionError("cut off from the lease store")
+        return self.backend
+
+    def create(self, name: str, body: bytes) -> str | None:
+        return self._through().create(name, body)
+
+    def replace(self, name: str, token: str, body: bytes) -> str | None:
+        return self._through().replace(name, token, body)
+
+    def delete(self, name: str, token: str) -> None:
+        self._through().delete(name, token)
+
+    def read(self, name: str) -> tuple[str, bytes] | None:
+        return self._through().read(name)
+
+
 def test_a_dead_holder_is_taken_over_after_the_ttl_and_then_knows_it(backend: LeaseBackend) -> None:
-    holder, waiter = Leases(backend, FAST), Leases(backend, FAST)
+    way = CutOff(backend)
+    holder, waiter = Leases(way, FAST), Leases(backend, FAST)
     dead = holder.acquire("db")
-    dead._stop.set()  # the holder stalls: no more renewals (as if killed or cut off)
+    way.cut.set()  # the holder is cut off: no more renewals arrive (as if it stalled or died)
     started = time.monotonic()
     taken = waiter.acquire("db")
     waited = time.monotonic() - started
@@ -276,6 +303,7 @@ def test_a_dead_holder_is_taken_over_after_the_ttl_and_then_knows_it(backend: Le
         assert "retry_after_ms" in lost.value.details
     finally:
         waiter.release(taken)
+        holder.release(dead)  # stops its renewals; its delete fails, cut off, and is only logged
 
 
 def test_a_holder_whose_lease_was_taken_learns_it_at_the_next_renewal(backend: LeaseBackend) -> None:
@@ -320,6 +348,17 @@ def test_leased_replicas_exclude_each_other_per_store_not_across_stores(s3_endpo
         pass
 
 
+def _take_over(lease_store: LeaseBackend, name: str) -> None:
+    """Replace the lease ``name`` as another replica's takeover would (read its version,
+    replace that one; a renewal in between changes the version, so read again)."""
+    for _ in range(20):
+        held = lease_store.read(name)
+        assert held is not None, f"nobody holds {name}"
+        if lease_store.replace(name, held[0], b"taken") is not None:
+            return
+    raise AssertionError(f"{name} was renewed under every takeover")
+
+
 @pytest.mark.parametrize("scheme", ["s3", "az"])
 def test_a_store_refuses_to_commit_once_its_lease_was_lost(scheme: str, request: pytest.FixtureRequest) -> None:
     """The holder checks its lease before every commit: a lost one is a 503 and the
@@ -329,22 +368,23 @@ def test_a_store_refuses_to_commit_once_its_lease_was_lost(scheme: str, request:
     else:
         uri, options = f"s3://exists/lost-{uuid.uuid4().hex[:8]}", _options(request.getfixturevalue("s3_endpoint"))
     store = Store(uri, storage_options=options, writers="leased", lease=FAST)
+    other = coordinator_for(uri, writers="leased", storage_options=options, timing=FAST)  # another replica
+    assert isinstance(other, LeaseCoordinator)
     row = {"key": "probe", "kind": "probe", "user_id": "", "name": "x", "created_us": 0, "value": ""}
     try:
         store.connect()
-        coordinator = store._coordinator
-        assert isinstance(coordinator, LeaseCoordinator)
         with store.write_lock("alice"):
-            lease = coordinator._held[lease_name("alice")][0]
-            assert coordinator.leases().backend.replace(lease.name, lease.token, b"taken") is not None
-            deadline = time.monotonic() + 3 * FAST.ttl_s
-            while not lease.lost and time.monotonic() < deadline:
-                time.sleep(0.05)
+            _take_over(other.leases().backend, lease_name("alice"))
+            # The holder's lease was last renewed before the theft: a third of the TTL
+            # later its renewal finds it taken, and the TTL less the margin later it has
+            # lapsed anyway, so after one TTL the holder no longer trusts it, whichever.
+            time.sleep(FAST.ttl_s)
             with pytest.raises(LeaseLost):
                 store.registry_insert([row])
         assert store.registry_rows("key = 'probe'") == []
     finally:
         store.close()
+        other.close()
 
 
 # --- --writers single: one writing process, a second refused at start ------------------------------

@@ -21,10 +21,12 @@ from wontopos_mcp.model.embeddings import DEFAULT_MODEL, load_embedder
 from wontopos_mcp.storage.adapter import META_FILE, Store
 
 
-def test_a_database_built_with_one_model_refuses_another_naming_both(make_service: Any, tmp_path: Path) -> None:
+def test_a_database_built_with_one_model_refuses_another_naming_both(
+    make_service: Any, embedder: Any, tmp_path: Path
+) -> None:
     service = make_service(db=tmp_path / "db")
     service.memory_add("The ferry leaves at seven.")  # creates the chunks table: the model is recorded
-    model_id = service._embedder().model_id
+    model_id = embedder.model_id
 
     fresh = Store(str(tmp_path / "db"))
     assert fresh.check_model(model_id) is None
@@ -32,7 +34,23 @@ def test_a_database_built_with_one_model_refuses_another_naming_both(make_servic
         fresh.check_model("intfloat/multilingual-e5-large")
     assert model_id in str(refused.value)
     assert "intfloat/multilingual-e5-large" in str(refused.value)
-    assert fresh._db is None, "the check reads the file beside the database, not LanceDB"
+
+
+def test_the_check_reads_the_file_beside_the_database_not_lancedb(make_service: Any, tmp_path: Path) -> None:
+    """A process that only checks the model never imports LanceDB (about a second)."""
+    make_service(db=tmp_path / "db").memory_add("The ferry leaves at seven.")
+    script = f"""
+import sys
+from wontopos_mcp.errors import ModelMismatch
+from wontopos_mcp.storage.adapter import Store
+store = Store({str(tmp_path / "db")!r})
+try:
+    store.check_model("intfloat/multilingual-e5-large")
+except ModelMismatch:
+    print("refused", "lancedb" in sys.modules)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["refused", "False"]
 
 
 def test_a_database_without_vectors_yet_accepts_any_model(make_service: Any, tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from wontopos_mcp.engine.registry import _idempotency_row
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import ModelLoader
 from wontopos_mcp.storage.adapter import Store
@@ -136,4 +135,5 @@ def test_kept_idempotency_records_stay_one_per_key(pair: tuple[MemoryService, Me
     rows = a.store.registry_rows("kind = 'idem'")
     assert sorted(row["name"] for row in rows) == ["k1", "k2"]
     assert a.registry.idempotency_record(key, "k1", 0) == ("fp-new", '{"n": 3}')
-    assert _idempotency_row(key, "k1", "fp-new", '{"n": 3}', 30) in rows
+    assert a.registry.idempotency_record(key, "k1", 30) == ("fp-new", '{"n": 3}')  # kept with its own time
+    assert a.registry.idempotency_record(key, "k1", 31) is None

@@ -6,7 +6,7 @@ The store's size thresholds are constructor arguments, so a real LanceDB store w
 search for small scopes, the IVF_SQ index above, index creation and compaction in
 ``maintain()``.
 
-Most memories are written as the service writes them (``service._new_rows``: every
+Most memories are written as the service writes them (``Memories.new_rows``: every
 field) but in one commit, with vectors from the real model: a few distinct sentences
 embedded once, plus a little seeded noise so no two vectors tie. The memories whose
 words or embedding a test depends on go through ``memory_add``.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support import all_memories, walk_by_speaker
+from support import all_memories, next_seq, store_key, walk_by_speaker
 
 from wontopos_mcp.engine import ranking as search
 from wontopos_mcp.engine.service import MemoryService
@@ -73,14 +73,14 @@ def bulk_insert(
     writes it; sequence numbers follow the store's. Returns the new ids in order."""
     bases = embedder.embed_passages(list(TOPICS))
     rng = np.random.default_rng(seed)
-    first = service._last_seq(STORE) + 1
+    first, key = next_seq(service, STORE), store_key(service, STORE)
     rows, ids = [], []
     for i, (speaker, topic, conversation) in enumerate(plan):
         vector = bases[topic] + rng.normal(0.0, 0.03, embedder.dim).astype(np.float32)
         vector /= np.linalg.norm(vector)
         memory = {"content": TOPICS[topic], "speaker": speaker, "category": "general", "event": None,
                   "conversation_id": conversation, "role": None}  # fmt: skip
-        memory_id, new = service._new_rows(STORE, memory, [TOPICS[topic]], vector[None, :], seq=first + i)
+        memory_id, new = service.memories.new_rows(key, memory, [TOPICS[topic]], vector[None, :], seq=first + i)
         rows += new
         ids.append(memory_id)
     store = service.store
@@ -308,7 +308,7 @@ def test_full_text_finds_a_cjk_word_and_an_english_stem_inside_the_speaker_scope
         assert ken in found, state
         assert mia not in found, state
         assert all(h["speaker"] == "Ken" for h in hits), state
-        ranked = search.search_memories(store, service._embedder(), query, where("Ken"), 5, mode="bm25")
+        ranked = search.search_memories(store, service.commits.embedder(), query, where("Ken"), 5, mode="bm25")
         assert ranked[0][0]["memory_id"] == ken, state
         with store.write_lock():
             store.maintain()
@@ -427,7 +427,7 @@ def test_rows_read_by_a_row_id_that_compaction_moved_are_still_the_right_memorie
     store.existing_chunks().optimize(cleanup_older_than=timedelta(hours=1))  # 11 fragments into one
     now = {r["memory_id"]: r["_rowid"] for r in store.rows(in_store(STORE), columns=("memory_id",), row_ids=True)}
     assert any(seen[m] != now[m] for m in now)  # the premise: row ids moved
-    fetched = search._fetch(store, STORE, {m: [rid] for m, rid in seen.items()}, ("content",))
+    fetched = search.fetch_by_row_ids(store, STORE, {m: [rid] for m, rid in seen.items()}, ("content",))
     assert set(fetched) == set(ids[1:])  # the forgotten one is gone, every other is found
     for i, m in enumerate(ids[1:], start=1):
         assert [row["content"] for row in fetched[m]] == [f"Note {i}: the boiler was serviced on day {i}."]

@@ -175,17 +175,20 @@ def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[Chu
     if not ranked:
         return []
     wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
-    rows = _fetch(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS)
+    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS)
     return [(rows[c.row["memory_id"]][0], c.dense) for c in ranked if c.row["memory_id"] in rows]
 
 
-def _fetch(
+def fetch_by_row_ids(
     store: Store, store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...]
 ) -> dict[str, list[ChunkRow]]:
     """Chunk rows of these memories (memory id -> row ids of its chunks, as a query gave
     them a moment ago) read by row id, ~5x faster than by a filter at 1M rows. Each row
     is checked; a memory any of whose rows moved (compaction) or went (a delete) since
-    is looked up by its id instead (all its chunks)."""
+    is looked up by its id instead (all its chunks).
+
+    Public because its promise, right rows from stale row ids, is its own: a test keeps
+    row ids across a compaction it forces and hands them here, which no search can do."""
     columns = columns if "memory_id" in columns else (*columns, "memory_id")
     taken = store.take([rid for rids in wanted.values() for rid in rids], columns)
     found: dict[str, list[ChunkRow]] = {}
@@ -442,7 +445,7 @@ def _neighbour_candidates(
     store: Store, vector: Any, lines: Lines, wanted: Collection[str], keys: tuple[str, ...] = CANDIDATE_KEYS
 ) -> dict[str, Candidate]:
     """Neighbours as out-of-scope candidates, scored by their best chunk's cosine."""
-    rows = _fetch(store, lines.key, {mid: lines.row_ids[mid] for mid in wanted}, _unknown(keys))
+    rows = fetch_by_row_ids(store, lines.key, {mid: lines.row_ids[mid] for mid in wanted}, _unknown(keys))
     return {mid: _by_best_chunk(vector, _with_known(lines, chunks), in_scope=False) for mid, chunks in rows.items()}
 
 

@@ -424,9 +424,10 @@ class MemoryService:
         """How many memories a later version superseded; with ``include``, one page of either side."""
         return self._state.revisions(include, limit, before, skip_ids, user_id)
 
-    # -- for bench/ and tests/storage (thin names over the parts) -------------------------------------
-    # The rest of the suite uses the parts' own public operations (tests/support.py: store_key,
-    # next_seq, memory_rows, write_rows); these go once bench/ and tests/storage do too.
+    # -- for bench/ (thin names over the parts) -------------------------------------------------------
+    # The tests use the parts' own public operations (tests/support.py: store_key, next_seq,
+    # memory_rows, write_rows); the private names below are bench/'s alone (scale.py,
+    # retrieval.py) and go once bench/ does the same.
 
     def now_us(self) -> int:
         """The service's clock, in microseconds (a test sets it with ``clock``)."""
