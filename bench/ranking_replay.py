@@ -190,7 +190,9 @@ class Knobs:
     prf: float = 0.0  # the query vector moved towards its best candidates' vectors, this much
     prf_top: int = 3
     lift_top: int = 0  # >0: a conversation's lift is the mean of its best this many (not its best)
-    mmr: float = 0.0  # a chosen result lowers the others by this times their cosine to it
+    # the selection that covers (the product's ``COVERAGE``): a result's closeness to those
+    # chosen, standardised over the candidates left, lowers it by this much
+    mmr: float = getattr(product, "COVERAGE", 0.0)
     conv_quota: int = 0  # >0: this many more candidates from each conversation, by cosine
     lift_decay: float = 0.0  # a conversation's lift shrinks by this for each result already taken from it
     flat_gap: float = (
@@ -198,6 +200,7 @@ class Knobs:
     )
     flat_lift: float = 0.3
     adjacent: float = 0.0  # a candidate within two turns of a chosen one in its conversation loses this much
+    mmr_pool: int = getattr(product, "COVERAGE_POOL", 0)  # >0: it picks among the best ``limit`` + this many
     gate: str = ""  # "several": the variant's switches only for questions that ask for several things
 
 
@@ -345,6 +348,8 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     chosen: list[Cand] = []
     taken: dict[str, int] = defaultdict(int)
     left = sorted(pool, key=key)
+    if kn.mmr_pool:
+        left = left[: limit + kn.mmr_pool]
     while left and len(chosen) < limit:
         near = {c.mid: 0.0 for c in left}
         if kn.mmr and chosen:  # each one's closeness to the chosen, standardised over those left
@@ -396,6 +401,15 @@ def recall(ranked: list[str], q: Question, s: Search, k: int) -> float:
 
 VARIANTS: dict[str, Knobs] = {
     "product": Knobs(),
+    # the ranking at the start of issue 29 (fusion 0.3 / 0.7, no covering selection)
+    "start": Knobs(bm25_weight=0.3, dense_weight=0.7, mmr=0.0, mmr_pool=0),
+    "start+bm0.4": Knobs(bm25_weight=0.4, dense_weight=0.6, mmr=0.0, mmr_pool=0),
+    "start+cover": Knobs(bm25_weight=0.3, dense_weight=0.7, mmr=0.2, mmr_pool=10),
+    "both": Knobs(bm25_weight=0.4, dense_weight=0.6, mmr=0.2, mmr_pool=10),
+    "c0.1p10": Knobs(bm25_weight=0.3, dense_weight=0.7, mmr=0.1, mmr_pool=10),
+    "c0.15p10": Knobs(bm25_weight=0.3, dense_weight=0.7, mmr=0.15, mmr_pool=10),
+    "c0.1p20": Knobs(bm25_weight=0.3, dense_weight=0.7, mmr=0.1, mmr_pool=20),
+    "c0.05p10": Knobs(bm25_weight=0.3, dense_weight=0.7, mmr=0.05, mmr_pool=10),
     "lift0.4": Knobs(session_lift=0.4),
     "lift0.8": Knobs(session_lift=0.8),
     "lifttop2": Knobs(lift_top=2),
@@ -408,6 +422,12 @@ VARIANTS: dict[str, Knobs] = {
     "decay0.25": Knobs(lift_decay=0.25),
     "quota2": Knobs(conv_quota=2),
     "floor120": Knobs(floor=120),
+    "bm0.4-mmr0.1": Knobs(bm25_weight=0.4, dense_weight=0.6, mmr=0.1),
+    "bm0.4-mmr0.2": Knobs(bm25_weight=0.4, dense_weight=0.6, mmr=0.2),
+    "bm0.4-mmr0.2p10": Knobs(bm25_weight=0.4, dense_weight=0.6, mmr=0.2, mmr_pool=10),
+    "mmr0.2p10": Knobs(mmr=0.2, mmr_pool=10),
+    "mmr0.2p20": Knobs(mmr=0.2, mmr_pool=20),
+    "bm0.5": Knobs(bm25_weight=0.5, dense_weight=0.5),
     "adj0.3": Knobs(adjacent=0.3),
     "adj0.6": Knobs(adjacent=0.6),
     "flat0.2": Knobs(flat_gap=0.2),

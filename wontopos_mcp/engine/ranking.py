@@ -37,6 +37,10 @@ in write order); a memory stored without one borrows from nothing and lends to n
    conversation of one: it lifts itself as a conversation's best memory does.
 5. Without a speaker filter, memories of a speaker the query names get
    ``NAMED_SPEAKER_BOOST`` (the name itself is dropped from the query by the caller).
+6. A selection that covers: the results are chosen one at a time among the best few,
+   each next one the best once its closeness to those already chosen counts against it
+   (``COVERAGE``): an answer spread over several turns (everything a person said about
+   something) is found in more of its parts, and a question about one fact keeps it first.
 
 Measured and dropped (issue 21): the previous memory's full-text score added to a
 memory's own ("contextual BM25": dropping it raised FriendsQA 71.1 -> 73.3 R@5 with the
@@ -44,6 +48,16 @@ filter and LoCoMo 79.3 -> 79.6); a penalty on each further result from one conve
 (0.1 / 0.3 / 0.6 lowered both sets); neighbours only around the best 10 / 20 candidates
 (LoCoMo 79.0 -> 74.2 / 75.0). (LoCoMo 4-5 conversations and FriendsQA 6-7 episodes.)
 Kept although it costs time: the replies of step 1 (without them LoCoMo 79.5 -> 78.9).
+Measured and dropped (issue 29, bench/ranking_replay.py over a full dump of the three sets;
+none raised every set, none moved the questions with several evidence turns by more than
+about one point): the query moved towards its best matches' vectors (pseudo-relevance
+feedback: LoCoMo 79.7 -> 79.0 with the filter); a session lift of 0.4 / 0.8, or the mean of a
+conversation's best two; a conversation's lift shrinking with each result already taken
+from it (LoCoMo without a filter 71.3 -> 67.8); a penalty on a turn next to a chosen one;
+two more candidates from each conversation; a candidate floor of 120; the fusion at 0.4 /
+0.6 (FriendsQA without a filter 43.9 -> 45.8, LongMemEval with the filter 87.9 -> 84.5);
+each of these only for questions with English cues of asking for several things; a
+ranker fitted on the candidates' features (no gain on the held-out half).
 
 ``similarity`` in answers stays the cosine of the best chunk; the order is the score's.
 """
@@ -95,6 +109,17 @@ SESSION_LIFT = 0.6
 # (bench/scale.py); the memory said before a seed too, nothing.
 REPLY_SEEDS = 10
 REPLY_OFFSETS = (1,)
+# The selection that covers (``_covering``): a result's closeness to those chosen before it,
+# standardised over the candidates left, weighs this much against its score, among the best
+# ``limit`` + ``COVERAGE_POOL``. bench/ranking_replay.py over a full dump of the three sets
+# (R@5 with the speaker filter / without; LoCoMo / FriendsQA / LongMemEval): none 79.7 / 71.28,
+# 71.7 / 43.9, 87.9 / 70.1; 0.1 among 20 more: 80.0 / 71.30, 72.0 / 44.9, 89.7 / 71.3 (several
+# evidence turns 46.4 -> 47.0 / 39.9 -> 40.2 and 86.4 -> 90.9 / 66.7 -> 69.7, one turn no
+# fall); 0.1 among 10 more: LoCoMo without a filter 71.26 (falls); 0.15: 71.2; 0.2: LongMemEval
+# with the filter 86.2 (falls); over every candidate (no pool) alike. With the fusion 0.4 / 0.6
+# as well, LongMemEval with the filter fell to 84.5-86.2.
+COVERAGE = 0.1
+COVERAGE_POOL = 20
 _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
 # 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
@@ -166,8 +191,42 @@ def search_memories(
     ranked = sorted(
         (c for c in candidates.values() if c.in_scope),
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
-    )[:limit]
-    return _with_memory_fields(store, ranked)
+    )
+    if mode == "hybrid" and COVERAGE and len(ranked) > 1:
+        ranked = _covering(store, vector, ranked[: limit + COVERAGE_POOL], scores, limit)
+    return _with_memory_fields(store, ranked[:limit])
+
+
+def _covering(
+    store: Store, vector: Any, ranked: list[Candidate], scores: dict[str, float], limit: int
+) -> list[Candidate]:
+    """``limit`` of ``ranked`` (best first), each next one the best once its closeness to
+    those already chosen is taken off: its highest cosine to one of them, standardised over
+    the candidates left, times ``COVERAGE``. The first is the best; a turn that says again
+    what a chosen one says yields to one that adds something. Its vectors: one read by row
+    id of the best chunk of each (the candidate searches read no vectors)."""
+    wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
+    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, ("vector",))  # all its chunks if it moved
+    own = [max(rows[c.row["memory_id"]], key=lambda row: float(np.dot(vector, row["vector"]))) for c in ranked]
+    vectors = np.array([row["vector"] for row in own], dtype=np.float32)
+    left = list(range(len(ranked)))
+    closest = np.full(len(ranked), -np.inf)
+    chosen: list[int] = []
+    while left and len(chosen) < limit:
+        if chosen:
+            closest = np.maximum(closest, vectors @ vectors[chosen[-1]])
+            near = dict(zip(left, _standardised(closest[left])))
+        else:
+            near = dict.fromkeys(left, 0.0)
+
+        def value(i: int, near: dict[int, float] = near) -> tuple[float, float, int]:
+            c = ranked[i]
+            return scores[c.row["memory_id"]] - COVERAGE * near[i], c.dense, c.row["seq"]
+
+        pick = max(left, key=value)
+        chosen.append(pick)
+        left.remove(pick)
+    return [ranked[i] for i in chosen]
 
 
 def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[ChunkRow, float]]:
