@@ -76,7 +76,7 @@ def scope_where(speaker: str | None) -> str:
 
 def direct(service: MemoryService, mode: str, *, filtered: bool = True,
            strip: Callable[[str, str | None], str] = query_without_name) -> Ranker:  # fmt: skip
-    embedder = service._embedder()
+    embedder = service.commits.embedder()
 
     def rank(q: dict[str, Any]) -> list[str]:
         speaker = q["speaker"] if filtered else None

@@ -3,7 +3,7 @@
 One fresh database per size, with the store's production thresholds
 (``flat_search_max`` 5,000 chunk rows, IVF_SQ index from 50,000 rows). The stores and
 speakers are registered through the service; the memories are NOT embedded one by one:
-rows with every field ``memory_add`` writes (``service._new_rows``) are generated in bulk
+rows with every field ``memory_add`` writes (``service.memories.new_rows``) are generated in bulk
 and written straight into the chunks table with ``table.add`` (pyarrow, 100k rows per
 append), then ``store.maintain()`` builds the indexes. Their vectors are precomputed
 random unit vectors: a real e5 embedding of one of ~300 realistic sentences (the row's
@@ -174,7 +174,7 @@ def plan_rows(n: int, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def bulk_load(store: Store, embedder: Any, topics: Topics, n: int, seed: int, no_conversation: float) -> dict[str, Any]:  # fmt: skip
-    """Write ``n`` memories straight into the chunks table; fields as ``_new_rows`` makes them."""
+    """Write ``n`` memories straight into the chunks table; fields as ``Memories.new_rows`` makes them."""
     import pyarrow as pa
 
     rng = np.random.default_rng(seed)
@@ -432,11 +432,11 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     # -- where by_speaker spends its time (Alice, first page) -----------------------------------
     said = in_store("u0") + " AND speaker = 'Alice'"
     # The time window the reads above settled on (none: a speaker this small is sorted whole).
-    span = service._pages.spans.get((service._resolve("u0")[0], "Alice", True))
+    span = service._pages.spans.get((service.registry.resolve("u0").key, "Alice", True))
     window = said + " AND chunk_idx = 0" + ("" if span is None else f" AND created_us > {service.now_us() - span}")
     page_steps = {
-        "_resolve + require_speaker (registry)": lambda r: (
-            service._resolve("u0"), service.registry.require_speaker("u0", "Alice", writing=False)),
+        "resolve + require_speaker (registry)": lambda r: (
+            service.registry.resolve("u0"), service.registry.require_speaker("u0", "Alice", writing=False)),
         "count of the speaker's chunk rows": lambda r: store.count(said),
         "count of the page's time window": lambda r: store.count(window),
         "page rows (the window's newest 21)": lambda r: service.memories.newest_first(window, 21),
@@ -466,7 +466,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         floor_seq[0] += 1
         memory = {"content": t, "speaker": None, "category": "general", "event": None,
                   "conversation_id": None, "role": None}  # fmt: skip
-        _, rows = service._new_rows("floor", memory, [t], vectors, seq=floor_seq[0])
+        _, rows = service.memories.new_rows("floor", memory, [t], vectors, seq=floor_seq[0])
         table.add(pa.Table.from_pylist(rows, schema=table.schema))
 
     def find_duplicate(r: int) -> None:
@@ -485,9 +485,9 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         "floor: embed_passages + 1 append": floor,
         "memories.find_duplicate": find_duplicate,
         "  of which: the key lookup": dup_lookup,
-        "service._resolve (store lookup)": lambda r: service._resolve("u0"),
+        "registry.resolve (store lookup)": lambda r: service.registry.resolve("u0"),
         "registry.require_speaker": lambda r: service.registry.require_speaker("u0", "Alice", writing=True),
-        "service._last_seq (next seq)": lambda r: service._last_seq("u0"),
+        "commits.last_seq (next seq)": lambda r: service.commits.last_seq("u0"),
         "embed_passages (1 text)": lambda r: embedder.embed_passages([text(r, 4)]),
     }
     times = interleaved(writes, args.rounds)
@@ -547,13 +547,13 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
               f"{statistics.median(t_store) * 1000:>9.1f}ms{statistics.median(t_exact) * 1000:>9.1f}ms{flag}")  # fmt: skip
     registry = store.registry
     reg_stats = registry.stats()["fragment_stats"]
-    before = interleaved({"resolve": lambda r: service._resolve("u0")}, 20)["resolve"]
+    before = interleaved({"resolve": lambda r: service.registry.resolve("u0")}, 20)["resolve"]
     from datetime import timedelta
 
     registry.optimize(cleanup_older_than=timedelta(hours=1))
-    after_opt = interleaved({"resolve": lambda r: service._resolve("u0")}, 20)["resolve"]
+    after_opt = interleaved({"resolve": lambda r: service.registry.resolve("u0")}, 20)["resolve"]
     print(f"\nregistry table: {registry.count_rows()} rows in {reg_stats['num_fragments']} fragments (store.maintain() "
-          f"compacts it too); service._resolve p50 {statistics.median(before) * 1000:.1f} ms, "
+          f"compacts it too); registry.resolve p50 {statistics.median(before) * 1000:.1f} ms, "
           f"{statistics.median(after_opt) * 1000:.1f} ms after registry.optimize()")  # fmt: skip
     now, peak = rss_mb()
     print(f"RSS now {now:,.0f} MiB, peak {peak:,.0f} MiB (process: model + LanceDB + this size's data); "

@@ -76,9 +76,8 @@ from .writes import Writes
 
 if TYPE_CHECKING:
     from wontopos_mcp.errors import ConfigError
-    from wontopos_mcp.model.embeddings import Embedder, ModelLoader
+    from wontopos_mcp.model.embeddings import ModelLoader
     from wontopos_mcp.storage.adapter import Store
-    from wontopos_mcp.storage.rows import ChunkRow
 
     from .reindexing import Progress, Step
 
@@ -424,30 +423,6 @@ class MemoryService:
         """How many memories a later version superseded; with ``include``, one page of either side."""
         return self._state.revisions(include, limit, before, skip_ids, user_id)
 
-    # -- for bench/ (thin names over the parts) -------------------------------------------------------
-    # The tests use the parts' own public operations (tests/support.py: store_key, next_seq,
-    # memory_rows, write_rows); the private names below are bench/'s alone (scale.py,
-    # retrieval.py) and go once bench/ does the same.
-
     def now_us(self) -> int:
         """The service's clock, in microseconds (a test sets it with ``clock``)."""
         return to_us(self.clock())
-
-    def _resolve(self, user_id: Any) -> tuple[str, str]:
-        """(key, id as created) of an existing store (``Registry.resolve``)."""
-        handle = self.registry.resolve(user_id)
-        return handle.key, handle.display
-
-    def _embedder(self) -> Embedder:
-        return self.commits.embedder()
-
-    def _last_seq(self, key: str) -> int:
-        return self.commits.last_seq(key)
-
-    def _new_rows(
-        self, key: str, memory: dict[str, Any], chunks: list[str], vectors: Any, *, seq: int | None = None,
-        created: int | None = None,
-    ) -> tuple[str, list[ChunkRow]]:  # fmt: skip
-        """A new memory's chunk rows (``Memories.new_rows``); ``seq`` defaults to the next."""
-        seq = self.commits.last_seq(key) + 1 if seq is None else seq
-        return self.memories.new_rows(key, memory, chunks, vectors, seq=seq, created=created)
