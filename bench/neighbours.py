@@ -76,9 +76,9 @@ def main() -> None:
         for speaker in ("Alice", None):
             where = search_scope(key, speaker, False, [])
             query = query_without_name(text, speaker) if speaker else text
-            scope_rows = store.count(where)
+            scope_rows = store.chunks.count(where)
             vector = embedder.embed_query(query)
-            found = store.vector_and_text_search(
+            found = store.chunks.vector_and_text_search(
                 lambda v=vector: v, query, where, 40, ranking.CANDIDATE_KEYS, (*ranking.CANDIDATE_KEYS, "vector"),
                 scope_rows=scope_rows, context_where=context if speaker else None,
             )  # fmt: skip

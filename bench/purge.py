@@ -98,10 +98,10 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
 
     start = time.perf_counter()
     svc.memory_forget(memory_id=oldest(), user_id="u0")
-    while svc.store.registry_rows(MARKERS):
+    while svc.store.registry.rows(MARKERS):
         time.sleep(0.1)
     bound = time.perf_counter() - start
-    versions = len(svc.store.existing_chunks().to_lance().versions())
+    versions = len(svc.store.chunks.existing().to_lance().versions())
     print(f"  forget -> purge done: {bound:.1f} s (SPEC: 60 s); chunks versions kept: {versions}")
 
     # Cost, purged at once; a write made meanwhile waits for the rewrite.
@@ -132,7 +132,7 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
 
     # The rewrite's parts: compaction alone, and the index rebuild alone (the latter with
     # nothing to compact, as it runs after a compaction).
-    table = svc.store.existing_chunks()
+    table = svc.store.chunks.existing()
     rebuild = []
     for _ in range(3):
         begun = time.perf_counter()

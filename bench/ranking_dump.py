@@ -110,9 +110,9 @@ def make_backend(conv_id: str, speakers: list[str]) -> Any:
 
         def record(self, store: Any, embedder: Any, query: str, where: str, limit: int, kw: dict, hits: Any) -> None:
             context = kw.get("context") or where
-            count = store.count(context)
+            count = store.chunks.count(context)
             if count != self.snapshot_rows:
-                rows = store.rows(
+                rows = store.chunks.rows(
                     context,
                     columns=("memory_id", "conversation_id", "seq", "chunk_idx", "speaker", "vector"),
                     row_ids=True,
@@ -127,11 +127,12 @@ def make_backend(conv_id: str, speakers: list[str]) -> Any:
                     "turns": self.turns,
                 }) + "\n")  # fmt: skip
                 self.snapshot_rows = count
-            scope = sorted({r["memory_id"] for r in store.rows(where, columns=("memory_id",))})
+            scope = sorted({r["memory_id"] for r in store.chunks.rows(where, columns=("memory_id",))})
 
             def matches(w: str) -> list[list[Any]]:
                 return [
-                    [r["memory_id"], float(r["_score"])] for r in store.text_search(query, w, TEXT_K, ("memory_id",))
+                    [r["memory_id"], float(r["_score"])]
+                    for r in store.chunks.text_search(query, w, TEXT_K, ("memory_id",))
                 ]
 
             self.out.write(json.dumps({

@@ -182,7 +182,7 @@ def latencies(rankers: dict[str, Callable[[dict[str, Any]], Any]], questions: li
 
 def print_latencies(timed: dict[str, Callable[[dict[str, Any]], Any]], questions: list[dict[str, Any]],
                     runs: int, store: Store, state: str) -> None:  # fmt: skip
-    stats = store.existing_chunks().stats()["fragment_stats"]
+    stats = store.chunks.existing().stats()["fragment_stats"]
     times = latencies(timed, questions, runs)
     print(f"\nquery latency {state} ({stats['num_fragments']} fragments, {stats['num_small_fragments']} small): "
           f"{runs} interleaved runs x {len(questions)} questions per mode; load average {os.getloadavg()[0]:.1f}")  # fmt: skip

@@ -179,7 +179,7 @@ def bulk_load(store: Store, embedder: Any, topics: Topics, n: int, seed: int, no
 
     rng = np.random.default_rng(seed)
     plan = plan_rows(n, rng)
-    table = store.chunks(embedder.model_id, embedder.dim)
+    table = store.chunks.for_model(embedder.model_id, embedder.dim)
     schema = table.schema
     seq = np.zeros(n, dtype=np.int64)
     for s in range(5):  # per-store write order: 1, 2, 3, ...
@@ -261,9 +261,9 @@ def interleaved(ops: dict[str, Callable[[int], Any]], rounds: int) -> dict[str, 
 
 
 def vector_index(store: Store) -> str:
-    for index in store.existing_chunks().list_indices():
+    for index in store.chunks.existing().list_indices():
         if index.columns == ["vector"]:
-            stats = store.existing_chunks().index_stats(index.name)
+            stats = store.chunks.existing().index_stats(index.name)
             unindexed = getattr(stats, "num_unindexed_rows", "?")
             return f"{index.index_type} ({getattr(stats, 'num_indexed_rows', '?')} rows indexed, {unindexed} not)"
     return "none"
@@ -277,14 +277,14 @@ def path_of(store: Store, rows_in_scope: int) -> str:
 
 
 def exact(store: Store, vector: Any, where: str, k: int) -> list[str]:
-    table = store.existing_chunks()
+    table = store.chunks.existing()
     query = table.search(vector, vector_column_name="vector").distance_type("cosine").where(where, prefilter=True)
     return query.select(["chunk_id"]).limit(k).bypass_vector_index().to_arrow().column("chunk_id").to_pylist()
 
 
 def plan_says_ann(store: Store, vector: Any, where: str) -> bool:
     """Whether LanceDB's plan for the store's indexed query shape uses the vector index."""
-    table = store.existing_chunks()
+    table = store.chunks.existing()
     query = table.search(vector, vector_column_name="vector").distance_type("cosine").where(where, prefilter=True)
     plan = query.select(["chunk_id"]).limit(10).refine_factor(10).explain_plan(True)
     return "ANN" in plan or "Ivf" in plan or "IVF" in plan
@@ -309,7 +309,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     u0 = in_store("u0") + " AND NOT superseded"
     alice = u0 + " AND speaker = 'Alice'"
     tiny = u0 + " AND speaker = 'Tiny'"
-    n_u0, n_alice = store.count(u0), store.count(alice)
+    n_u0, n_alice = store.chunks.count(u0), store.chunks.count(alice)
     print(f"\n== {n:,} memories: rows written straight into the chunks table (pyarrow, bulk table.add); vectors "
           f"are precomputed random unit vectors around {len(topics.texts)} embedded sentences (cosine ~0.9), "
           f"{args.no_conversation:.0%} of runs without conversation id ==")  # fmt: skip
@@ -378,13 +378,13 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     scope_rows: dict[int, int] = {}
 
     def step_counts(r: int) -> None:
-        scope_rows[r] = store.count(alice)
+        scope_rows[r] = store.chunks.count(alice)
 
     def step_dense(r: int) -> None:
         cands[r] = search.dense_candidates(store, vec_for[r], alice, 10, scope_rows[r])
 
     def step_bm25(r: int) -> None:
-        matches = store.text_search(q(r), alice, 40, (*search.CANDIDATE_KEYS, "vector"))
+        matches = store.chunks.text_search(q(r), alice, 40, (*search.CANDIDATE_KEYS, "vector"))
         search.add_bm25(vec_for[r], matches, cands[r])
         search._fuse(cands[r])
 
@@ -392,7 +392,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     seeds: dict[int, Any] = {}
 
     def step_both(r: int) -> None:
-        seeds[r] = store.vector_and_text_search(
+        seeds[r] = store.chunks.vector_and_text_search(
             lambda: vec_for[r], q(r), alice, 40, search.CANDIDATE_KEYS, (*search.CANDIDATE_KEYS, "vector"), scope_rows=scope_rows[r],
             context_where=current,
         ).context_matches  # fmt: skip
@@ -437,8 +437,8 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     page_steps = {
         "resolve + require_speaker (registry)": lambda r: (
             service.registry.resolve("u0"), service.registry.require_speaker("u0", "Alice", writing=False)),
-        "count of the speaker's chunk rows": lambda r: store.count(said),
-        "count of the page's time window": lambda r: store.count(window),
+        "count of the speaker's chunk rows": lambda r: store.chunks.count(said),
+        "count of the page's time window": lambda r: store.chunks.count(window),
         "page rows (the window's newest 21)": lambda r: service.memories.newest_first(window, 21),
     }  # fmt: skip
     page_times = interleaved(page_steps, min(args.rounds, 15))
@@ -449,7 +449,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     # -- writes: memory_add vs its floor, same run, interleaved --------------------------------------
     import pyarrow as pa
 
-    table = store.existing_chunks()
+    table = store.chunks.existing()
     statuses: list[str] = []
     floor_seq = [0]
 
@@ -477,7 +477,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
 
     def dup_lookup(r: int) -> None:  # the one query of _find_duplicate
         dk, rk = dup_keys[r]
-        store.rows(dup_scope + f" AND chunk_idx = 0 AND (dup_key = {quote(dk)} OR restate_key = {quote(rk)})",
+        store.chunks.rows(dup_scope + f" AND chunk_idx = 0 AND (dup_key = {quote(dk)} OR restate_key = {quote(rk)})",
                    columns=("memory_id", "content", "conversation_id"))  # fmt: skip
 
     writes = {
@@ -527,12 +527,12 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     print(f"  {'scope':<20}{'rows':>9}  {'path':<26}{'recall@10':>10}{'recall@40':>10}{'short':>7}"
           f"{'store p50':>11}{'exact p50':>11}")  # fmt: skip
     for label, where in scopes.items():
-        rows = store.count(where)
+        rows = store.chunks.count(where)
         r10, r40, short, t_store, t_exact = [], [], 0, [], []
         for v in vectors:
             for k, sink in ((10, r10), (40, r40)):
                 start = time.perf_counter()
-                got = [row["chunk_id"] for row in store.vector_search(v, where, k, ("chunk_id",))]
+                got = [row["chunk_id"] for row in store.chunks.vector_search(v, where, k, ("chunk_id",))]
                 if k == 10:
                     t_store.append(time.perf_counter() - start)
                 start = time.perf_counter()
@@ -545,7 +545,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         flag = "" if mean10 >= TARGETS["recall"] else "  MISSED"
         print(f"  {label:<20}{rows:>9,}  {path_of(store, rows):<26}{mean10:>10.3f}{mean40:>10.3f}{short:>7}"
               f"{statistics.median(t_store) * 1000:>9.1f}ms{statistics.median(t_exact) * 1000:>9.1f}ms{flag}")  # fmt: skip
-    registry = store.registry
+    registry = store.registry.table
     reg_stats = registry.stats()["fragment_stats"]
     before = interleaved({"resolve": lambda r: service.registry.resolve("u0")}, 20)["resolve"]
     from datetime import timedelta

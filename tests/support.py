@@ -206,7 +206,7 @@ def memory_rows(
 def write_rows(svc: MemoryService, rows: list[Any]) -> None:
     """Append chunk rows to the table of the service's model, as they are."""
     embedder = svc.commits.embedder()
-    svc.store.add_chunks(svc.store.chunks(embedder.model_id, embedder.dim), rows)
+    svc.store.chunks.add(svc.store.chunks.for_model(embedder.model_id, embedder.dim), rows)
 
 
 # -- the two faces of the core ------------------------------------------------------------------------

@@ -94,8 +94,8 @@ def _snapshot(db: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every chunk row but its vector, and every registry row but the model record, sorted."""
     store = Store(str(db))
     try:
-        rows = [{k: v for k, v in r.items() if k != "vector"} for r in store.rows("true", columns=None)]
-        registry = [r for r in store.registry_rows("kind != 'meta'") if not r["key"].startswith("index:")]
+        rows = [{k: v for k, v in r.items() if k != "vector"} for r in store.chunks.rows("true", columns=None)]
+        registry = [r for r in store.registry.rows("kind != 'meta'") if not r["key"].startswith("index:")]
         return sorted(rows, key=lambda r: r["chunk_id"]), sorted(registry, key=lambda r: r["key"])
     finally:
         store.close()
@@ -106,14 +106,14 @@ def _vectors_are_of(db: Path, embedder: Any, *, sample: int = 4) -> None:
     chunk) are what ``embedder`` makes of those chunks, as a write makes them."""
     store = Store(str(db))
     try:
-        rows = sorted(store.rows("true", columns=None), key=lambda r: (r["seq"], r["user_id"], r["chunk_idx"]))
+        rows = sorted(store.chunks.rows("true", columns=None), key=lambda r: (r["seq"], r["user_id"], r["chunk_idx"]))
         longest = max(rows, key=lambda r: (r["n_chunks"], r["chunk_idx"]))
         for row in [*rows[:sample], rows[-1], longest]:
             chunk = chunk_text(row["content"], embedder.max_chars)[row["chunk_idx"]]
             stored = np.asarray(row["vector"], dtype=np.float32)
             assert stored.shape == (embedder.dim,), (row["chunk_id"], stored.shape)
             assert float(stored @ embedder.embed_passages([chunk])[0]) > 0.9999, row["chunk_id"]
-        assert recorded_model(store.existing_chunks().schema) == (embedder.model_id, embedder.dim)
+        assert recorded_model(store.chunks.existing().schema) == (embedder.model_id, embedder.dim)
     finally:
         store.close()
 
@@ -197,7 +197,7 @@ def _assert_every_index(db: Path) -> None:
     """No index the chunks table should have is missing (an overwrite drops them all)."""
     check = Store(str(db))
     try:
-        assert missing_indexes(check.existing_chunks()) == []
+        assert missing_indexes(check.chunks.existing()) == []
     finally:
         check.close()
 
@@ -382,7 +382,7 @@ def test_a_reindex_that_fails_while_embedding_commits_nothing_and_says_why(
     service = make_service(db=tmp_path / "db")
     service.memory_add_batch([{"content": f"Note {i}. It has two sentences."} for i in range(6)])
     store = service.store
-    version = store.existing_chunks().version
+    version = store.chunks.existing().version
 
     def failing(rows: list[Any]) -> Any:
         if failing.calls:  # type: ignore[attr-defined]
@@ -392,8 +392,8 @@ def test_a_reindex_that_fails_while_embedding_commits_nothing_and_says_why(
 
     failing.calls = 0  # type: ignore[attr-defined]
     with store.exclusive(), pytest.raises(UnavailableError, match="the model stopped"):
-        store.reembed(TEST_MODEL, TEST_DIM, failing, batch_rows=4)
-    table = store.existing_chunks()
+        store.chunks.reembed(TEST_MODEL, TEST_DIM, failing, batch_rows=4)
+    table = store.chunks.existing()
     table.checkout_latest()
     assert table.version == version
     assert recorded_model(table.schema) == (DEFAULT_MODEL, 384)

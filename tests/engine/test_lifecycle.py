@@ -572,9 +572,9 @@ def test_fingerprints_are_keyed_by_a_secret_the_database_keeps(make_service: Cal
     assert one.idempotency("k-1", "another body").fingerprint != keyed.fingerprint
     first = one.memory_add("The boiler was serviced.", idempotency=keyed)
     assert two.memory_add("The boiler was serviced.", idempotency=keyed) == {**first, "replayed": True}
-    kept = one.store.rows("idem_key = 'k-1'", columns=("idem_fp",))
+    kept = one.store.chunks.rows("idem_key = 'k-1'", columns=("idem_fp",))
     assert [row["idem_fp"] for row in kept] == [keyed.fingerprint]
-    assert len(one.store.registry_rows("kind = 'secret'")) == 1
+    assert len(one.store.registry.rows("kind = 'secret'")) == 1
 
 
 @pytest.mark.slow

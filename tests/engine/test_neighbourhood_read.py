@@ -70,7 +70,7 @@ def _oracle(store: Store, base: str) -> Oracle:
     """Every conversation of ``base`` in write order, read whole: (each memory's
     conversation and place in it, each conversation's (seq, memory id))."""
     lines: dict[str, list[tuple[int, str]]] = {}
-    for row in store.rows(base + " AND chunk_idx = 0", columns=("memory_id", "conversation_id", "seq")):
+    for row in store.chunks.rows(base + " AND chunk_idx = 0", columns=("memory_id", "conversation_id", "seq")):
         if row["conversation_id"] is not None:
             lines.setdefault(row["conversation_id"], []).append((row["seq"], row["memory_id"]))
     lines = {c: sorted(line) for c, line in lines.items()}
@@ -97,8 +97,8 @@ def _plain(found: Any, newcomers: dict[str, ranking.Candidate]) -> Any:
 
 def _candidates(store: Store, vector: Any, query: str, where: str, context: str) -> tuple[dict[str, Any], list[Any]]:
     """The candidates and reply seeds ``search_memories`` would have (the same calls)."""
-    scope_rows = store.count(where)
-    found = store.vector_and_text_search(
+    scope_rows = store.chunks.count(where)
+    found = store.chunks.vector_and_text_search(
         lambda: vector, query, where, 40, ranking.CANDIDATE_KEYS, (*ranking.CANDIDATE_KEYS, "vector"),
         scope_rows=scope_rows, context_where=context,
     )  # fmt: skip
@@ -159,7 +159,9 @@ def test_a_long_conversation_is_read_by_its_windows_with_the_same_neighbours(
     key = store_key(DEFAULT_STORE)
     context = search_scope(key, None, False, [])
     oracle = _oracle(store, context)
-    long = sorted(store.rows(context + " AND conversation_id = 'long' AND chunk_idx = 0"), key=lambda r: r["seq"])
+    long = sorted(
+        store.chunks.rows(context + " AND conversation_id = 'long' AND chunk_idx = 0"), key=lambda r: r["seq"]
+    )
     vector = embedder.embed_query("step 42")
     # Three turns far apart in a conversation of 120: their windows hold ~99 memories, fewer
     # than the conversation, so the default read takes the windows.

@@ -120,7 +120,7 @@ def test_words_from_different_sentences_of_one_memory_count_together(service: Me
     both = service.memory_add("We drove to the coast. The lighthouse was closed for repairs.")["id"]
     service.memory_add("The coast road was busy. Traffic was slow all day.")
     service.memory_add("The lighthouse museum sells postcards. Entry is free.")
-    hits = service.store.text_search("coast lighthouse", "NOT superseded", 10, ("memory_id", "chunk_idx"))
+    hits = service.store.chunks.text_search("coast lighthouse", "NOT superseded", 10, ("memory_id", "chunk_idx"))
     assert hits[0]["memory_id"] == both
     assert all(h["chunk_idx"] == 0 for h in hits)
 

@@ -176,7 +176,7 @@ def test_a_restatement_is_caught_behind_two_hundred_closer_vectors(service: Memo
     assert service.memory_add_batch(closer)["count"] == 200
     new = "Actually, the locker code is 1234."
     vector = service.commits.embedder().embed_passages([new])[0]
-    nearest = service.store.vector_search(vector, in_store(store_key(service)), 8, ("memory_id",))
+    nearest = service.store.chunks.vector_search(vector, in_store(store_key(service)), 8, ("memory_id",))
     assert target not in {row["memory_id"] for row in nearest}, "precondition: the target is not in the nearest 8"
 
     answer = service.memory_add(new, speaker="Bob")

@@ -44,7 +44,7 @@ def where(speaker: str | None = None) -> str:
 
 def matched(store: Store, query: str, speaker: str | None = None) -> list[str]:
     """Memory ids the full-text search alone finds for ``query`` (best first)."""
-    return [h["memory_id"] for h in store.text_search(query, where(speaker), 20, ("memory_id", "speaker"))]
+    return [h["memory_id"] for h in store.chunks.text_search(query, where(speaker), 20, ("memory_id", "speaker"))]
 
 
 @pytest.fixture(scope="module")
@@ -146,15 +146,15 @@ def test_a_table_from_before_the_bigram_column_is_upgraded_on_open(tmp_path: Pat
     long_turn = KO_BUSAN + " 그리고 해운대에 갔어요. The beach was crowded."  # several chunks
     old = svc.memory_add(long_turn, speaker="Min-jun", user_id=STORE)["id"]
     english = svc.memory_add("The kitchen is painted pale green.", user_id=STORE)["id"]
-    _as_before_the_bigram_column(svc.store.existing_chunks())
+    _as_before_the_bigram_column(svc.store.chunks.existing())
     svc.close()
 
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
-    table = svc.store.existing_chunks()
+    table = svc.store.chunks.existing()
     kinds = {tuple(ix.columns): ix.index_type for ix in table.list_indices()}
     assert kinds[("cjk_text",)] == "FTS"
     assert kinds[("text",)] == "FTS"
-    rows = svc.store.rows(in_store(STORE), columns=("memory_id", "text", "cjk_text"))
+    rows = svc.store.chunks.rows(in_store(STORE), columns=("memory_id", "text", "cjk_text"))
     assert len(rows) >= 4
     assert all(r["cjk_text"] == cjk_text(r["text"]) for r in rows)
     assert matched(svc.store, "부산") == [old]
@@ -172,14 +172,14 @@ def test_sentence_level_documents_of_an_older_table_become_memory_level_on_open(
     content = "We drove to the coast. The lighthouse was closed for repairs."
     both = svc.memory_add(content, user_id=STORE)["id"]
     svc.memory_add("The coast road was busy. Traffic was slow all day.", user_id=STORE)
-    table = svc.store.existing_chunks()
+    table = svc.store.chunks.existing()
     for i, sentence in enumerate(chunk_text(content, 500)):  # as versions before issue 12 wrote them
         table.update(where=f"chunk_id = '{both}:{i}'", values={"text": sentence})
     _as_before_the_bigram_column(table)
     svc.close()
 
     svc = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
-    rows = svc.store.rows(memories_in(STORE, [both]), columns=("chunk_idx", "text"))
+    rows = svc.store.chunks.rows(memories_in(STORE, [both]), columns=("chunk_idx", "text"))
     assert sorted((r["chunk_idx"], r["text"]) for r in rows) == [(0, content), (1, "")]
     assert matched(svc.store, "coast lighthouse")[0] == both  # words of both sentences count together
     svc.close()

@@ -380,8 +380,8 @@ def test_a_store_refuses_to_commit_once_its_lease_was_lost(scheme: str, request:
             # lapsed anyway, so after one TTL the holder no longer trusts it, whichever.
             time.sleep(FAST.ttl_s)
             with pytest.raises(LeaseLost):
-                store.registry_insert([row])
-        assert store.registry_rows("key = 'probe'") == []
+                store.registry.insert([row])
+        assert store.registry.rows("key = 'probe'") == []
     finally:
         store.close()
         other.close()

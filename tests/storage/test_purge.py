@@ -71,7 +71,7 @@ def remember(svc: MemoryService, user_id: str | None = None, speaker: str | None
         idem = svc.idempotency(f"{IDEM_KEY}-{number}", text)
         fields = {"category": CATEGORY, "conversation_id": CONVERSATION, "idempotency": idem}
         ids.append(svc.memory_add(text, user_id=user_id, speaker=speaker, **fields)["id"])
-        chunks = svc.store.existing_chunks()
+        chunks = svc.store.chunks.existing()
         if number == 0:
             svc.memory_add_batch([{"content": f"Later note {i} about the river."} for i in range(4)], user_id)
             svc.store.maintain()  # one fragment, every index holding the first
@@ -84,7 +84,7 @@ def remember(svc: MemoryService, user_id: str | None = None, speaker: str | None
 def purged(svc: MemoryService, timeout: float = 30.0) -> None:
     """Wait until no purge is due (the markers go with the purge's last commit)."""
     deadline = time.monotonic() + timeout
-    while svc.store.registry_rows(MARKERS):
+    while svc.store.registry.rows(MARKERS):
         assert time.monotonic() < deadline, "the purge did not run"
         time.sleep(0.05)
 
@@ -163,7 +163,7 @@ def test_a_forgotten_memory_alone_in_its_fragment_leaves_the_vector_index(
     drops only a segment all of whose fragments went) until the purge merges the index."""
     svc = make_purging(vector_index_min_rows=16)
     ids = remember(svc)
-    chunks = svc.store.existing_chunks()
+    chunks = svc.store.chunks.existing()
     chunks.to_lance().optimize.optimize_indices(num_indices_to_merge=2)  # one segment of both fragments
     chunks.checkout_latest()
     assert [len(i.segments) for i in chunks.to_lance().describe_indices() if "IVF" in i.index_type] == [1]
@@ -186,7 +186,7 @@ def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
     for memory_id in remember(svc):
         svc.memory_forget(memory_id=memory_id)
     svc.memory_add_batch([{"content": f"Newer note {i} about the lake."} for i in range(3)])
-    dataset = svc.store.existing_chunks().to_lance()
+    dataset = svc.store.chunks.existing().to_lance()
     dataset.optimize.optimize_indices()  # what an upkeep round does: the new rows indexed...
     dataset.optimize.compact_files(materialize_deletions_threshold=0.0)  # ...and a fragment rewritten
     left = traces(tmp_path / "db", TRACES)
@@ -229,7 +229,7 @@ def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_f
     ids = remember(svc)
     late.append(svc.memory_add("The zqlatefact is kept in the attic.")["id"])
     where = f"memory_id = '{late[0]}'"
-    late_rows = svc.store.existing_chunks().to_lance().to_table(filter=where, with_row_address=True)["_rowaddr"]
+    late_rows = svc.store.chunks.existing().to_lance().to_table(filter=where, with_row_address=True)["_rowaddr"]
     for memory_id in ids:
         svc.memory_forget(memory_id=memory_id)
     assert svc.store.purge() is not None
@@ -237,16 +237,16 @@ def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_f
     # Only the memory forgotten meanwhile is left, as a document of the rebuilt index.
     left = [f"chunks.lance text_idx: a document of deleted row {row}" for row in late_rows.to_pylist()]
     assert traces(tmp_path / "db", TRACES) == left
-    assert svc.store.registry_rows(MARKERS)  # the forget made meanwhile is due next
+    assert svc.store.registry.rows(MARKERS)  # the forget made meanwhile is due next
     assert svc.memory_list()["count"] == 17  # 16 fillers and the new one
     assert stored[0] in [m["id"] for m in svc.memory_search("a parcel arrived at the depot", limit=3)["memories"]]
-    chunks = svc.store.existing_chunks()
+    chunks = svc.store.chunks.existing()
     found = chunks.search("zqnewparcel", query_type="fts").limit(5).to_list()
     assert [row["memory_id"] for row in found] == stored
     assert chunks.count_rows("category = 'znewcatqq' AND conversation_id = 'znewconvqq'") == 1
     assert svc.store.purge() is not None
     assert traces(tmp_path / "db", (*TRACES, "zqlatefact")) == []
-    assert not svc.store.registry_rows(MARKERS)
+    assert not svc.store.registry.rows(MARKERS)
     assert svc.memory_list()["count"] == 17
 
 
@@ -381,7 +381,7 @@ def test_a_purge_left_due_by_a_stopped_process_runs_before_the_next_first_answer
     second = make_purging(within=600)
     assert second.memory_list()["count"] == 16  # the first answer, after the purge
     assert traces(tmp_path / "db", TRACES) == []
-    assert second.store.registry_rows(MARKERS) == []
+    assert second.store.registry.rows(MARKERS) == []
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ one database directory, so both have checked "absent" before either inserts.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +23,7 @@ import pytest
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import ModelLoader
 from wontopos_mcp.storage.adapter import Store
+from wontopos_mcp.storage.rows import RegistryRow
 
 BARRIER_TIMEOUT = 60  # generous: both threads only need to reach the insert
 
@@ -35,16 +36,19 @@ class RacingStore(Store):
         super().__init__(uri)
         self.gate: threading.Barrier | None = None
         self._own_lock = threading.RLock()
+        insert = self.registry.insert
+
+        def gated(rows: Sequence[RegistryRow]) -> int:
+            if self.gate is not None:
+                self.gate.wait(BARRIER_TIMEOUT)
+            return insert(rows)
+
+        self.registry.insert = gated  # type: ignore[method-assign]
 
     @contextmanager
     def write_lock(self, scope: str | None = None) -> Iterator[None]:
         with self._own_lock:
             yield
-
-    def registry_insert(self, rows: list[dict[str, Any]]) -> int:
-        if self.gate is not None:
-            self.gate.wait(BARRIER_TIMEOUT)
-        return super().registry_insert(rows)
 
 
 @pytest.fixture
@@ -79,7 +83,7 @@ def test_the_same_new_store_from_two_writers_is_created_once(pair: tuple[MemoryS
     assert {answer["user_id"] for answer in answers} == {"team-x"}
     for svc in pair:
         assert [s["user_id"] for s in svc.stores_list()["stores"]].count("team-x") == 1
-    assert len(pair[0].store.registry_rows("kind = 'store' AND name = 'team-x'")) == 1
+    assert len(pair[0].store.registry.rows("kind = 'store' AND name = 'team-x'")) == 1
 
 
 def test_the_same_name_from_two_writers_is_registered_once(pair: tuple[MemoryService, MemoryService]) -> None:
@@ -91,7 +95,7 @@ def test_the_same_name_from_two_writers_is_registered_once(pair: tuple[MemorySer
     assert existing["count"] == registered["count"] == 1
     for svc in pair:
         assert [s["speaker"] for s in svc.speakers_list()["speakers"]] == ["Alice"]
-    assert len(pair[1].store.registry_rows("kind = 'speaker'")) == 1
+    assert len(pair[1].store.registry.rows("kind = 'speaker'")) == 1
 
 
 def test_distinct_names_from_two_writers_are_both_registered(pair: tuple[MemoryService, MemoryService]) -> None:
@@ -115,10 +119,10 @@ def test_an_insert_through_a_stale_handle_inserts_nothing(tmp_path: Path) -> Non
         first.connect()
         second.connect()
         row = {"key": "meta", "kind": "meta", "user_id": "", "name": "model-a", "created_us": 0, "value": "384"}
-        assert first.registry_insert([row]) == 1
-        assert second.registry_insert([{**row, "name": "model-b"}]) == 0
-        assert [r["name"] for r in second.registry_rows("kind = 'meta'")] == ["model-a"]
-        assert first.registry_insert([row, {**row, "key": "other"}]) == 1  # only the absent key goes in
+        assert first.registry.insert([row]) == 1
+        assert second.registry.insert([{**row, "name": "model-b"}]) == 0
+        assert [r["name"] for r in second.registry.rows("kind = 'meta'")] == ["model-a"]
+        assert first.registry.insert([row, {**row, "key": "other"}]) == 1  # only the absent key goes in
     finally:
         first.close()
         second.close()
@@ -132,7 +136,7 @@ def test_kept_idempotency_records_stay_one_per_key(pair: tuple[MemoryService, Me
     a.registry.keep_idempotency_records(key, [("k1", "fp-old", '{"n": 1}', 10), ("k1", "fp", '{"n": 2}', 20)])
     assert a.registry.idempotency_record(key, "k1", 0) == ("fp", '{"n": 2}')
     b.registry.keep_idempotency_records(key, [("k1", "fp-new", '{"n": 3}', 30), ("k2", "fp", "{}", 30)])
-    rows = a.store.registry_rows("kind = 'idem'")
+    rows = a.store.registry.rows("kind = 'idem'")
     assert sorted(row["name"] for row in rows) == ["k1", "k2"]
     assert a.registry.idempotency_record(key, "k1", 0) == ("fp-new", '{"n": 3}')
     assert a.registry.idempotency_record(key, "k1", 30) == ("fp-new", '{"n": 3}')  # kept with its own time

@@ -29,6 +29,7 @@ from wontopos_mcp.engine import ranking as search
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import ModelLoader
 from wontopos_mcp.storage.adapter import MEMORY_FIELDS, Store
+from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import in_store, quote
 
 FLAT_MAX = 50
@@ -63,7 +64,7 @@ class World:
 
 
 def has_vector_index(store: Store) -> bool:
-    return any(ix.columns == ["vector"] for ix in store.existing_chunks().list_indices())
+    return any(ix.columns == ["vector"] for ix in store.chunks.existing().list_indices())
 
 
 def bulk_insert(
@@ -85,7 +86,7 @@ def bulk_insert(
         ids.append(memory_id)
     store = service.store
     with store.write_lock():
-        store.add_chunks(store.chunks(embedder.model_id, embedder.dim), rows)
+        store.chunks.add(store.chunks.for_model(embedder.model_id, embedder.dim), rows)
     return ids
 
 
@@ -139,7 +140,7 @@ def test_upkeep_builds_the_vector_index_once_the_table_passes_its_threshold(worl
     # The commits' own upkeep (maintenance) builds it once the rows pass INDEX_MIN and an
     # index update falls due; no explicit maintain() call is needed.
     assert world.index_before_maintain
-    table = world.store.existing_chunks()
+    table = world.store.chunks.existing()
     assert table.count_rows() >= INDEX_MIN
     vector = [ix for ix in table.list_indices() if ix.columns == ["vector"]]
     assert len(vector) == 1
@@ -159,7 +160,7 @@ def rebuild_vector_index(store: Store, partitions: int | None) -> None:
         if partitions is None
         else IvfSq(distance_type="cosine", num_partitions=partitions)
     )
-    store.existing_chunks().create_index("vector", config=config, replace=True)
+    store.chunks.existing().create_index("vector", config=config, replace=True)
 
 
 # -- (b) exact scopes through the flat and the indexed path ------------------------------------
@@ -167,7 +168,7 @@ def rebuild_vector_index(store: Store, partitions: int | None) -> None:
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_a_three_memory_speaker_among_four_hundred_gets_exactly_its_three(world: World, query: str) -> None:
-    assert world.store.count(where("Tiny")) <= FLAT_MAX  # the flat (exact) path
+    assert world.store.chunks.count(where("Tiny")) <= FLAT_MAX  # the flat (exact) path
     got = world.service.memory_search(query, speaker="Tiny", limit=5, user_id=STORE)["memories"]
     assert len(got) == 3
     assert {m["id"] for m in got} == world.owned["Tiny"]
@@ -179,7 +180,7 @@ def test_a_three_memory_speaker_among_four_hundred_gets_exactly_its_three(world:
 def test_a_speaker_above_the_flat_limit_gets_limit_distinct_memories_all_its_own_through_the_index(
     world: World, limit: int
 ) -> None:
-    assert world.store.count(where("Big")) > FLAT_MAX
+    assert world.store.chunks.count(where("Big")) > FLAT_MAX
     assert has_vector_index(world.store)
     for query in QUERIES:
         ids = [
@@ -198,7 +199,7 @@ def test_the_store_vector_search_returns_every_row_of_a_large_scope_that_is_aske
     rebuild_vector_index(world.store, 64)
     vector = embedder.embed_query("what about the kitchen?")
     for k in (10, 120, 199, 200, 260):
-        rows = world.store.vector_search(vector, where("Big"), k, ("chunk_id", "memory_id", "speaker"))
+        rows = world.store.chunks.vector_search(vector, where("Big"), k, ("chunk_id", "memory_id", "speaker"))
         assert len(rows) == min(k, 200)
         assert len({r["chunk_id"] for r in rows}) == len(rows)
         assert {r["memory_id"] for r in rows} <= world.owned["Big"]
@@ -208,11 +209,11 @@ def test_the_indexed_search_of_a_large_scope_finds_the_same_top_ten_as_exact_sea
     world: World, embedder: Any
 ) -> None:
     rebuild_vector_index(world.store, None)  # as maintain() builds it (an earlier test may have replaced it)
-    table = world.store.existing_chunks()
+    table = world.store.chunks.existing()
     overlap = []
     for query in QUERIES:
         vector = embedder.embed_query(query)
-        got = [r["chunk_id"] for r in world.store.vector_search(vector, where("Big"), 10, ("chunk_id",))]
+        got = [r["chunk_id"] for r in world.store.chunks.vector_search(vector, where("Big"), 10, ("chunk_id",))]
         exact = table.search(vector, vector_column_name="vector").distance_type("cosine").where(where("Big"))
         truth = exact.select(["chunk_id"]).limit(10).bypass_vector_index().to_arrow().column("chunk_id").to_pylist()
         overlap.append(len(set(got) & set(truth)) / 10)
@@ -240,9 +241,9 @@ def test_maintenance_interleaved_with_adds_supersedes_and_forgets_never_loses_or
         assert len(ids) == len(set(ids))
         assert {i: (m["content"], m["is_superseded"]) for i, m in zip(ids, walked)} == model
         assert ids == list(model)  # nothing reordered either
-        chunk_ids = store.column(in_store(STORE), "chunk_id")
-        assert len(chunk_ids) == len(set(chunk_ids)) == store.existing_chunks().count_rows()
-        n_chunks = {r["memory_id"]: r["n_chunks"] for r in store.rows(in_store(STORE) + " AND chunk_idx = 0")}
+        chunk_ids = store.chunks.column(in_store(STORE), "chunk_id")
+        assert len(chunk_ids) == len(set(chunk_ids)) == store.chunks.existing().count_rows()
+        n_chunks = {r["memory_id"]: r["n_chunks"] for r in store.chunks.rows(in_store(STORE) + " AND chunk_idx = 0")}
         assert len(chunk_ids) == sum(n_chunks.values())
         ann = [m["id"] for m in walk_by_speaker(service, "Ann", user_id=STORE)]
         assert len(ann) == len(set(ann))
@@ -303,7 +304,7 @@ def test_full_text_finds_a_cjk_word_and_an_english_stem_inside_the_speaker_scope
     mia = service.memory_add(mias, speaker="Mia", user_id=STORE)["id"]
     service.memory_add(f"Weather note {next(FILLER)}: grey skies all afternoon.", speaker="Ken", user_id=STORE)
     for state in ("before maintain", "after maintain"):  # new rows unindexed, then indexed
-        hits = store.text_search(query, where("Ken"), 20, MEMORY_FIELDS)
+        hits = store.chunks.text_search(query, where("Ken"), 20, MEMORY_FIELDS)
         found = {h["memory_id"] for h in hits}
         assert ken in found, state
         assert mia not in found, state
@@ -331,7 +332,7 @@ def test_a_query_full_of_quotes_and_operators_never_errors_and_still_answers_min
 
 @pytest.mark.parametrize("query", ["Bob' OR '1'='1 kitchen", "AND OR NOT ( kitchen", "title:x kitchen", "* kitchen"])
 def test_operators_around_a_real_word_leave_its_full_text_match_intact(world: World, query: str) -> None:
-    hits = world.store.text_search(query, where("Big"), 50, ("memory_id", "text"))
+    hits = world.store.chunks.text_search(query, where("Big"), 50, ("memory_id", "text"))
     assert hits
     assert all("kitchen" in h["text"] for h in hits)
 
@@ -340,8 +341,8 @@ def test_operators_around_a_real_word_leave_its_full_text_match_intact(world: Wo
 def test_a_fully_quoted_query_keeps_its_full_text_signal(
     world: World, query: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="wontopos_mcp.storage.adapter"):
-        hits = world.store.text_search(query, where("Big"), 50, ("memory_id", "text"))
+    with caplog.at_level(logging.WARNING, logger="wontopos_mcp.storage.chunk_search"):
+        hits = world.store.chunks.text_search(query, where("Big"), 50, ("memory_id", "text"))
     assert not [r for r in caplog.records if "full-text search failed" in r.getMessage()]
     assert hits
     assert all("kitchen" in h["text"] or "green" in h["text"] for h in hits)
@@ -351,8 +352,12 @@ def test_a_fully_quoted_query_keeps_its_full_text_signal(
 
 
 def recorded_index_size(store: Store) -> int | None:
-    rows = store.registry_rows("key = 'index:vector'")
+    rows = store.registry.rows("key = 'index:vector'")
     return int(rows[0]["value"]) if rows else None
+
+
+def row_ids_of(store: Store) -> list[ChunkRow]:
+    return store.chunks.rows(in_store(STORE), columns=("memory_id",), row_ids=True)
 
 
 @pytest.mark.slow
@@ -373,10 +378,10 @@ def test_the_vector_index_is_built_again_once_the_table_has_grown_tenfold(tmp_pa
     grow(1, 5)
     with store.write_lock():
         store.maintain()
-    table = store.existing_chunks()
+    table = store.chunks.existing()
     assert recorded_index_size(store) == table.count_rows() == INDEX_MIN * 10
     assert [ix.index_type for ix in table.list_indices() if ix.columns == ["vector"]] == ["IvfSq"]
-    assert len(set(store.column(in_store(STORE), "chunk_id"))) == INDEX_MIN * 10
+    assert len(set(store.chunks.column(in_store(STORE), "chunk_id"))) == INDEX_MIN * 10
     got = service.memory_search(TOPICS[0], limit=10, user_id=STORE)["memories"]
     assert len({m["id"] for m in got}) == 10
     service.close()
@@ -390,18 +395,18 @@ def test_a_database_from_before_the_bitmap_and_the_restatement_key_is_upgraded_o
 
     service = make_service(tmp_path / "db", embedder)
     old = service.memory_add("The spare key is under the blue flower pot.", user_id=STORE)["id"]
-    table = service.store.existing_chunks()
+    table = service.store.chunks.existing()
     table.drop_columns(["restate_key"])  # as the previous version wrote it
     table.drop_index("user_id_idx")
     table.create_index("user_id", config=BTree())
     service.close()
 
     service = MemoryService(Store(str(tmp_path / "db")), ModelLoader.of(embedder))
-    table = service.store.existing_chunks()
+    table = service.store.chunks.existing()
     kinds = {tuple(ix.columns): ix.index_type for ix in table.list_indices()}
     assert kinds[("user_id",)] == "Bitmap"
     assert kinds[("restate_key",)] == "BTree"
-    rows = service.store.rows(in_store(STORE), columns=("memory_id", "dup_key", "restate_key"))
+    rows = service.store.chunks.rows(in_store(STORE), columns=("memory_id", "dup_key", "restate_key"))
     assert [r["memory_id"] for r in rows] == [old]
     assert rows[0]["restate_key"] == rows[0]["dup_key"]
     again = service.memory_add("the spare key is under the BLUE flower pot", user_id=STORE)
@@ -420,12 +425,16 @@ def test_rows_read_by_a_row_id_that_compaction_moved_are_still_the_right_memorie
     service = make_service(tmp_path / "db", embedder)
     store = service.store
     ids = [service.memory_add(f"Note {i}: the boiler was serviced on day {i}.", user_id=STORE)["id"] for i in range(12)]
-    seen = {r["memory_id"]: r["_rowid"] for r in store.rows(in_store(STORE), columns=("memory_id",), row_ids=True)}
+    seen = {
+        r["memory_id"]: r["_rowid"] for r in store.chunks.rows(in_store(STORE), columns=("memory_id",), row_ids=True)
+    }
     service.memory_forget(memory_id=ids[0], user_id=STORE)
     from datetime import timedelta
 
-    store.existing_chunks().optimize(cleanup_older_than=timedelta(hours=1))  # 11 fragments into one
-    now = {r["memory_id"]: r["_rowid"] for r in store.rows(in_store(STORE), columns=("memory_id",), row_ids=True)}
+    store.chunks.existing().optimize(cleanup_older_than=timedelta(hours=1))  # 11 fragments into one
+    now = {
+        r["memory_id"]: r["_rowid"] for r in store.chunks.rows(in_store(STORE), columns=("memory_id",), row_ids=True)
+    }
     assert any(seen[m] != now[m] for m in now)  # the premise: row ids moved
     fetched = search.fetch_by_row_ids(store, STORE, {m: [rid] for m, rid in seen.items()}, ("content",))
     assert set(fetched) == set(ids[1:])  # the forgotten one is gone, every other is found

@@ -73,9 +73,9 @@ class Commits:
 
     def embedder(self) -> Embedder:
         """The model, waiting for it up to ``model_wait`` seconds (then 503); the store is
-        told which it is (``Store.embeds_with``: it refuses a table re-embedded for another)."""
+        told which it is (``ChunksTable.embeds_with``: it refuses a table re-embedded for another)."""
         embedder = self.models.get(timeout=self.model_wait)
-        self.store.embeds_with(embedder.model_id, embedder.dim)
+        self.store.chunks.embeds_with(embedder.model_id, embedder.dim)
         return embedder
 
     def write_once(
@@ -118,7 +118,7 @@ class Commits:
         if not texts:
             return Embedded([], [])
         embedder = self.embedder()
-        self.store.chunks(embedder.model_id, embedder.dim)
+        self.store.chunks.for_model(embedder.model_id, embedder.dim)
         chunked = [chunks_of(embedder, t) for t in texts]
         flat = embed_chunks(embedder, [c for chunks in chunked for c in chunks])
         vectors, at = [], 0

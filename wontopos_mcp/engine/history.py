@@ -76,7 +76,7 @@ class History:
 
     def replaced_by(self, key: str, until: int) -> list[str]:
         """Ids of the versions already superseded at ``until`` (their successor stored by then)."""
-        old = self.store.rows(
+        old = self.store.chunks.rows(
             in_store(key) + FIRST_CHUNK + superseded() + created_by(until),
             columns=("memory_id", "superseded_by"),
         )
@@ -115,17 +115,17 @@ class History:
             same += in_conversation(top["conversation_id"])
         else:
             same += seq_between(top["seq"] - reach, top["seq"] + reach)
-        return self.store.rows(same, order=(("seq", True),))
+        return self.store.chunks.rows(same, order=(("seq", True),))
 
     def recent_turns(self, key: str, limit: int, until: int | None = None) -> list[ChunkRow]:
         """The store's newest conversation turns (memories with a role, stored by ``until``), newest first."""
         where = in_store(key) + FIRST_CHUNK + with_role() + ("" if until is None else created_by(until))
-        return self.store.rows(where, order=(("seq", False),), limit=limit)
+        return self.store.chunks.rows(where, order=(("seq", False),), limit=limit)
 
     def _stored(self, key: str, ids: Iterable[str]) -> dict[str, int]:
         """When each of these memories was stored (those still stored)."""
         wanted = sorted(ids)
         if not wanted:
             return {}
-        rows = self.store.rows(memories_in(key, wanted) + FIRST_CHUNK, columns=("memory_id", "created_us"))
+        rows = self.store.chunks.rows(memories_in(key, wanted) + FIRST_CHUNK, columns=("memory_id", "created_us"))
         return {r["memory_id"]: int(r["created_us"]) for r in rows}

@@ -94,10 +94,10 @@ class Memories:
         """
         floor = self._seq_floor.get(key)
         if floor is None:
-            rows = self.store.rows(in_store(key), columns=("seq",), order=(("seq", False),), limit=1)
+            rows = self.store.chunks.rows(in_store(key), columns=("seq",), order=(("seq", False),), limit=1)
             top = int(rows[0]["seq"]) if rows else 0
         else:
-            top = max([floor, *self.store.column(in_store(key) + clause.seq_above(floor), "seq")])
+            top = max([floor, *self.store.chunks.column(in_store(key) + clause.seq_above(floor), "seq")])
         self._seq_floor[key] = top
         return top
 
@@ -105,7 +105,7 @@ class Memories:
 
     def memory_row(self, key: str, memory_id: str) -> Row:
         """A memory's first chunk, every memory field; 404 when the store has no such memory."""
-        rows = self.store.rows(memory_is(key, memory_id) + FIRST_CHUNK)
+        rows = self.store.chunks.rows(memory_is(key, memory_id) + FIRST_CHUNK)
         if not rows:
             raise NotFoundError(
                 f"memory '{memory_id}' does not exist in this store", field="memory_id", memory_id=memory_id
@@ -114,17 +114,17 @@ class Memories:
 
     def every_chunk(self, key: str, memory_id: str) -> list[Row]:
         """Every column of every chunk of a memory (to rewrite them)."""
-        return self.store.rows(memory_is(key, memory_id), columns=None)
+        return self.store.chunks.rows(memory_is(key, memory_id), columns=None)
 
     def superseded_by(self, key: str, memory_id: str) -> list[Row]:
         """Every column of every chunk of the versions ``memory_id`` superseded."""
-        return self.store.rows(in_store(key) + clause.superseded_by(memory_id), columns=None)
+        return self.store.chunks.rows(in_store(key) + clause.superseded_by(memory_id), columns=None)
 
     def chunks_by_memory(self, key: str, memory_ids: set[str]) -> dict[str, list[Row]]:
         """Every column of every chunk of these memories, by memory, in chunk order."""
         found: dict[str, list[Row]] = {}
         if memory_ids:
-            rows = self.store.rows(memories_in(key, sorted(memory_ids)), columns=None)
+            rows = self.store.chunks.rows(memories_in(key, sorted(memory_ids)), columns=None)
             for row in sorted(rows, key=lambda r: r["chunk_idx"]):
                 found.setdefault(row["memory_id"], []).append(row)
         return found
@@ -148,7 +148,7 @@ class Memories:
             clause.current(in_store(key)) + " AND " + speaker_is(name) + FIRST_CHUNK
             + clause.restating([restatement_key(text), dup], [dup])
         )  # fmt: skip
-        for row in self.store.rows(where, columns=("memory_id", "content", "conversation_id")):
+        for row in self.store.chunks.rows(where, columns=("memory_id", "content", "conversation_id")):
             if restates(text, conversation, row):
                 return str(row["memory_id"])
         return None
@@ -162,7 +162,7 @@ class Memories:
         for start in range(0, len(keys), _LOOKUP_BATCH):
             dks, rks = zip(*keys[start : start + _LOOKUP_BATCH])
             where = clause.current(clause.first_chunks(in_store(key))) + clause.restating(list(rks), list(dks))
-            for row in self.store.rows(where, columns=columns):
+            for row in self.store.chunks.rows(where, columns=columns):
                 for mark in {(row["dup_key"], row["speaker"]), (row["restate_key"], row["speaker"])}:
                     found.setdefault(mark, []).append(row)
         return found
@@ -172,7 +172,7 @@ class Memories:
     def idempotent_answer(self, key: str, idem_key: str, since_us: int) -> tuple[str, str] | None:
         """(fingerprint, answer JSON) carried by a memory written under this key since then."""
         where = in_store(key) + clause.idempotency_key_is(idem_key, since_us)
-        rows = self.store.rows(where, columns=("idem_fp", "idem_answer"), limit=1)
+        rows = self.store.chunks.rows(where, columns=("idem_fp", "idem_answer"), limit=1)
         return (rows[0]["idem_fp"] or "", rows[0]["idem_answer"] or "") if rows else None
 
     def imported(self, key: str, idem_keys: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -183,7 +183,7 @@ class Memories:
         for start in range(0, len(wanted), _LOOKUP_BATCH):
             batch = wanted[start : start + _LOOKUP_BATCH]
             where = clause.first_chunks(in_store(key)) + clause.idempotency_keys_in(batch)
-            for row in self.store.rows(where, columns=("idem_key", "idem_fp", "memory_id")):
+            for row in self.store.chunks.rows(where, columns=("idem_key", "idem_fp", "memory_id")):
                 found[row["idem_key"] or ""] = (row["memory_id"], row["idem_fp"] or "")
         return found
 
@@ -196,23 +196,23 @@ class Memories:
         where = in_store(key) + clause.answer_names_any(answer_needles(memory_ids))
         naming = {
             row["memory_id"]
-            for row in self.store.rows(where, columns=("memory_id", "idem_answer"))
+            for row in self.store.chunks.rows(where, columns=("memory_id", "idem_answer"))
             if row["memory_id"] not in memory_ids and names_any(row["idem_answer"] or "", memory_ids)
         }
-        return self.store.rows(memories_in(key, sorted(naming)), columns=None) if naming else []
+        return self.store.chunks.rows(memories_in(key, sorted(naming)), columns=None) if naming else []
 
     def ids(self, where: str) -> set[str]:
         """The ids of the memories ``where`` selects."""
-        return set(self.store.column(where + FIRST_CHUNK, "memory_id"))
+        return set(self.store.chunks.column(where + FIRST_CHUNK, "memory_id"))
 
     # -- counts and pages -----------------------------------------------------------------------
 
     def count(self, where: str) -> int:
-        return self.store.count(where)
+        return self.store.chunks.count(where)
 
     def count_memories(self, where: str) -> int:
         """Memories (not chunks) ``where`` selects."""
-        return self.store.count(where + FIRST_CHUNK)
+        return self.store.chunks.count(where + FIRST_CHUNK)
 
     def speaker_counts(self, key: str) -> Counter[str]:
         """Memories per speaker in the store (superseded included)."""
@@ -228,12 +228,12 @@ class Memories:
 
     def _counts(self, where: str, column: str) -> Counter[str]:
         """How many memories ``where`` selects per value of ``column``: one scan of one column."""
-        return Counter(self.store.column(where, column))
+        return Counter(self.store.chunks.column(where, column))
 
     def newest_first(self, where: str, limit: int) -> list[Row]:
         """A page's rows, newest first: record fields only (each column costs about a
         millisecond at 1M rows)."""
-        return self.store.rows(where, columns=(*RECORD_FIELDS, "seq"), order=_NEWEST_FIRST, limit=limit)
+        return self.store.chunks.rows(where, columns=(*RECORD_FIELDS, "seq"), order=_NEWEST_FIRST, limit=limit)
 
     def after_seq(
         self, key: str, after: int, limit: int, after_id: str | None = None, speaker: str | None = None
@@ -243,27 +243,27 @@ class Memories:
         first = clause.first_chunks(in_store(key) if speaker is None else said_by(key, speaker))
         order = (("seq", True), ("memory_id", True))
         tied_where, later_where = clause.after_in_write_order(first, after, after_id)  # two ranges, not an OR
-        tied = [] if tied_where is None else self.store.rows(tied_where)
-        later = self.store.rows(later_where, order=order, limit=limit)
+        tied = [] if tied_where is None else self.store.chunks.rows(tied_where)
+        later = self.store.chunks.rows(later_where, order=order, limit=limit)
         return sorted([*tied, *later], key=lambda row: (row["seq"], row["memory_id"]))[:limit]
 
     # -- commits (inside the write lock) ------------------------------------------------------------
 
     def add(self, rows: list[Row], updated: list[Row]) -> None:
         """Commit new rows, and rows rewritten with them, in one commit."""
-        table = self.store.existing_chunks()
+        table = self.store.chunks.existing()
         if updated:
-            self.store.upsert_chunks(table, updated + rows)
+            self.store.chunks.upsert(table, updated + rows)
         elif rows:
-            self.store.add_chunks(table, rows)
+            self.store.chunks.add(table, rows)
 
     def delete(self, where: str, *, updated: list[Row] | None = None) -> None:
         """Delete the rows ``where`` selects; rows in ``updated`` are rewritten in the
         same commit."""
         if updated:
-            self.store.upsert_chunks(self.store.existing_chunks(), updated, delete_where=where, embedded=False)
+            self.store.chunks.upsert(self.store.chunks.existing(), updated, delete_where=where, embedded=False)
         else:
-            self.store.delete_chunks(where)
+            self.store.chunks.delete(where)
 
     def retag(self, key: str, name: str, new_name: str | None) -> int:
         """Put ``new_name`` (``None``: no name) on every memory of ``name``, superseded
@@ -275,12 +275,12 @@ class Memories:
         A crash in between leaves ``name`` registered, and calling again finishes."""
         old, new = speaker_in_answer(name), speaker_in_answer(new_name)
         answering = in_store(key) + clause.answer_names(old)
-        if self.store.count(answering):
-            self.store.update_chunks(answering, {"idem_answer": clause.replaced_in_answer(old, new)})
+        if self.store.chunks.count(answering):
+            self.store.chunks.update(answering, {"idem_answer": clause.replaced_in_answer(old, new)})
         tagged = said_by(key, name)
-        retagged = self.store.count(tagged + FIRST_CHUNK)
+        retagged = self.store.chunks.count(tagged + FIRST_CHUNK)
         if retagged:
-            self.store.update_chunks(tagged, {"speaker": clause.literal(new_name)})
+            self.store.chunks.update(tagged, {"speaker": clause.literal(new_name)})
         return retagged
 
 

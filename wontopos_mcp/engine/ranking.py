@@ -157,7 +157,7 @@ def search_memories(
     those of an ``as_of`` moment); None = only those in scope. Neighbours are read from
     it too (None: the current memories), so a past moment ranks as a search made then.
     """
-    scope_rows = store.count(where)
+    scope_rows = store.chunks.count(where)
     if scope_rows == 0:
         return []
     k = max(limit * 4, _CANDIDATE_FLOOR)
@@ -168,7 +168,7 @@ def search_memories(
     else:
         keys = (*CANDIDATE_KEYS, "speaker") if named else CANDIDATE_KEYS
         wide = context if context is not None and context != where else None
-        found = store.vector_and_text_search(
+        found = store.chunks.vector_and_text_search(
             lambda: embedder.embed_query(query), query, where, k, keys, (*keys, "vector"),
             scope_rows=scope_rows, context_where=wide,
         )  # fmt: skip
@@ -249,7 +249,7 @@ def fetch_by_row_ids(
     Public because its promise, right rows from stale row ids, is its own: a test keeps
     row ids across a compaction it forces and hands them here, which no search can do."""
     columns = columns if "memory_id" in columns else (*columns, "memory_id")
-    taken = store.take([rid for rids in wanted.values() for rid in rids], columns)
+    taken = store.chunks.take([rid for rids in wanted.values() for rid in rids], columns)
     found: dict[str, list[ChunkRow]] = {}
     for mid, rids in wanted.items():
         rows = [taken.get(rid) for rid in rids]
@@ -257,7 +257,7 @@ def fetch_by_row_ids(
             found[mid] = [{**row, "_rowid": rid} for row, rid in zip(rows, rids) if row is not None]
     missing = [mid for mid in wanted if mid not in found]
     if missing:
-        for row in store.rows(memories_in(store_key, missing), columns=columns, row_ids=True):
+        for row in store.chunks.rows(memories_in(store_key, missing), columns=columns, row_ids=True):
             found.setdefault(row["memory_id"], []).append(row)
     return found
 
@@ -277,7 +277,7 @@ def dense_candidates(
     every chunk row of the scope. ``first``: the rows of a first search already made."""
     k = max(wanted * 4, _CANDIDATE_FLOOR)
     while True:
-        rows = first if first is not None else store.vector_search(vector, where, k, keys, scope_rows=scope_rows)
+        rows = first if first is not None else store.chunks.vector_search(vector, where, k, keys, scope_rows=scope_rows)
         first = None
         found: dict[str, Candidate] = {}
         for row in rows:
@@ -318,7 +318,7 @@ def replies(
     if not wanted:
         return {}
     chunks: dict[str, list[ChunkRow]] = {}
-    for row in store.rows(among(where, sorted(wanted)), columns=_unknown(keys), row_ids=True):
+    for row in store.chunks.rows(among(where, sorted(wanted)), columns=_unknown(keys), row_ids=True):
         chunks.setdefault(row["memory_id"], []).append(row)
     return {mid: _by_best_chunk(vector, _with_known(lines, rows)) for mid, rows in chunks.items()}
 
@@ -452,10 +452,10 @@ class Lines:
         read: list[ChunkRow] = []
         if bound > 0:
             whole = in_conversations(base, sorted(set(said.values())))
-            read = store.rows(whole, columns=self._COLUMNS, limit=bound + 1, row_ids=True)
+            read = store.chunks.rows(whole, columns=self._COLUMNS, limit=bound + 1, row_ids=True)
             self.whole = len(read) <= bound
         if not self.whole:
-            read = store.rows(seq_windows(base, spans), columns=self._COLUMNS, row_ids=True)
+            read = store.chunks.rows(seq_windows(base, spans), columns=self._COLUMNS, row_ids=True)
         firsts: dict[str, list[tuple[int, str]]] = {}
         for row in read:
             self.row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])

@@ -70,7 +70,7 @@ class Registry:
     def _read(self, key: str, given: str, speakers: Speakers, writing: bool) -> StoreHandle:
         people = _people(speakers)
         wanted = [_store_row_key(key), *(_speaker_key(key, name) for name, _ in people)]
-        found = {row["key"]: row for row in self.store.registry_rows(where.registry_keys_in(sorted(set(wanted))))}
+        found = {row["key"]: row for row in self.store.registry.rows(where.registry_keys_in(sorted(set(wanted))))}
         row = found.get(wanted[0])
         if row is None:
             raise _missing_store(given)
@@ -78,11 +78,11 @@ class Registry:
         return StoreHandle(key, row["name"], given, _recorded_seq(row))
 
     def ensure_default_store(self) -> None:
-        if self.store.registry_count(where.registry_store(store_key(DEFAULT_STORE))):
+        if self.store.registry.count(where.registry_store(store_key(DEFAULT_STORE))):
             return
         with self.store.write_lock():
-            if not self.store.registry_count(where.registry_store(store_key(DEFAULT_STORE))):
-                self.store.registry_insert([_store_row(DEFAULT_STORE, self._now_us())])
+            if not self.store.registry.count(where.registry_store(store_key(DEFAULT_STORE))):
+                self.store.registry.insert([_store_row(DEFAULT_STORE, self._now_us())])
 
     def create_store(self, store_id: str) -> StoreCreateAnswer:
         """Register a store (``store_id`` already checked); "exists" when it does, as
@@ -92,7 +92,7 @@ class Registry:
             if existing:
                 return {"user_id": existing[0]["name"], "status": "exists"}
             skeleton = store_skeleton(store_id)
-            for row in self.store.registry_rows(where.REGISTRY_STORES):
+            for row in self.store.registry.rows(where.REGISTRY_STORES):
                 if store_skeleton(row["name"]) == skeleton:
                     raise ConflictError(
                         f"store '{store_id}' would be confused with the existing store "
@@ -101,39 +101,39 @@ class Registry:
                         user_id=store_id,
                         conflicts_with=row["name"],
                     )
-            if not self.store.registry_insert([_store_row(store_id, self._now_us())]):
+            if not self.store.registry.insert([_store_row(store_id, self._now_us())]):
                 return {"user_id": self._store_rows(store_id)[0]["name"], "status": "exists"}
         return {"user_id": store_id, "status": "created"}
 
     def _store_rows(self, store_id: str) -> list[RegistryRow]:
-        return self.store.registry_rows(where.registry_store(store_key(store_id)))
+        return self.store.registry.rows(where.registry_store(store_key(store_id)))
 
     def stores(self) -> list[RegistryRow]:
         """Every store's row, oldest first."""
-        return sorted(self.store.registry_rows(where.REGISTRY_STORES), key=lambda r: (r["created_us"], r["name"]))
+        return sorted(self.store.registry.rows(where.REGISTRY_STORES), key=lambda r: (r["created_us"], r["name"]))
 
     def forget_store(self, key: str) -> None:
         """Inside the write lock: drop a store's speakers and kept records, and the store
         itself unless it is "default" (which is only emptied)."""
-        self.store.registry_delete(where.registry_of_store(("speaker", "idem"), key))
+        self.store.registry.delete(where.registry_of_store(("speaker", "idem"), key))
         if key != DEFAULT_STORE:
-            self.store.registry_delete(where.registry_store(key))
+            self.store.registry.delete(where.registry_store(key))
 
     # -- sequence high-water marks ------------------------------------------------------------
 
     def recorded_seq(self, key: str) -> int:
         """The high-water mark deletes left on the store's row (0 when none)."""
-        rows = self.store.registry_rows(where.registry_store(key))
+        rows = self.store.registry.rows(where.registry_store(key))
         return _recorded_seq(rows[0]) if rows else 0
 
     def record_seq(self, key: str, last: int) -> None:
         """Inside the write lock: keep ``last`` as the store's high-water mark."""
-        self.store.registry_update(where.registry_store(key), {"value": str(last)})
+        self.store.registry.update(where.registry_store(key), {"value": str(last)})
 
     # -- speakers --------------------------------------------------------------------------
 
     def speaker(self, key: str, name: str) -> RegistryRow | None:
-        rows = self.store.registry_rows(where.registry_key_is(_speaker_key(key, name)))
+        rows = self.store.registry.rows(where.registry_key_is(_speaker_key(key, name)))
         return rows[0] if rows else None
 
     def require_speaker(self, key: str, name: str, *, writing: bool, field: str = "speaker") -> None:
@@ -144,11 +144,11 @@ class Registry:
 
     def speakers(self, key: str) -> list[RegistryRow]:
         """The store's speaker rows, oldest first."""
-        rows = self.store.registry_rows(where.registry_of_store(("speaker",), key))
+        rows = self.store.registry.rows(where.registry_of_store(("speaker",), key))
         return sorted(rows, key=lambda r: (r["created_us"], r["name"]))
 
     def speaker_count(self, key: str) -> int:
-        return self.store.registry_count(where.registry_of_store(("speaker",), key))
+        return self.store.registry.count(where.registry_of_store(("speaker",), key))
 
     def register_speaker(
         self, handle: StoreHandle, name: str
@@ -175,13 +175,13 @@ class Registry:
                         speaker_limit=self.speaker_limit,
                     )
                 new = _registry_row("speaker", _speaker_key(handle.key, name), handle.key, name, self._now_us())
-                inserted = self.store.registry_insert([new])
+                inserted = self.store.registry.insert([new])
                 row, status = (new, "registered") if inserted else (self.speaker(handle.key, name) or new, "exists")
             return row, status, self.speaker_count(handle.key)
 
     def forget_speaker(self, key: str, name: str) -> None:
         """Inside the write lock: the speaker's registration goes."""
-        self.store.registry_delete(where.registry_key_is(_speaker_key(key, name)))
+        self.store.registry.delete(where.registry_key_is(_speaker_key(key, name)))
 
     def begin_rename(self, key: str, row: RegistryRow, new_name: str) -> bool:
         """Inside the write lock: register ``new_name`` as the renamed ``row`` (its
@@ -193,13 +193,13 @@ class Registry:
         if existing is not None:
             return bool(existing["value"] == marker)
         new = _registry_row("speaker", _speaker_key(key, new_name), key, new_name, row["created_us"], marker)
-        return bool(self.store.registry_insert([new])) or self.begin_rename(key, row, new_name)
+        return bool(self.store.registry.insert([new])) or self.begin_rename(key, row, new_name)
 
     def end_rename(self, key: str, name: str, new_name: str) -> None:
         """Inside the write lock, once the memories carry ``new_name``: the old
         registration goes, and the new one loses its mark."""
         self.forget_speaker(key, name)
-        self.store.registry_update(where.registry_key_is(_speaker_key(key, new_name)), {"value": None})
+        self.store.registry.update(where.registry_key_is(_speaker_key(key, new_name)), {"value": None})
 
     # -- kept idempotency records --------------------------------------------------------------
 
@@ -208,18 +208,18 @@ class Registry:
         ``secrets``, created by the first write that carries an ``Idempotency-Key`` (one
         insert-if-absent: of two processes creating it, one row wins and both read it)."""
         if self._secret is None:
-            rows = self.store.registry_rows(where.registry_key_is(_SECRET))
+            rows = self.store.registry.rows(where.registry_key_is(_SECRET))
             if not rows:
                 row = _registry_row("secret", _SECRET, "", "idempotency", self._now_us(), secrets.token_hex(32))
                 with self.store.write_lock():
-                    self.store.registry_insert([row])
-                rows = self.store.registry_rows(where.registry_key_is(_SECRET))
+                    self.store.registry.insert([row])
+                rows = self.store.registry.rows(where.registry_key_is(_SECRET))
             self._secret = bytes.fromhex(rows[0]["value"] or "")
         return self._secret
 
     def idempotency_record(self, key: str, idem_key: str, since_us: int) -> tuple[str, str] | None:
         """(fingerprint, answer JSON) kept for this key at or after ``since_us``."""
-        records = self.store.registry_rows(where.registry_record(_record_key(key, idem_key), since_us))
+        records = self.store.registry.rows(where.registry_record(_record_key(key, idem_key), since_us))
         if not records:
             return None
         fingerprint, answer_json = (records[0]["value"] or "\n").split("\n", 1)
@@ -232,7 +232,7 @@ class Registry:
         row per key (the latest of several memories carrying one key), in one commit."""
         latest = {record[0]: record for record in sorted(records, key=lambda record: record[3])}
         if latest:
-            self.store.registry_upsert([_idempotency_row(key, *record) for record in latest.values()])
+            self.store.registry.upsert([_idempotency_row(key, *record) for record in latest.values()])
 
     def forget_records_naming(self, key: str, memory_ids: set[str] | None) -> None:
         """Inside the write lock, before the memories go (a crash in between leaves a
@@ -241,15 +241,15 @@ class Registry:
         ``None``: every memory of the store is going, and every record of the store goes."""
         records = where.registry_of_store(("idem",), key)
         if memory_ids is None:
-            self.store.registry_delete(records)
+            self.store.registry.delete(records)
             return
         naming = [
             row["key"]
-            for row in self.store.registry_rows(records)
+            for row in self.store.registry.rows(records)
             if names_any((row["value"] or "\n").split("\n", 1)[1], memory_ids)
         ]
         for start in range(0, len(naming), _DELETE_BATCH):
-            self.store.registry_delete(where.registry_keys_in(naming[start : start + _DELETE_BATCH]))
+            self.store.registry.delete(where.registry_keys_in(naming[start : start + _DELETE_BATCH]))
 
 
 # -- the rule, once ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ point leaves the old model's database or the new one, never a mix:
 4. Every chunk row is read from one version and re-embedded in batches, each chunk cut
    from its memory's text and embedded exactly as a write does (``commits.chunks_of``,
    ``commits.embed_chunks``), and the whole table is written back in ONE commit that
-   also records the new model and vector size in the table's schema (``Store.reembed``):
+   also records the new model and vector size in the table's schema (``ChunksTable.reembed``):
    the atomic point. Before it, the old version is current; after it, the new one.
 5. The indexes are built again (an overwrite drops them; an open builds what is missing).
 6. The record (registry ``meta`` row, then the JSON file) names the new model, last. A
@@ -21,7 +21,7 @@ point leaves the old model's database or the new one, never a mix:
    record forward (``ModelRecord.truth``).
 
 A server still running with the old model cannot write old vectors into the re-embedded
-table: every write checks the table's record inside the write lock (``Store._fitting``)
+table: every write checks the table's record inside the write lock (``ChunksTable.add``)
 and answers 503. A chunk is re-embedded as stored: the chunks of a memory are cut again
 from its text by the write path's rule, which gives the stored chunks (a model with a
 shorter input than the chunk truncates it, as it would on a write). Should the rule have
@@ -101,9 +101,9 @@ def reindex(
             return reindexed(target, was, "unchanged", 0, 0, 0.0)
         store.mark_model(*target)
         told("marked")
-        chunks = store.reembed(*target, vectors_for, batch_rows=batch_rows, on_batch=on_batch)
+        chunks = store.chunks.reembed(*target, vectors_for, batch_rows=batch_rows, on_batch=on_batch)
         told("committed")
-        store.rebuild_indexes()
+        store.chunks.rebuild_indexes()
         told("indexed")
         store.record_model(*target)
         told("recorded")

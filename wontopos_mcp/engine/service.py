@@ -252,7 +252,7 @@ class MemoryService:
             return {"status": "unchanged", "model": recorded[0], "dim": recorded[1], "previous": recorded[0],
                     "memories": 0, "chunks": 0, "seconds": 0.0}  # fmt: skip
         embedder = self.models.load_here(self.model_wait)
-        self.store.embeds_with(embedder.model_id, embedder.dim)
+        self.store.chunks.embeds_with(embedder.model_id, embedder.dim)
         return reindex(self.store, embedder, step=step, progress=progress)
 
     # -- stores and speakers ----------------------------------------------------------------------

@@ -1,6 +1,9 @@
 """Storage: the only wing that imports ``lancedb`` and ``pyarrow``.
 
-Owns: the adapter the engine talks to (``adapter.Store``), LanceDB's import
+Owns: the adapter the engine talks to (``adapter.Store``: the database, its locks, its
+model record and its purges) and its two tables, each one object holding its reads and
+writes (``registry_table``, ``chunks_table``), over the connection and the commit path they
+share (``database``); which model built a database (``model_record``); LanceDB's import
 (``lancedb_import``: quiet, its unused REST client deferred), the two tables' layout and
 indexes (``schema``), the chunk searches on LanceDB's async loop (``chunk_search``), every
 where-clause and the one quoting function (``where``), upkeep after commits and its
