@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # -- the core ----------------------------------------------------------------------------------------
 
-RFC3339_MICROS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")  # SPEC's timestamps
+RFC3339_MICROS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")  # every timestamp an answer carries
 ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 409: "conflict_error"}
 T0 = datetime(2026, 7, 10, 4, 20, 39, 123456, tzinfo=timezone.utc)
 
@@ -72,7 +72,8 @@ class SteppableClock:
 
 @contextmanager
 def refused(status: int, **details: Any) -> Iterator[pytest.ExceptionInfo[WontoposError]]:
-    """Expect a ``WontoposError`` with this status, its SPEC type and these detail fields."""
+    """Expect a ``WontoposError`` with this status, its error type (``ERROR_TYPES``) and these
+    detail fields."""
     with pytest.raises(WontoposError) as info:
         yield info
     error = info.value
@@ -83,7 +84,7 @@ def refused(status: int, **details: Any) -> Iterator[pytest.ExceptionInfo[Wontop
 
 
 def error_body(body: dict[str, Any], status: int, type: str | None = None, **fields: Any) -> dict[str, Any]:
-    """``body`` is SPEC's error body (``{"type": "error", "status", "error": {...}}``) with
+    """``body`` is the structured error body (``{"type": "error", "status", "error": {...}}``) with
     this status, error type (unless None), a message and these fields; return ``error``.
     Every face's refusals are checked by this one function."""
     assert body["type"] == "error", body
@@ -213,7 +214,7 @@ def write_rows(svc: MemoryService, rows: list[Any]) -> None:
 
 
 class ServiceFace:
-    """The core, called with SPEC's MCP parameter names."""
+    """The core, called with the MCP parameter names it uses."""
 
     def __init__(self, svc: MemoryService) -> None:
         self.svc = svc
@@ -440,7 +441,7 @@ class Session:
     async def refused(
         self, name: str, arguments: dict[str, Any], *, status: int, type: str, field: str | None = None
     ) -> dict[str, Any]:
-        """Call ``name`` and check it answers SPEC's error body; return ``error``."""
+        """Call ``name`` and check it answers the structured error body; return ``error``."""
         result = await self.call(name, arguments)
         body = result.structured_content
         assert result.is_error, f"{name} answered {body} instead of a {status}"

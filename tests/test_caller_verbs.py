@@ -1,8 +1,8 @@
-"""Errors speak the caller's language (SPEC "Errors"): the fix a message names is a call
-the caller can make (MCP ``speaker_register``, SDK/REST/library ``add_speaker``, CLI
+"""Errors speak the caller's language: the fix a message names is a call the caller can
+make (MCP ``speaker_register``, SDK/REST/library ``add_speaker``, CLI
 ``wontopos-mcp speakers add``), rendered by each face from the one contract table (REST
-and the library alike, as ``tests/test_faces_agree.py`` wants them); and
-every 404 carries ``field``, named as the caller named it.
+and the library alike, as ``tests/test_faces_agree.py`` wants them); and every 404
+carries ``field``, named as the caller named it.
 
 The table is checked from the source: every ``Fix.of(...)`` the package raises names an
 operation with a verb on every face, its library verb is a method of ``Memory`` and of

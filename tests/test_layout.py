@@ -282,7 +282,8 @@ SPEC_WORD = re.compile(r"\bSPEC\b")
 
 def spec_citations(path: Path) -> list[tuple[int, str]]:
     """Each comment and each string standing alone as a statement (docstrings, attribute
-    docs) of ``path`` that names SPEC, as (line, text); a string a value holds is not one."""
+    docs) of ``path`` that names the contract document (``SPEC_WORD``), as (line, text); a
+    string a value holds is not one."""
     text = path.read_text(encoding="utf-8")
     found = [
         (token.start[0], token.string.lstrip("# "))
@@ -300,16 +301,52 @@ def spec_citations(path: Path) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def all_spec_citations() -> dict[str, list[tuple[int, str]]]:
-    """Module (relative to the repository) -> its citations, for every module that has one."""
-    cited = {str(path.relative_to(ROOT)): spec_citations(path) for path in MODULES.values()}
-    return {path: found for path, found in cited.items() if found}
+# The memory browser's scripts. A string or template literal is read past, so a ``//`` or
+# a ``/*`` inside one starts no comment; a regular expression literal is read as code,
+# which is safe while none holds a quote or a comment mark (the reader's test below fails
+# when one hides a comment that begins a line).
+UI_SCRIPTS = sorted((PACKAGE / "http" / "ui").glob("*.js"))
+SCRIPT_TOKEN = re.compile(
+    r"""("(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|`(?:\\.|[^`\\])*`)|(//[^\n]*|/\*.*?\*/)""", re.DOTALL
+)
 
 
-def test_docstrings_and_comments_state_each_rule_instead_of_citing_spec() -> None:
-    """SPEC is not in the repository: a reader told "(SPEC)" learns nothing, so a docstring
-    or comment says what the rule is (and why, where that matters)."""
-    assert {path: [line for line, _ in found] for path, found in all_spec_citations().items()} == {}
+def script_comments(path: Path) -> list[tuple[int, str]]:
+    """Each comment of the script ``path`` (``//`` to the end of its line, ``/* ... */``),
+    as (line it starts on, text)."""
+    text = path.read_text(encoding="utf-8")
+    return [
+        (text.count("\n", 0, match.start()) + 1, match.group(2))
+        for match in SCRIPT_TOKEN.finditer(text)
+        if match.group(2)
+    ]
+
+
+def script_spec_citations(path: Path) -> list[tuple[int, str]]:
+    """Each comment of the script ``path`` that names the contract document, as (line, text)."""
+    return [(line, text) for line, text in script_comments(path) if SPEC_WORD.search(text)]
+
+
+# Where citations are counted, each allowed none: the package's modules, every Python file
+# of the tests (``support.py`` and the conftests included), the memory browser's scripts.
+CITING_SCOPES = {
+    "package": lambda: [(path, spec_citations(path)) for path in MODULES.values()],
+    "tests": lambda: [(path, spec_citations(path)) for path in sorted(TESTS.rglob("*.py"))],
+    "ui scripts": lambda: [(path, script_spec_citations(path)) for path in UI_SCRIPTS],
+}
+
+
+def all_spec_citations(scope: str) -> dict[str, list[tuple[int, str]]]:
+    """File (relative to the repository) -> its citations, for every file of ``scope`` (a
+    key of ``CITING_SCOPES``) that has one."""
+    return {str(path.relative_to(ROOT)): found for path, found in CITING_SCOPES[scope]() if found}
+
+
+@pytest.mark.parametrize("scope", sorted(CITING_SCOPES))
+def test_docstrings_and_comments_state_each_rule_instead_of_citing_spec(scope: str) -> None:
+    """The contract document is not in the repository: a reader sent to it learns nothing,
+    so a docstring or comment says what the rule is (and why, where that matters)."""
+    assert {path: [line for line, _ in found] for path, found in all_spec_citations(scope).items()} == {}
 
 
 def test_the_citation_finder_sees_comments_and_docstrings_but_not_values(tmp_path: Path) -> None:
@@ -323,6 +360,31 @@ def test_the_citation_finder_sees_comments_and_docstrings_but_not_values(tmp_pat
         "    return 'SPECS'  # no citation\n"
     )
     assert [line for line, _ in spec_citations(probe)] == [1, 2, 5]
+
+
+def test_the_script_citation_finder_sees_both_comment_forms_but_not_strings(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.js"
+    probe.write_text(
+        "// SPEC: 50\n"
+        'const a = "SPEC in a value // no comment";\n'
+        "/** What it does\n"
+        ' * (SPEC "Errors"). */\n'
+        "const b = `SPEC ${a} /* no comment */`;  // SPECS is no citation\n"
+        "const c = 'it\\'s // no comment'; /* SPEC */\n"
+    )
+    assert [line for line, _ in script_spec_citations(probe)] == [1, 3, 6]
+    assert len(script_comments(probe)) == 4
+
+
+@pytest.mark.parametrize("path", UI_SCRIPTS, ids=lambda path: path.name)
+def test_the_script_reader_finds_every_comment_of_the_page(path: Path) -> None:
+    """A quote the reader took for the start of a string would hide the comments after it:
+    every line of a script that begins with ``//`` or ``/*`` begins a comment it found."""
+    found = {line for line, _ in script_comments(path)}
+    lines = enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+    marked = {number for number, text in lines if text.lstrip().startswith(("//", "/*"))}
+    assert marked, path.name
+    assert marked - found == set()
 
 
 def report() -> str:
@@ -352,9 +414,10 @@ def report() -> str:
     reaches = all_private_reaches()
     lines.append(f"private reaches (tests)   {sum(map(len, reaches.values()))} in {len(reaches)} files")
     lines += [f"  {path}  {', '.join(found)}" for path, found in reaches.items()]
-    cited = all_spec_citations()
-    lines.append(f"SPEC cited (package)      {sum(map(len, cited.values()))} in {len(cited)} modules")
-    lines += [f"  {path}  {', '.join(str(line) for line, _ in found)}" for path, found in cited.items()]
+    for scope in CITING_SCOPES:
+        cited = all_spec_citations(scope)
+        lines.append(f"{f'SPEC cited ({scope})':<26}{sum(map(len, cited.values()))} in {len(cited)} files")
+        lines += [f"  {path}  {', '.join(str(line) for line, _ in found)}" for path, found in cited.items()]
     return "\n".join(lines)
 
 

@@ -84,9 +84,9 @@ def test_public_names_are_pinned():
 
 
 def test_every_error_class_of_the_sdk_has_its_namesake_so_except_clauses_port():
-    """SPEC "Python library": code written for the hosted client ports by changing one
-    import, so each ``except wontopos.X`` must find an ``X`` here, catching what the SDK's
-    would (its 5xx are ``ServerError``s), with the attributes the SDK's carry."""
+    """Code written for the hosted client ports by changing one import, so each
+    ``except wontopos.X`` must find an ``X`` here, catching what the SDK's would (its 5xx
+    are ``ServerError``s), with the attributes the SDK's carry."""
     import wontopos
 
     names = [n for n in wontopos.__all__ if n.endswith("Error")]

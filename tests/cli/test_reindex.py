@@ -1,5 +1,5 @@
-"""``wontopos-mcp reindex --embed-model NAME`` re-embeds every memory in place (SPEC
-"Configuration": the database records its model; a ``reindex`` command re-embeds).
+"""``wontopos-mcp reindex --embed-model NAME`` re-embeds every memory in place: the
+database records the model that made its vectors, and ``reindex`` is how it changes model.
 
 The second model is the test-only ``TEST_MODEL`` (the default's weights, another pooling,
 256 values): Hugging Face Hub is out of reach here, and its vectors and size both differ

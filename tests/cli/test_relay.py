@@ -1,5 +1,6 @@
 """The relay's own promises, with the engine played by the test over a socket pair: what a
-host sees when its engine goes, and how the next engine is greeted (SPEC "Transports").
+host sees when its engine goes (every request still owed an answer gets a 503
+``unavailable_error`` in its own shape), and how the next engine is greeted.
 
 The processes themselves (a real engine killed mid-write) are in
 ``tests/mcp/test_shared_engine.py``; here every step is in the test's hands, so the

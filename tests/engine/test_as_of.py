@@ -1,6 +1,6 @@
-"""As-of recall (SPEC "Time and identity"): search and recall answer as the store stood at
-a moment, each memory in the version current then, across supersede chains and forgets;
-``superseded_at`` on every superseded memory."""
+"""As-of recall: search and recall answer as the store stood at a moment, each memory in
+the version current then, across supersede chains and forgets; ``superseded_at`` on every
+superseded memory."""
 
 from __future__ import annotations
 

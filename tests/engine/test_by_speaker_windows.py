@@ -1,4 +1,4 @@
-"""``by_speaker`` reads a time window, never the speaker's whole scope (SPEC "by_speaker").
+"""``by_speaker`` reads a time window, never the speaker's whole scope.
 
 The service sorts only the rows of a window ``lower < created_at <= before`` that it sizes
 by counting, widening and narrowing it; the answer must be exactly the unwindowed one:
@@ -140,8 +140,8 @@ def test_memories_spread_over_years_with_a_few_recent_page_as_unwindowed(
     for who in ("Ann", "Ben", None, "Ann", "me", "Ann"):  # a few recent ones, a second apart
         clock.advance(seconds=1)
         add(svc, store, who)
-    # A long silence, then one more import: a created_at is never later than now (SPEC
-    # "Time and identity": as_of refuses such a moment, and so does a batch).
+    # A long silence, then one more import: a created_at is never later than now (an
+    # as_of later than now is a 400, and so is a batch item's created_at).
     clock.advance(days=400)
     import_items(svc, store, [("Ann", clock.now)])
     walk_every_way(services, store, "Ann", (5, 7, 20))

@@ -1,6 +1,6 @@
-"""Fixing who said it (SPEC "Time and identity"): ``speaker_rename``, ``speaker_merge``
-and ``memory_list`` by speaker, in the core and through every face (library, MCP, REST),
-with a rename racing another process's writes."""
+"""Fixing who said it: ``speaker_rename``, ``speaker_merge`` and ``memory_list`` by
+speaker, in the core and through every face (library, MCP, REST), with a rename racing
+another process's writes."""
 
 from __future__ import annotations
 

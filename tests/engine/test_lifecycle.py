@@ -491,7 +491,7 @@ def test_a_duplicate_outcome_replays_too_until_the_memory_it_names_is_forgotten(
     assert first["duplicate_of"] == original
     again = service.memory_add("the spare key is under the mat", idempotency=idem("k-dup"))
     assert again == {**first, "replayed": True}
-    service.memory_forget(memory_id=original)  # SPEC: the record naming it goes with it
+    service.memory_forget(memory_id=original)  # every idempotency record naming it goes with it
     fresh = service.memory_add("the spare key is under the mat", idempotency=idem("k-dup"))
     assert (fresh["status"], "replayed" in fresh) == ("stored", False)
     assert service.memory_list()["count"] == 1
@@ -550,8 +550,8 @@ def test_a_refused_write_records_no_key(service: MemoryService) -> None:
 
 @pytest.mark.slow
 def test_a_forgotten_memory_takes_its_idempotency_record_with_it(service: MemoryService) -> None:
-    """SPEC: the record is removed with the memory it stored, so nothing of the forgotten
-    write is kept; the same key and body afterwards is a new write."""
+    """The idempotency record is removed with the memory it stored, so nothing of the
+    forgotten write is kept; the same key and body afterwards is a new write."""
     first = service.memory_add("My PIN is 4321.", idempotency=idem("k-1"))
     service.memory_forget(memory_id=first["id"])
     again = service.memory_add("My PIN is 4321.", idempotency=idem("k-1"))

@@ -1,4 +1,4 @@
-"""Properties of reading by speaker (SPEC "by_speaker", "Search"), with hypothesis.
+"""Properties of reading by speaker, with hypothesis.
 
 Random sequences of memories by a few speakers, written under a clock that often stands
 still (so many memories share a timestamp and only the write order tells them apart):

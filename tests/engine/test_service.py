@@ -1,4 +1,4 @@
-"""Every SPEC rule of stores, speakers and memories, on the core and on the ``Memory`` face.
+"""Every rule of stores, speakers and memories, on the core and on the ``Memory`` face.
 
 Tests that take ``face`` run twice: once on ``MemoryService`` (the names MCP and REST map
 onto) and once on the ``Memory`` library class (the SDK's names and argument order), so

@@ -1,4 +1,4 @@
-"""The store's own state (SPEC "REST": ``stats``, ``history``, ``lineage``, ``revisions``),
+"""The store's own state (the SDK's ``stats``, ``history``, ``lineage`` and ``revisions``),
 in the core: memories counted never records, the turns recall reads, a supersede chain
 walked forward, and revision pages that walk every memory once."""
 

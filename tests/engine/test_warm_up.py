@@ -1,6 +1,6 @@
 """The background start of a service: the database opens first, then the model loads, and
-every call that needs no embedding answers while the model is still loading (SPEC
-"Calls that need no embedding never wait for the model").
+every call that needs no embedding (stores, speakers, get, list, by_speaker, forget)
+answers while the model is still loading, never waiting for it.
 
 Real services (LanceDB under ``tmp_path``); the model load is the one thing controlled,
 through a loader that blocks until the test opens its gate (``support.Gate``).

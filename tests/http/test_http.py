@@ -74,7 +74,7 @@ def http(keyed: LiveServer) -> Iterator[httpx.Client]:
 
 
 def _refused(response: httpx.Response, status: int, type: str, **fields: Any) -> dict[str, Any]:
-    """``response`` is SPEC's error body with HTTP status ``status``; return ``error``."""
+    """``response`` is the structured error body with HTTP status ``status``; return ``error``."""
     assert response.status_code == status, response.text
     return error_body(response.json(), status, type, **fields)
 

@@ -1,8 +1,8 @@
-"""Every message gets an answer (SPEC "Transports"), over a real stdio process and the real
-HTTP app on a loopback port (Streamable HTTP and SSE): a truncated line, a batch, 300-
-and 5,000-deep nesting, bytes that are not UTF-8, a lone surrogate in a tool argument, a
-request whose id is neither a string nor an integer; and the session goes on answering
-afterwards, with nothing stored, while a notification gets no answer.
+"""Every message gets an answer, over a real stdio process and the real HTTP app on a
+loopback port (Streamable HTTP and SSE): a truncated line, a batch, 300- and 5,000-deep
+nesting, bytes that are not UTF-8, a lone surrogate in a tool argument, a request whose id
+is neither a string nor an integer; and the session goes on answering afterwards, with
+nothing stored, while a notification gets no answer.
 
 Without the wrappers in ``wontopos_mcp.mcp.transport`` the stdio and SSE cases get no answer
 at all (the MCP SDK drops them), so each wait here is bounded.
@@ -131,7 +131,7 @@ def _check(answer: dict[str, Any], request_id: Any, expected: int | str) -> None
         assert answer["error"]["code"] == expected, answer
         assert answer["error"]["message"], answer
         return
-    result = answer["result"]  # a tool's own error result: SPEC's 400 naming the argument
+    result = answer["result"]  # a tool's own error result: a 400 invalid_request_error naming the argument
     body = result["structuredContent"]
     assert result["isError"] is True
     assert json.loads(result["content"][0]["text"]) == body
@@ -346,7 +346,8 @@ async def test_over_rest_a_lone_surrogate_is_the_400_envelope_naming_the_field(
     live: LiveServer, body: bytes, field: str
 ) -> None:
     """The REST body is parsed by the standard library, which lets ``\\ud800`` through;
-    UTF-8 storage cannot hold it, so it is refused as SPEC's 400 before any call."""
+    UTF-8 storage cannot hold it, so it is refused before any call, as a 400
+    ``invalid_request_error`` naming the field."""
     async with httpx.AsyncClient(base_url=live.url, timeout=WAIT) as client:
         response = await client.post("/api/v1/memory/store", content=body, headers={"Content-Type": "application/json"})
         assert response.status_code == 400, response.text

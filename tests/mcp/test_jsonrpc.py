@@ -1,7 +1,8 @@
 """The wire decoder: every message either becomes what the SDK would dispatch or gets its
-answer (SPEC "Transports": -32700, -32600/-32602 with the request's id, SPEC's 400 for a
-lone surrogate in a tool's arguments). No service, no model: pure decoding, plus one
-in-process call through the real server for the check inside ``call_tool``."""
+answer (-32700 parse error; -32600/-32602 with the request's id when it has one; a 400
+``invalid_request_error`` naming the field for a lone surrogate in a tool's arguments).
+No service, no model: pure decoding, plus one in-process call through the real server for
+the check inside ``call_tool``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Every refusal of the MCP face is SPEC's error body, including the argument errors the
-SDK's own validation would otherwise answer as plain text.
+"""Every refusal of the MCP face is the structured error body (``{"type": "error", "status",
+"error": {"type", "message", ...}}``, the ``structuredContent`` of an ``isError`` result),
+including the argument errors the SDK's own validation would otherwise answer as plain text.
 
 The argument tests call every tool raw (the client does not validate inputs) against a
 real service. The mapping tests pass a small fake service to ``build_server``: they test

@@ -596,7 +596,7 @@ async def test_while_the_model_loads_embedding_calls_answer_503_and_the_rest_ans
                 assert [s["user_id"] for s in (await mcp.ok("stores_list"))["stores"]] == ["default", "later"]
                 assert (await mcp.ok("memory_list"))["count"] == 0
                 assert await mcp.ok("store_delete", user_id="later") == {"user_id": "later", "status": "deleted"}
-                # An earlier check still wins over the model (SPEC precedence).
+                # An earlier check still wins over the model: the unregistered speaker's 400, no 503.
                 await mcp.refused(
                     "memory_add", {"content": "x", "speaker": "Zed"}, status=400, type="invalid_request_error"
                 )
@@ -648,8 +648,8 @@ async def test_a_call_waiting_for_the_model_reports_progress_to_a_caller_who_ask
 
 @pytest.mark.slow
 async def test_by_default_a_call_waits_60_s_for_the_model_and_says_so_in_its_progress(tmp_path, gate) -> None:
-    """SPEC's bound is 60 s (issue 31: a busy machine's cold conversion took 19.7 s of
-    the old 20): the first notification already gives it as the ``total``."""
+    """A call waits at most 60 s for the model (issue 31: a busy machine's cold conversion
+    took 19.7 s of the old 20): the first notification already gives it as the ``total``."""
     service = open_service(settings_for(tmp_path), models=gate.loader())
     assert service.model_wait == 60.0
     totals: list[float | None] = []

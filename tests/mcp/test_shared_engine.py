@@ -1,5 +1,5 @@
-"""stdio sessions share one engine per database (SPEC "Transports"): through the relay a
-host launches, over real processes, a real engine, LanceDB and the session's model.
+"""stdio sessions share one engine per database: through the relay a host launches, over
+real processes, a real engine, LanceDB and the session's model.
 
 Every engine here lives in the session's runtime directory (conftest ``engine_runtime``),
 leaves a few seconds after its last client (``WONTOPOS_ENGINE_IDLE``, the real setting)

@@ -1,6 +1,6 @@
-"""A context budget (SPEC "Time and identity", ``max_chars``) on search and recall: the
-best-first memories up to the first that would not fit, at least one, ``truncated`` when
-any were left out; recall spends what is left on the context lines."""
+"""A context budget (``max_chars``, 1-200,000) on search and recall: the best-first
+memories up to the first that would not fit, at least one, ``truncated`` when any were
+left out; recall spends what is left on the context lines."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def test_recall_spends_the_budget_on_memories_then_context_lines(trip: MemorySer
 
 
 def test_recall_budgets_the_whole_answer_turns_last_and_newest_first(trip: MemoryService) -> None:
-    """SPEC: max_chars bounds the whole answer's texts: memories, then context lines, then
+    """``max_chars`` bounds the whole answer's texts: memories, then context lines, then
     the short-term turns (the newest kept first, shown oldest first as always)."""
     full = trip.memory_recall("Bob's trip to Lisbon", limit=5, context_limit=10)
     memories, lines = full["long_term"]["memories"], full["context"]["around_top_memory"]

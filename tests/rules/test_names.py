@@ -1,4 +1,6 @@
-"""Speaker names, store ids and dates, as SPEC defines them ("Speakers", "Stores", "Memories").
+"""The rules of speaker names (NFC, trimmed, no control or invisible character, 1-80 code
+points, ``me`` reserved), store ids (1-64 of ``[A-Za-z0-9._-]``, looked up ignoring case)
+and dates (RFC 3339 with an offset, or a plain ``YYYY-MM-DD``).
 
 Unit examples and hypothesis properties of ``names`` and ``dates``, and the same rules
 seen through a real service: a name that passes the checks is the same person from
@@ -35,7 +37,7 @@ NAME_CHARACTERS = st.characters(
     include_characters=" ",
     exclude_characters=[chr(c) for a, b in DEFAULT_IGNORABLE for c in range(a, b + 1)] + ["\u2800"],
 )
-# SPEC's white space at the ends of a name: trimmed, whatever it is.
+# Unicode white space at the ends of a name: trimmed, whatever it is.
 EDGE_SPACE = st.sampled_from([" ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", "\u2003"])
 # Control characters that must never survive inside a name.
 CONTROLS = [
@@ -54,7 +56,8 @@ CONTROLS = [
     "\ue000",
 ]
 
-# Invisible characters (SPEC: category Cf and the Hangul fillers): refused anywhere in a name.
+# Invisible characters (Default_Ignorable_Code_Point: category Cf, the Hangul fillers and
+# the rest below): refused anywhere in a name.
 INVISIBLES = {
     "zero-width-space": "\u200b",
     "zwnj": "\u200c",
@@ -89,7 +92,7 @@ def canonical(raw: str) -> str:
 
 @st.composite
 def valid_names(draw: Any) -> str:
-    """Raw names SPEC accepts: 1-80 code points once NFC'd and trimmed, never a spelling of "me"."""
+    """Raw names the checks accept: 1-80 code points once NFC'd and trimmed, never a spelling of "me"."""
     raw = draw(st.text(NAME_CHARACTERS, min_size=1, max_size=80))
     name = canonical(raw)
     assume(1 <= len(name) <= 80 and name.casefold() != "me")
@@ -319,8 +322,8 @@ def test_similar_to_compares_names_without_their_invisible_and_blank_characters(
 
 @pytest.mark.parametrize("separator", ["\x1c", "\x1d", "\x1e", "\x1f"])
 def test_an_information_separator_at_the_end_is_a_control_character_not_white_space(separator: str) -> None:
-    """U+001C..U+001F are Cc and not Unicode White_Space, so SPEC's order refuses them
-    (Python's ``str.strip`` would trim them as if they were spaces)."""
+    """U+001C..U+001F are Cc and not Unicode White_Space, so they are refused as control
+    characters, not trimmed (Python's ``str.strip`` would trim them as if they were spaces)."""
     with refused(400, field="speaker"):
         check_speaker("Bob" + separator)
 

@@ -1,4 +1,5 @@
-"""Secrets kept out (SPEC "Time and identity", Redaction; ``--redact secrets``).
+"""Secrets kept out (``--redact secrets``): each is replaced by ``[redacted:<kind>]``
+before a write is checked for duplicates, embedded or stored.
 
 Every kind is redacted in a memory's content, in conversation messages and in a bulk
 text, through the core and over MCP and REST; the secret is then nowhere: not in the
@@ -443,9 +444,10 @@ def _of_length(unit: str, n: int) -> str:
 
 @pytest.mark.slow
 def test_redacting_200k_characters_of_any_shape_costs_at_most_20_times_prose() -> None:
-    """SPEC: linear whatever the text. A pattern that backtracks quadratically takes
-    minutes on these (128,000 characters of ``sk-`` took 46 s before); linear ones take
-    a few times what prose takes. bench/redaction.py prints the full table."""
+    """Redaction takes time linear in the text's length, whatever the text. A pattern
+    that backtracks quadratically takes minutes on these (128,000 characters of ``sk-``
+    took 46 s before); linear ones take a few times what prose takes.
+    bench/redaction.py prints the full table."""
     redactor, n = Redactor("secrets"), 200_000
     shapes = {repr(unit): _of_length(unit, n) for unit in ADVERSARIAL}
     shapes["long base64"] = base64.b64encode(os.urandom(n))[:n].decode()

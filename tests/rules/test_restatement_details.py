@@ -1,7 +1,7 @@
-"""One detail that plain normalisation used to erase makes a new text (SPEC: "a new fact
-that differs from a stored one in one detail is stored; when in doubt, store"): a word
-that looks like a filler but is none where it stands, a non-prose punctuation character,
-a number's separator, a superscript, "ß". And the forms that are still only forms.
+"""One detail that plain normalisation used to erase makes a new text (a new fact that
+differs from a stored one in one detail is stored; when in doubt, store): a word that
+looks like a filler but is none where it stands, a non-prose punctuation character, a
+number's separator, a superscript, "ß". And the forms that are still only forms.
 
 The pairs come from an audit that found each second write answered "duplicate" and was
 not stored; the end-to-end test writes them through a service on disk.

@@ -1,6 +1,6 @@
-"""Several processes on one database directory at once (SPEC "Speakers": "The limit holds
-under concurrent registrations from several processes"; "Embeddings and storage": a
-local directory gets every guarantee, including several processes at once).
+"""Several processes on one database directory at once: a local directory keeps every
+guarantee with several processes on it, the speaker limit included (it holds under
+concurrent registrations from several processes).
 
 Each child is a real Python process (``sys.executable``) running a small driver written
 to ``tmp_path``: it opens the database and the model, says ``ready``, and waits on its

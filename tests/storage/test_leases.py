@@ -1,7 +1,7 @@
-"""Leases on object storage (SPEC "Embeddings and storage"): the conditional writes they
-are built on, acquiring, renewing, taking over from a dead holder, losing a lease, and
-the ``--writers`` modes, against a real S3 and DynamoDB API (moto's server on loopback)
-and a real Azure Blob API (Azurite on loopback).
+"""Leases on object storage: the conditional writes they are built on, acquiring,
+renewing, taking over from a dead holder, losing a lease, and the ``--writers`` modes,
+against a real S3 and DynamoDB API (moto's server on loopback) and a real Azure Blob API
+(Azurite on loopback).
 
 ``gs://`` is tested here only as far as no server is needed (the URI, the configuration,
 the missing SDK): the one GCS emulator on PyPI, gcp-storage-emulator, ignores

@@ -1,6 +1,6 @@
 """The database records the model it was built with; opening it with another one stops
-(SPEC "Configuration": one line naming both), checked from the small file beside a local
-database, without LanceDB: by the server, the commands that embed and ``Memory()``."""
+(one line on stderr naming both), checked from the small file beside a local database,
+without LanceDB: by the server, the commands that embed and ``Memory()``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Erasure reaches the disk (SPEC "Memories": forget "reaches the disk"): after every path
-that erases (forget by id or by speaker, store_delete, delete_all, a speaker's merge,
-rename or removal) and the purge bound, no file under the database holds what was
-erased, and no readable old version of any table either.
+"""Erasure reaches the disk: after every path that erases (forget by id or by speaker,
+store_delete, delete_all, a speaker's merge, rename or removal) and the purge bound, no
+file under the database holds what was erased, and no readable old version of any table
+either.
 
 Each test writes distinctive words where each kind of trace would stay: the text (and
 its stemmed token, what the full-text index keeps), the category and the conversation id
@@ -11,8 +11,8 @@ every row of every version ``lance.dataset(path, version=v)`` still opens. The f
 index keeps its tokens in a compressed set (an FST) no byte search sees, so its document
 lists are read instead: none may name a row that is not in the table.
 
-The bound is a constructor argument: one second here (the default is SPEC's 60 s), and
-readers get 0.1 s of grace, so each test waits about a second.
+The bound is a constructor argument: one second here (the default is 60 s), and readers
+get 0.1 s of grace, so each test waits about a second.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Two server replicas on one database keep every guarantee (issue 11, SPEC "Embeddings and
-storage": a local directory or ``file://`` URI through a file lock, object storage through
-a lease on the store's conditional writes with ``--writers leased``).
+"""Two server replicas on one database keep every guarantee (issue 11): a local directory
+or ``file://`` URI through a file lock, object storage through a lease on the store's
+conditional writes with ``--writers leased``.
 
 Each deployment runs two real ``wontopos-mcp --transport http`` processes, started at the
 same moment on one fresh database from two working directories, for the whole module (the

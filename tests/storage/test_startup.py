@@ -1,6 +1,6 @@
-"""Start-up refuses a database that cannot be opened or written (SPEC "Embeddings and
-storage"): one line on stderr naming the problem and the fix, exit code 2, no traceback,
-on every transport and in the human commands.
+"""Start-up refuses a database that cannot be opened or written: one line on stderr
+naming the problem and the fix, exit code 2, no traceback, on every transport and in the
+human commands.
 
 Real ``python -m wontopos_mcp`` processes. Object storage is a real S3 API (moto's
 server on a free loopback port, started and stopped by a fixture), reached the way a

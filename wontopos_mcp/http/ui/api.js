@@ -3,7 +3,7 @@
 //
 // The key lives in this tab's sessionStorage (gone when the tab closes) and only ever
 // travels in a header: never in a URL, a query string or a log line. A refused call
-// throws an ApiError carrying SPEC's structured body ({status, error: {type, message,
+// throws an ApiError carrying the structured error body ({status, error: {type, message,
 // field, ...}}), so the page can show exactly what the server said.
 
 const KEY_SLOT = "wontopos-mcp.api-key";
@@ -58,7 +58,7 @@ async function call(method, path, body) {
   return answer || {};
 }
 
-/** What /healthz says (never behind the key: SPEC), e.g. ``api_key``: "required" or
+/** What /healthz says (served without the key), e.g. ``api_key``: "required" or
  * "none"; an empty object when it cannot say, so the caller goes on as if it had not asked. */
 export async function health() {
   try {
@@ -72,7 +72,7 @@ export async function health() {
 
 const drop = (object) => Object.fromEntries(Object.entries(object).filter(([, v]) => v !== undefined && v !== null));
 
-// One function per SDK call the page makes; the bodies are the SDK's (SPEC, "REST").
+// One function per SDK call the page makes; the paths and bodies are those the SDK sends.
 export const rest = {
   stores: () => call("GET", "/collections"),
   createStore: (user_id) => call("POST", "/collection", { user_id }),

@@ -53,7 +53,7 @@ function seconds(ms) {
   return many(Math.max(1, Math.ceil(ms / 1000)), "second");
 }
 
-/** What to do about a refusal, in plain words, from the fields it carries (SPEC "Errors"). */
+/** What to do about a refusal, in plain words, from the fields it carries, never from its message. */
 function hint(status, error) {
   const field = error.field;
   if (status === 0) return "Check that the server is running, then try again.";
