@@ -7,7 +7,7 @@ comparison decides) and prints, per language and overall:
 * restatements caught  — pairs answered ``status: "duplicate"`` (want high),
 * one-detail changes kept — pairs answered ``status: "stored"`` (want 100 %),
 * rewordings kept — the dev set's former restatements that differ in a word that is no
-  filler, answered ``status: "stored"`` (SPEC: every word counts; want 100 %).
+  filler, answered ``status: "stored"`` (every word but a filler counts; want 100 %).
 
     python bench/duplicates.py [--set dev|heldout] [--model-cache DIR]
 

@@ -1,11 +1,12 @@
 """Spawn -> tools/list, spawn -> the first speakers_list answer and spawn -> the first
 memory_add answer, over real stdio.
 
-SPEC: calls that need no embedding never wait for the model. Targets: the first
+Calls that need no embedding never wait for the model. Targets: the first
 ``speakers_list`` answer within 1.5x of spawn -> ``tools/list`` (issue 9); the first
 ``memory_add`` within 2x of it on a warm model cache (issue 24), and on a cold one
-answered, not refused, when the model converts within SPEC's 60 s wait (the add sends a
-``progressToken``; the progress notifications it gets while it waits are counted). Measured with a cold
+answered, not refused, when the model converts within the 60 s a call waits for it (the
+add sends a ``progressToken``; the progress notifications it gets while it waits are
+counted). Measured with a cold
 model cache (a fresh folder per run: the model is converted while the calls are made,
 the worst contention) and with a warm one (the model only loads). The requests are all
 written at once, as a host that calls a tool right after listing them would.

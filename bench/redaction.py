@@ -1,4 +1,4 @@
-"""Redaction time against text length: linear whatever the text (SPEC "Redaction").
+"""Redaction time against text length: linear whatever the text.
 
 Times ``Redactor("secrets").redact`` on prose and on adversarial texts (a prefix or a
 keyword repeated, long runs of one character, base64, hex, ...) at 10k, 100k and 500k

@@ -1,4 +1,4 @@
-"""Redaction's catch on the corpora (SPEC "Redaction"): how many secrets each corpus loses
+"""Redaction's catch on the corpora (``--redact secrets``): how many secrets each corpus loses
 whole, how many it keeps (missed) or loses in part, how many look-alikes change (false
 positives), and how many texts are named with other kinds than the corpus expects.
 

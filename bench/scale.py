@@ -52,7 +52,7 @@ from wontopos_mcp.rules.text import cjk_text, duplicate_key, importance
 from wontopos_mcp.storage.adapter import Store
 from wontopos_mcp.storage.where import in_store, quote
 
-TARGETS = {  # SPEC/issue targets printed beside the numbers
+TARGETS = {  # the targets printed beside the numbers
     "search_p50_ms": {100_000: 30.0, 1_000_000: 80.0},
     "by_speaker_p50_ms": {1_000_000: 10.0},
     "stores_list_p50_ms": {1_000_000: 10.0},

@@ -2,7 +2,7 @@
 (issue 30): how much the server grows, whether other calls are answered meanwhile, and
 when each connection is hung up.
 
-SPEC: the bodies being read at once hold at most 64 MiB in all (503 past it), and a body
+The bodies being read at once hold at most 64 MiB in all (503 past it), and a body
 must arrive within 30 s of its head (408). Target: the server's RSS grows by < 150 MB and
 every connection is hung up within the body deadline (+ a second) of its head.
 

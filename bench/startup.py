@@ -1,7 +1,7 @@
 """Spawn -> tools/list: wontopos-mcp over stdio against a bare MCPServer hello-world.
 
-Targets: ratio <= 1.2 in-process (SPEC "Fast"); <= 0.5 through the relay with the shared
-engine already running (issue 32). Runs the three interleaved (the relay, the in-process
+Targets: ratio <= 1.2 in-process (the stdio server lists its tools within 1.2x of a bare
+server); <= 0.5 through the relay with the shared engine already running (issue 32). Runs the three interleaved (the relay, the in-process
 server, the hello-world), medians of N runs, with a warm file cache and a warm model cache
 (the model loads in the background and must not delay tools/list either way). The shared
 engine lives in a runtime directory of this run's own and is stopped at the end.
