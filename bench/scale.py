@@ -407,13 +407,14 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         neighbour_rows.append(len(newcomers))
 
     def step_fields(r: int) -> None:
-        ranked = sorted((c for c in cands[r].values() if c.in_scope), key=lambda c: -c.fused)[:10]
-        search._with_memory_fields(store, ranked)
+        ranked = sorted((c for c in cands[r].values() if c.in_scope), key=lambda c: -c.fused)
+        scores = {c.row["memory_id"]: c.fused for c in ranked}
+        search.covering(store, vec_for[r], ranked[: 10 + search.COVERAGE_POOL], scores, 10)
 
     steps = {"embed_query": step_embed, "count of the scope": step_counts, "dense candidates (k=40)": step_dense,
              "bm25 candidates (k=40) + fusion": step_bm25, "  the three searches side by side": step_both,
              "replies to the best matches outside": step_replies, "neighbourhood fetch": step_neighbours,
-             "memory fields of the 10": step_fields}  # fmt: skip
+             "covering selection + memory fields of the 10": step_fields}  # fmt: skip
     step_times: dict[str, list[float]] = {k: [] for k in steps}
     for r in range(min(args.rounds, 15)):
         for name, fn in steps.items():  # in order: each step needs the previous one
@@ -424,7 +425,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     for name, ts in step_times.items():
         print(f"    {name:<36}{ms(ts)}")
     runs = ("embed_query", "count of the scope", "  the three searches side by side", "replies to the best matches outside",
-            "neighbourhood fetch", "memory fields of the 10")  # fmt: skip
+            "neighbourhood fetch", "covering selection + memory fields of the 10")  # fmt: skip
     path = sum(statistics.median(step_times[name]) for name in runs)
     print(f"    neighbourhood fetch added {statistics.median(neighbour_rows):,.0f} neighbours (median) with their "
           f"vectors; the steps memory_search runs ({', '.join(n.strip() for n in runs)}) sum to {path * 1000:.1f} ms")  # fmt: skip

@@ -109,7 +109,7 @@ SESSION_LIFT = 0.6
 # (bench/scale.py); the memory said before a seed too, nothing.
 REPLY_SEEDS = 10
 REPLY_OFFSETS = (1,)
-# The selection that covers (``_covering``): a result's closeness to those chosen before it,
+# The selection that covers (``covering``): a result's closeness to those chosen before it,
 # standardised over the candidates left, weighs this much against its score, among the best
 # ``limit`` + ``COVERAGE_POOL``. bench/ranking_replay.py over a full dump of the three sets
 # (R@5 with the speaker filter / without; LoCoMo / FriendsQA / LongMemEval): none 79.7 / 71.28,
@@ -193,22 +193,29 @@ def search_memories(
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
     )
     if mode == "hybrid" and COVERAGE and len(ranked) > 1:
-        ranked = _covering(store, vector, ranked[: limit + COVERAGE_POOL], scores, limit)
+        return covering(store, vector, ranked[: limit + COVERAGE_POOL], scores, limit)
     return _with_memory_fields(store, ranked[:limit])
 
 
-def _covering(
+def covering(
     store: Store, vector: Any, ranked: list[Candidate], scores: dict[str, float], limit: int
-) -> list[Candidate]:
-    """``limit`` of ``ranked`` (best first), each next one the best once its closeness to
-    those already chosen is taken off: its highest cosine to one of them, standardised over
-    the candidates left, times ``COVERAGE``. The first is the best; a turn that says again
-    what a chosen one says yields to one that adds something. Its vectors: one read by row
-    id of the best chunk of each (the candidate searches read no vectors)."""
+) -> list[tuple[ChunkRow, float]]:
+    """``limit`` of ``ranked`` (best first) as (memory row, cosine), each next one the best
+    once its closeness to those already chosen is taken off: its highest cosine to one of
+    them, standardised over the candidates left, times ``COVERAGE``. The first is the
+    best; a turn that says again what a chosen one says yields to one that adds something.
+
+    One read by row id serves both needs: the vectors of the pool (the candidate searches
+    read none) and the memory fields of the winners, so the answer costs no second round
+    trip. Public for ``bench/scale.py``'s step breakdown."""
     wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
-    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, ("vector",))  # all its chunks if it moved
+    # All of a memory's chunks come back if it moved; one that went since is left out.
+    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, ("vector", *RECORD_FIELDS))
+    ranked = [c for c in ranked if c.row["memory_id"] in rows]
+    if not ranked:
+        return []
     own = [max(rows[c.row["memory_id"]], key=lambda row: float(np.dot(vector, row["vector"]))) for c in ranked]
-    vectors = np.array([row["vector"] for row in own], dtype=np.float32)
+    vectors = np.array([row["vector"] for row in own], dtype=np.float32).reshape(len(own), -1)
     left = list(range(len(ranked)))
     closest = np.full(len(ranked), -np.inf)
     chosen: list[int] = []
@@ -226,7 +233,13 @@ def _covering(
         pick = max(left, key=value)
         chosen.append(pick)
         left.remove(pick)
-    return [ranked[i] for i in chosen]
+    return [(_without_vector(own[i]), ranked[i].dense) for i in chosen]
+
+
+def _without_vector(row: ChunkRow) -> ChunkRow:
+    bare = row.copy()
+    bare.pop("vector", None)
+    return bare
 
 
 def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[ChunkRow, float]]:
