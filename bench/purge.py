@@ -6,7 +6,7 @@ One fresh database per size, filled as ``bench/scale.py`` fills it (rows with ev
 database looks after long use. A few marked memories are added through the service. Then:
 
 * **bound**: forget the oldest memory (in the large fragment) and wait, with the default
-  timing (SPEC's 60 s), until the purge's marker is gone;
+  timing (a forget is off the disk within 60 s), until the purge's marker is gone;
 * **cost**: forget another old one, a recent one (in a small fragment) and one speaker's
   3 memories, each purged at once (``store.purge()``): how long its rewrite took, the part
   of it in the write lock (every write waits that long at worst; the compaction and the
@@ -102,7 +102,7 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
         time.sleep(0.1)
     bound = time.perf_counter() - start
     versions = len(svc.store.chunks.existing().to_lance().versions())
-    print(f"  forget -> purge done: {bound:.1f} s (SPEC: 60 s); chunks versions kept: {versions}")
+    print(f"  forget -> purge done: {bound:.1f} s (bound: 60 s); chunks versions kept: {versions}")
 
     # Cost, purged at once; a write made meanwhile waits for the rewrite.
     for label, forget in (

@@ -327,12 +327,21 @@ def script_spec_citations(path: Path) -> list[tuple[int, str]]:
     return [(line, text) for line, text in script_comments(path) if SPEC_WORD.search(text)]
 
 
+def text_spec_citations(path: Path) -> list[tuple[int, str]]:
+    """Each line of the prose file ``path`` that names the contract document."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [(number, line) for number, line in enumerate(lines, 1) if SPEC_WORD.search(line)]
+
+
 # Where citations are counted, each allowed none: the package's modules, every Python file
-# of the tests (``support.py`` and the conftests included), the memory browser's scripts.
+# of the tests (``support.py`` and the conftests included), the memory browser's scripts,
+# the benchmarks and the README.
 CITING_SCOPES = {
     "package": lambda: [(path, spec_citations(path)) for path in MODULES.values()],
     "tests": lambda: [(path, spec_citations(path)) for path in sorted(TESTS.rglob("*.py"))],
     "ui scripts": lambda: [(path, script_spec_citations(path)) for path in UI_SCRIPTS],
+    "bench": lambda: [(path, spec_citations(path)) for path in sorted((ROOT / "bench").glob("*.py"))],
+    "readme": lambda: [(ROOT / "README.md", text_spec_citations(ROOT / "README.md"))],
 }
 
 
