@@ -18,6 +18,8 @@ get 0.1 s of grace, so each test waits about a second.
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import threading
 import time
 import uuid
@@ -35,6 +37,7 @@ from support import KEY, refused, serve, settings_for
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.storage.locks.lease import LeaseTiming
 from wontopos_mcp.storage.purge import MARKERS, PurgeTiming, cleanup, compact, compact_beside_writers, seal
+from wontopos_mcp.storage.purge_worker import ApartRewrite, PurgeWorkerError
 
 TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
 TEXTS = (f"The {TOKEN} vault code sits behind the blue door.", f"Another {TOKEN} note: the spare key is in the shed.")
@@ -45,11 +48,13 @@ GONE = "Zorblat"  # a speaker whose name a merge, rename or removal ends
 
 @pytest.fixture
 def make_purging(make_service: Callable[..., MemoryService]) -> Callable[..., MemoryService]:
-    """``make_purging(within=1.0, db=None, **store)``: a service whose purges run within
-    ``within`` seconds (``db``: another database, a URI too; ``store``: more ``Store`` arguments)."""
+    """``make_purging(within=1.0, db=None, apart=False, **store)``: a service whose purges
+    run within ``within`` seconds (``db``: another database, a URI too; ``apart``: the
+    chunks table rewritten by the purge's child process, as a large table is; ``store``:
+    more ``Store`` arguments)."""
 
-    def make(within: float = 1.0, db: Any = None, **store: Any) -> MemoryService:
-        timing = PurgeTiming(timedelta(seconds=within))
+    def make(within: float = 1.0, db: Any = None, apart: bool = False, **store: Any) -> MemoryService:
+        timing = PurgeTiming(timedelta(seconds=within), apart_from_rows=0 if apart else None)
         return make_service(db=db, store={"purge": timing, "retain": timedelta(seconds=0.1), **store})
 
     return make
@@ -142,26 +147,34 @@ def orphan_documents(table: Path, latest: Any) -> list[str]:
 
 
 @pytest.mark.slow
-def test_forgotten_memories_leave_every_file_and_version(svc: MemoryService, tmp_path: Path) -> None:
+@pytest.mark.parametrize("apart", [False, True], ids=["here", "apart"])
+def test_forgotten_memories_leave_every_file_and_version(
+    make_purging: Callable[..., MemoryService], tmp_path: Path, apart: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Here and in the purge's child process (a large table's), alike."""
+    svc = make_purging(apart=apart)
     ids = remember(svc)
     assert traces(tmp_path / "db", TRACES)  # there before: the search can find them
     for memory_id in ids:
         svc.memory_forget(memory_id=memory_id)
-    purged(svc)
+    with caplog.at_level(logging.DEBUG, logger="wontopos_mcp.storage.purge"):
+        purged(svc)
+    assert ("rewrite runs in a worker process" in caplog.text) is apart
     assert traces(tmp_path / "db", TRACES) == []
     assert svc.memory_list()["count"] == 16  # what was not forgotten is all there
     assert len(svc.memory_search("filler note about the garden")["memories"]) == 10
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("apart", [False, True], ids=["here", "apart"])
 def test_a_forgotten_memory_alone_in_its_fragment_leaves_the_vector_index(
-    make_purging: Callable[..., MemoryService], tmp_path: Path
+    make_purging: Callable[..., MemoryService], tmp_path: Path, apart: bool
 ) -> None:
     """With a vector index (built here from 16 rows) whose one segment covers the second
     marked memory's fragment (an index update merged it in), that memory, alone in its
     fragment, leaves the table at its delete while its vector stays in the index (LanceDB
     drops only a segment all of whose fragments went) until the purge merges the index."""
-    svc = make_purging(vector_index_min_rows=16)
+    svc = make_purging(vector_index_min_rows=16, apart=apart)
     ids = remember(svc)
     chunks = svc.store.chunks.existing()
     chunks.to_lance().optimize.optimize_indices(num_indices_to_merge=2)  # one segment of both fragments
@@ -196,8 +209,9 @@ def test_a_purge_after_the_regular_upkeep_still_leaves_nothing(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("apart", [False, True], ids=["here", "apart"])
 def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_forgotten_stays(
-    make_purging: Callable[..., MemoryService], tmp_path: Path
+    make_purging: Callable[..., MemoryService], tmp_path: Path, apart: bool
 ) -> None:
     """The purge rebuilds the indexes outside the write lock. In the middle of the rebuild
     (the test's seam), another thread stores a memory and forgets one: both commit at once
@@ -224,7 +238,7 @@ def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_f
         writer.join(timeout=60)
         assert not writer.is_alive(), "a write waited for the purge's index rebuild"
 
-    svc = make_purging(within=600, during_purge_reindex=meanwhile)
+    svc = make_purging(within=600, apart=apart, during_purge_reindex=meanwhile)
     svc_holder.append(svc)
     ids = remember(svc)
     late.append(svc.memory_add("The zqlatefact is kept in the attic.")["id"])
@@ -385,8 +399,9 @@ def test_a_purge_left_due_by_a_stopped_process_runs_before_the_next_first_answer
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("apart", [False, True], ids=["here", "apart"])
 def test_on_object_storage_a_leased_replica_purges_every_object_and_version(
-    make_purging: Callable[..., MemoryService], s3_endpoint: str
+    make_purging: Callable[..., MemoryService], s3_endpoint: str, apart: bool
 ) -> None:
     """The same on S3 (moto's emulator), replicas sharing it under leases: the database
     lease's holder purges, old versions go by number, and no object under the database
@@ -397,7 +412,8 @@ def test_on_object_storage_a_leased_replica_purges_every_object_and_version(
     options = {"endpoint": s3_endpoint, "allow_http": "true", "region": "us-east-1",
                "aws_access_key_id": "test", "aws_secret_access_key": "test"}  # fmt: skip
     uri = f"s3://exists/{prefix}"
-    svc = make_purging(db=uri, storage_options=options, writers="leased", lease=LeaseTiming.from_ttl_ms(1000))
+    lease = LeaseTiming.from_ttl_ms(1000)
+    svc = make_purging(db=uri, storage_options=options, writers="leased", lease=lease, apart=apart)
     fields = {"category": CATEGORY, "conversation_id": CONVERSATION, "idempotency": svc.idempotency(IDEM_KEY, "b")}
     svc.memory_add("A note to keep.")
     svc.memory_forget(memory_id=svc.memory_add(TEXTS[0], **fields)["id"])
@@ -415,6 +431,30 @@ def test_on_object_storage_a_leased_replica_purges_every_object_and_version(
     for table in ("chunks", "registry"):
         found += versions_holding(f"{uri}/{table}.lance", TRACES, options)
     assert found == []
+
+
+def test_a_purge_worker_that_cannot_open_its_table_says_why_and_ends(tmp_path: Path) -> None:
+    """The child's failure comes back as an exception of the parent's (its type and
+    message, for the log filter), and the child is gone."""
+    worker = ApartRewrite(str(tmp_path / "empty"), {}, "chunks")
+    with pytest.raises(PurgeWorkerError, match="start failed: .*not found"):
+        worker.start()
+    with pytest.raises(PurgeWorkerError, match="not running"):
+        worker.compact()  # no child left to ask
+
+
+def test_a_purge_whose_worker_cannot_start_runs_here_all_the_same(
+    make_purging: Callable[..., MemoryService], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """No interpreter to start the child with: a warning, and the purge does it here."""
+    svc = make_purging(within=600, apart=True)
+    for memory_id in remember(svc):
+        svc.memory_forget(memory_id=memory_id)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-python"))
+    assert svc.store.purge() is not None
+    assert "the worker process did not start" in caplog.text
+    assert traces(tmp_path / "db", TRACES) == []
 
 
 # --- records that name a forgotten memory ----------------------------------------------------------

@@ -79,8 +79,8 @@ class Store:
         (``coordination``). ``purge``: how soon what an erasure removed leaves the disk
         (``purge``; tests shorten it). ``write_wait``: a writer waiting this long for a
         local database's lock while a reindex holds it answers 503 (``Patience``).
-        ``during_purge_reindex``: called in the middle of a purge's index rebuild, outside
-        the write lock (a test's seam: ``purge.reindex``)."""
+        ``during_purge_reindex``: called between a purge's index rebuild and its vector
+        index merge, outside the write lock (a test's seam: ``purge.Purges``)."""
         self.uri = uri
         self.storage_options = dict(storage_options or {})
         self.vector_index_min_rows = vector_index_min_rows
@@ -112,7 +112,8 @@ class Store:
             registry_rows=self.registry.rows, registry_insert=self.registry.insert,
             registry_delete=self.registry.delete, lock=self.write_lock, claim=self._coordinator.upkeep,
             maintenance=self._coordinator.maintenance, compaction=self._coordinator.compaction,
-            local=not self._remote, during_reindex=during_purge_reindex,
+            local=not self._remote, uri=uri, storage_options=self.storage_options,
+            during_reindex=during_purge_reindex,
         )  # fmt: skip
         self._on_open: list[Callable[[], None]] = []
         self._ready = False  # set only once the registry is open and the hooks have run

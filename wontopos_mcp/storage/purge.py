@@ -68,8 +68,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from .purge_worker import NICENESS, ApartRewrite, PurgeWorkerError
 from .rows import RegistryRow
-from .schema import create_indexes
+from .schema import CHUNKS, create_indexes
 from .upkeep_policy import Claim, Fragment, fragments_of
 from .where import REGISTRY_PURGES, registry_keys_in
 
@@ -86,9 +87,13 @@ PURGED = "wontopos.purged_us"  # table metadata: when the last purge rewrote the
 class PurgeTiming:
     """``within``: how soon after an erasure no file holds what it erased (60 s).
     A purge starts about ``tick`` (a sixth of it) after the erasure, leaving the rest for
-    the rewrite and the readers' grace; tests pass a second."""
+    the rewrite and the readers' grace; tests pass a second. ``apart_from_rows``: a chunks
+    table of at least this many rows has its compaction and index rebuilds done by a child
+    process of lower priority (``purge_worker``: the writers beside it keep the CPU), a
+    smaller one in this process (``None``: never apart; 0: always, as a test does)."""
 
     within: timedelta = timedelta(seconds=60)
+    apart_from_rows: int | None = 100_000
 
     @property
     def tick(self) -> float:
@@ -172,18 +177,38 @@ def _discard(dataset: Any, results: Sequence[Any]) -> None:
                     os.remove(os.path.join(root, file.path))
 
 
-def reindex(table: Any, stale: bool, between: Callable[[], None] | None = None) -> None:
+def rebuild_indexes(table: Any, stale: bool) -> None:
     """Outside the write lock: the bitmap indexes built again, the B-tree and full-text
-    ones too when ``stale``, then (``between`` runs here: a test's seam) the vector index
-    merged when it holds a gone fragment's rows. Each replaced index is one commit, which
-    Lance rebases over the appends, deletes and updates committed while it was built: rows
-    appended meanwhile stay outside it, searched beside it, until the upkeep folds them in
-    (measured on pylance 13, filters and full-text search both find them)."""
+    ones too when ``stale``. Each replaced index is one commit, which Lance rebases over
+    the appends, deletes and updates committed while it was built: rows appended meanwhile
+    stay outside it, searched beside it, until the upkeep folds them in (measured on
+    pylance 13, filters and full-text search both find them). The vector index follows
+    (``prune_vectors``)."""
     table.checkout_latest()
     create_indexes(table, bitmaps_only=not stale)
-    if between is not None:
-        between()
-    prune_vectors(table)
+
+
+class HereRewrite:
+    """The rewrite's heavy steps run in this process, on ``table`` (a small table: its
+    steps take milliseconds; ``purge_worker.ApartRewrite`` is the same steps in a child)."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+
+    def __enter__(self) -> HereRewrite:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+    def compact(self) -> bool:
+        return compact_beside_writers(self._table)
+
+    def indexes(self, stale: bool) -> None:
+        rebuild_indexes(self._table, stale)
+
+    def vectors(self) -> int:
+        return prune_vectors(self._table)
 
 
 def seal(table: Any) -> int:
@@ -250,18 +275,22 @@ class Purges:
         maintenance: Callable[[], AbstractContextManager[bool]],
         compaction: Callable[[], AbstractContextManager[bool]],
         local: bool,
+        uri: str,
+        storage_options: dict[str, str],
         during_reindex: Callable[[], None] | None = None,
     ) -> None:
         """``maintenance`` and ``compaction``: the coordinator's exclusions (``coordination``);
         ``local``: the database is a local directory, where the compaction runs outside the
-        write lock; ``during_reindex``: called in the middle of the index rebuild, outside
-        the write lock (a test's seam: ``reindex``)."""
+        write lock; ``uri`` and ``storage_options``: the database's, for the child that
+        rewrites a large table (``purge_worker``); ``during_reindex``: called between the
+        index rebuild and the vector index's merge, outside the write lock (a test's seam)."""
         self.timing, self.retain = timing, retain
         self._chunks, self._registry = chunks, registry
         self._rows, self._insert, self._delete = registry_rows, registry_insert, registry_delete
         self._lock, self._claim = lock, claim
         self._maintenance, self._compaction = maintenance, compaction
         self._local, self._during_reindex = local, during_reindex
+        self._uri, self._storage_options = uri, storage_options
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._threads = threading.Lock()  # start and stop, from different threads
@@ -295,19 +324,23 @@ class Purges:
             chunks = self._chunks()
             stale = chunks is not None and stale_indexes(chunks)
             compacted = False
-            if chunks is not None and self._local:
-                with self._compaction():  # appends go on; a delete or an update waits for it
-                    compacted = compact_beside_writers(chunks)
-            begun = time.monotonic()
-            with self._lock():
-                compact(self._registry())
-                if chunks is not None and not compacted:
-                    compact(chunks)
-                versions = [(self._registry(), seal(self._registry()))]
-            locked += time.monotonic() - begun
-            if chunks is not None:
-                reindex(chunks, stale, self._during_reindex)
-                versions.append((chunks, seal(chunks)))
+            with self._rewrite(chunks) as rewrite:
+                if chunks is not None and self._local:
+                    with self._compaction():  # appends go on; a delete or an update waits for it
+                        compacted = rewrite.compact()
+                begun = time.monotonic()
+                with self._lock():
+                    compact(self._registry())
+                    if chunks is not None and not compacted:
+                        compact(chunks)
+                    versions = [(self._registry(), seal(self._registry()))]
+                locked += time.monotonic() - begun
+                if chunks is not None:
+                    rewrite.indexes(stale)
+                    if self._during_reindex is not None:
+                        self._during_reindex()
+                    rewrite.vectors()
+                    versions.append((chunks, seal(chunks)))
             rewritten = time.monotonic() - started
         if self._stop.wait(self.retain.total_seconds()) and not now:
             return None  # closing: the markers stay, and the next process to open finishes
@@ -324,6 +357,23 @@ class Purges:
             1000 * rewritten, 1000 * locked, 1000 * cleaned, removed,
         )  # fmt: skip
         return {"rewrite_s": rewritten, "locked_s": locked, "cleanup_s": cleaned, "versions_removed": removed}
+
+    def _rewrite(self, chunks: Any | None) -> AbstractContextManager[HereRewrite | ApartRewrite]:
+        """Where the chunks table's heavy steps run: a child of lower priority for a large
+        table (``PurgeTiming.apart_from_rows``), else here; here too when the child cannot
+        start (a warning: the purge must not wait for it)."""
+        least = self.timing.apart_from_rows
+        if chunks is None or least is None or (least > 0 and chunks.count_rows() < least):
+            return HereRewrite(chunks)
+        apart = ApartRewrite(self._uri, self._storage_options, CHUNKS)
+        try:
+            apart.start()
+        except (OSError, PurgeWorkerError) as exc:
+            log.warning("purge: the worker process did not start (%s); the rewrite runs here", exc)
+            apart.stop()
+            return HereRewrite(chunks)
+        log.debug("purge: the chunks table's rewrite runs in a worker process at niceness %d", NICENESS)
+        return apart
 
     # -- the thread ------------------------------------------------------------------------
 
