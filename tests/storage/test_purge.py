@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ from lance.file import LanceFileReader
 from support import KEY, refused, serve, settings_for
 
 from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.storage.locks.coordination import COMPACTION_FILE
 from wontopos_mcp.storage.locks.lease import LeaseTiming
 from wontopos_mcp.storage.purge import MARKERS, PurgeTiming, cleanup, compact, compact_beside_writers, seal
 from wontopos_mcp.storage.purge_worker import ApartRewrite, PurgeWorkerError
@@ -280,6 +282,53 @@ class DeleteMeanwhile:
         if self.looks == 2:
             self.table.delete(self.where)
         return self.table.to_lance()
+
+
+@pytest.mark.parametrize("erase", ["forget", "supersede", "rename"])
+def test_an_erasure_waits_for_a_compaction_beside_the_writers_outside_the_lock(
+    svc: MemoryService, tmp_path: Path, erase: str
+) -> None:
+    """While a purge compacts beside the writers (another process holds the compaction
+    exclusion here, as a purge in another replica does), a forget, a supersede or a
+    rename waits for it before it takes the write lock, so a plain write made meanwhile
+    commits at once instead of queueing behind it for the compaction's seconds."""
+    svc.speaker_register("Zed")
+    first = svc.memory_add("The first note, by Zed.", speaker="Zed")["id"]
+    erasures = {
+        "forget": lambda: svc.memory_forget(memory_id=first),
+        "supersede": lambda: svc.memory_supersede(first, "The first note, corrected."),
+        "rename": lambda: svc.speaker_rename("Zed", "Zoe"),
+    }
+    holder = subprocess.Popen(  # the compaction exclusion's file lock, held until its input ends
+        [sys.executable, "-c", "import sys, filelock; lock = filelock.FileLock(sys.argv[1]); lock.acquire(); "
+         "print('held', flush=True); sys.stdin.read()", str(tmp_path / "db" / COMPACTION_FILE)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        erasing = threading.Thread(target=erasures[erase])
+        erasing.start()
+        time.sleep(0.5)  # the erasure is waiting for the compaction by now
+        added: list[str] = []
+        adding = threading.Thread(target=lambda: added.append(svc.memory_add("A plain note meanwhile.")["id"]))
+        adding.start()
+        adding.join(timeout=30)
+        assert added, "a plain write queued behind an erasure waiting for the compaction"
+        assert erasing.is_alive()  # it cannot finish while the compaction runs
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+    erasing.join(timeout=30)
+    assert not erasing.is_alive()
+    if erase == "forget":
+        assert first not in [m["id"] for m in svc.memory_list()["memories"]]
+    elif erase == "supersede":
+        assert svc.memory_get(first)["memory"]["is_superseded"] is True
+    else:
+        assert [s["speaker"] for s in svc.speakers_list()["speakers"]] == ["Zoe"]
 
 
 def test_a_compaction_whose_fragment_changed_meanwhile_leaves_no_file_and_runs_in_the_lock(tmp_path: Path) -> None:

@@ -121,7 +121,10 @@ class BatchWrites:
             with_redactions(written.answer, counts)
             return written
 
-        return self.commits.write_once(key, idempotency, [item.content for item in fresh], check, write)
+        supersedes = origins is not None and any(origin.supersedes is not None for origin in origins)
+        return self.commits.write_once(
+            key, idempotency, [item.content for item in fresh], check, write, rewrites=supersedes
+        )
 
     def memory_add_bulk(
         self,

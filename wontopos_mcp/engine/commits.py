@@ -85,6 +85,8 @@ class Commits:
         texts: list[str],
         decide: Callable[[], T],
         write: Callable[[Embedded, T], Written[A]],
+        *,
+        rewrites: bool = False,
     ) -> A:
         """Embed ``texts`` and run one memory write, at most once per idempotency key.
 
@@ -95,7 +97,8 @@ class Commits:
         the lock is held for little more than the append. (Embedding on another thread
         meanwhile was measured slower on two cores: onnxruntime already uses both.)
         ``write`` builds the rows from the embedding and the decision; the commit
-        carries the idempotency key with the memories.
+        carries the idempotency key with the memories. ``rewrites``: it updates rows
+        already stored (a supersede), so it takes the lock ``rewriting``.
         """
         replay = self._replay(key, idem)
         if replay is not None:
@@ -104,7 +107,7 @@ class Commits:
         decided = decide()
         with self._running.guard(key, idem):
             embedded = self._embed(texts)
-            with self.store.write_lock(key):
+            with self.store.write_lock(key, rewriting=rewrites):
                 replay = self._replay(key, idem)
                 if replay is not None:
                     return cast("A", replay)

@@ -47,7 +47,7 @@ class Retagging:
         }  # fmt: skip
         if new == name:
             return answer
-        with self.store.write_lock(handle.key):
+        with self.store.write_lock(handle.key, rewriting=True):
             self.registry.require_speaker(handle.key, name, writing=False)
             row = self.registry.speaker(handle.key, name)
             assert row is not None  # just required
@@ -83,7 +83,7 @@ class Retagging:
             raise InvalidRequestError("into must name another speaker than speaker", field="into", speaker=name)
         handle = self.registry.resolve(user_id)
         self._require_both(handle.key, name, target)
-        with self.store.write_lock(handle.key):
+        with self.store.write_lock(handle.key, rewriting=True):
             self._require_both(handle.key, name, target)
             require_confirmed(handle.key, name, self.memories.count(said_by(handle.key, name)), confirm)
             with self.store.erasing():

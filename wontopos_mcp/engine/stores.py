@@ -54,7 +54,7 @@ class Stores:
             raise InvalidRequestError("user_id is required to delete a store", field="user_id")
         handle = self.registry.resolve(user_id)
         # The store's lock, then the database's (store deletion is a database-wide change).
-        with self.store.write_lock(handle.key), self.store.erasing():
+        with self.store.write_lock(handle.key, rewriting=True), self.store.erasing():
             # Memories first, then the registrations: a crash in between leaves a store
             # that a repeated call finishes deleting, never memories without their store.
             self.commits.remember_last_seq(handle.key)
@@ -68,7 +68,7 @@ class Stores:
         if user_id is None:
             raise InvalidRequestError("user_id is required to delete every memory", field="user_id")
         handle = self.registry.resolve(user_id)
-        with self.store.write_lock(handle.key):
+        with self.store.write_lock(handle.key, rewriting=True):
             deleted = self.memories.count_memories(in_store(handle.key))
             self.commits.delete_memories(handle.key, in_store(handle.key), None)
         return {"user_id": handle.display, "status": "deleted", "deleted": deleted}
@@ -110,7 +110,7 @@ class Stores:
         name = check_person(speaker)
         handle = self.registry.resolve(user_id)
         self.registry.require_speaker(handle.key, name, writing=False)
-        with self.store.write_lock(handle.key):
+        with self.store.write_lock(handle.key, rewriting=True):
             self.registry.require_speaker(handle.key, name, writing=False)
             # Untag first: a crash before the registry delete leaves a registered name
             # with no memories, which a repeated call finishes removing.

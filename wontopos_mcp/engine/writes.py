@@ -164,7 +164,7 @@ class Writes:
             answer: MemorySupersedeAnswer = {"user_id": display, "id": new_id, "status": "stored", "superseded": mid}
             return Written(rows, with_redactions(answer, redacted), updated=marked)
 
-        return self.commits.write_once(key, idempotency, [text], check, write)
+        return self.commits.write_once(key, idempotency, [text], check, write, rewrites=True)
 
     # -- forget ----------------------------------------------------------------------------------
 
@@ -194,7 +194,7 @@ class Writes:
     def _forget_one(self, memory_id: str, handle: StoreHandle) -> MemoryForgetAnswer:
         key = handle.key
         self.memories.memory_row(key, memory_id)
-        with self.store.write_lock(key):
+        with self.store.write_lock(key, rewriting=True):
             row = self.memories.memory_row(key, memory_id)
             # The versions it superseded are relinked in the same commit as the delete:
             # forgetting the newest version makes its predecessor current again; forgetting
@@ -211,7 +211,7 @@ class Writes:
         key = handle.key
         self.registry.require_speaker(key, name, writing=False)
         said = said_by(key, name)
-        with self.store.write_lock(key):
+        with self.store.write_lock(key, rewriting=True):
             require_confirmed(key, name, self.memories.count(said), confirm)
             forgotten = self.memories.ids(said)
             self.commits.delete_memories(key, said, forgotten)

@@ -192,10 +192,19 @@ class Store:
         )
 
     @contextmanager
-    def write_lock(self, scope: str | None = None) -> Iterator[None]:
+    def write_lock(self, scope: str | None = None, *, rewriting: bool = False) -> Iterator[None]:
         """Serialise writers of the store ``where`` (its key), or of the whole database,
         across processes and machines where the URI allows. Take a store's before the
-        database's, never the other way round."""
+        database's, never the other way round. ``rewriting``: the block will delete or
+        update rows of the chunks table, which must come after a purge's compaction running
+        beside the writers (``coordination``): that is waited for first, outside the lock,
+        so the writers that only append are not held behind this one meanwhile (at 1M
+        memories a compaction takes about 10 s). Waited for, not held: holding it while
+        waiting for the lock could deadlock with a writer that learns inside the lock that
+        it updates rows; such a one waits for the compaction there, as before."""
+        if rewriting:
+            with self._coordinator.compaction():
+                pass
         with self._coordinator.hold(scope, self._patience):
             yield
 
