@@ -16,7 +16,9 @@ database looks after long use. A few marked memories are added through the servi
 * **writes**: the p50/p99 of back-to-back ``memory_add`` calls (embedding included) with
   no purge running, then while an old memory's forget is purged at once (the writes
   start before the forget and stop when the purge is done); and how long the forget
-  call itself took (it looks for the records naming the memory: issue 30).
+  call itself took (it looks for the records naming the memory: issue 30). From
+  ``PurgeTiming.apart_from_rows`` memories (100k), where the rewrite runs in a child
+  process of lower priority by default, the same with the rewrite in this process first.
 
     PYTHONPATH=. python bench/purge.py [--sizes 10000,100000] [--model-cache DIR]
 """
@@ -39,7 +41,8 @@ from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
 from wontopos_mcp.storage.adapter import Store
-from wontopos_mcp.storage.purge import MARKERS
+from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
+from wontopos_mcp.storage.purge_worker import NICENESS
 from wontopos_mcp.storage.schema import create_indexes
 
 TOKEN = "zqxjurple"
@@ -141,7 +144,14 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
         rebuild.append(time.perf_counter() - begun)
     print(f"  of which the scalar and full-text index rebuild: {statistics.median(rebuild):.2f} s (median of 3); "
           f"disk after: {mb(db):.0f} MB")  # fmt: skip
-    writes_during_a_purge(svc, oldest)
+    apart_from = PurgeTiming().apart_from_rows
+    if apart_from is not None and n >= apart_from:  # the default here is apart: the same in this process, beside it
+        here = MemoryService(Store(str(db), purge=PurgeTiming(apart_from_rows=None)), ModelLoader.of(embedder))
+        writes_during_a_purge(here, oldest, "the rewrite in this process")
+        here.close()
+        writes_during_a_purge(svc, oldest, f"the rewrite in a child process at niceness {NICENESS} (the default)")
+    else:
+        writes_during_a_purge(svc, oldest, "the rewrite in this process (the default)")
     svc.close()
 
 
@@ -159,7 +169,7 @@ def _p(took: list[float], q: int) -> float:
     return statistics.quantiles(took, n=100, method="inclusive")[q - 1] if len(took) > 1 else took[0]
 
 
-def writes_during_a_purge(svc: MemoryService, oldest: Any) -> None:
+def writes_during_a_purge(svc: MemoryService, oldest: Any, where: str) -> None:
     usual: list[float] = []
     _writes(svc, threading.Event(), usual, count=60)
     during: list[float] = []
@@ -176,7 +186,7 @@ def writes_during_a_purge(svc: MemoryService, oldest: Any) -> None:
     stop.set()
     writer.join()
     assert took is not None
-    print(f"  forget call {1000 * forget_s:.0f} ms; purge rewrite {took['rewrite_s']:.2f} s, {took['locked_s']:.2f} s of it "
+    print(f"  {where}: forget call {1000 * forget_s:.0f} ms; purge rewrite {took['rewrite_s']:.2f} s, {took['locked_s']:.2f} s of it "
           f"in the write lock; "
           f"writes usual p50 {_p(usual, 50):.2f} s p99 {_p(usual, 99):.2f} s ({len(usual)}), during the purge "
           f"p50 {_p(during, 50):.2f} s p99 {_p(during, 99):.2f} s ({len(during)}): "

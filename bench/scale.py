@@ -433,7 +433,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     # -- where by_speaker spends its time (Alice, first page) -----------------------------------
     said = in_store("u0") + " AND speaker = 'Alice'"
     # The time window the reads above settled on (none: a speaker this small is sorted whole).
-    span = service._pages.spans.get((service.registry.resolve("u0").key, "Alice", True))
+    span = service.pages.spans.get((service.registry.resolve("u0").key, "Alice", True))
     window = said + " AND chunk_idx = 0" + ("" if span is None else f" AND created_us > {service.now_us() - span}")
     page_steps = {
         "resolve + require_speaker (registry)": lambda r: (

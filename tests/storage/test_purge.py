@@ -38,7 +38,8 @@ from support import KEY, refused, serve, settings_for
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.storage.locks.coordination import COMPACTION_FILE
 from wontopos_mcp.storage.locks.lease import LeaseTiming
-from wontopos_mcp.storage.purge import MARKERS, PurgeTiming, cleanup, compact, compact_beside_writers, seal
+from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
+from wontopos_mcp.storage.purge_steps import cleanup, compact, compact_beside_writers, seal
 from wontopos_mcp.storage.purge_worker import ApartRewrite, PurgeWorkerError
 
 TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
@@ -348,7 +349,7 @@ def test_a_compaction_whose_fragment_changed_meanwhile_leaves_no_file_and_runs_i
     table.delete("id = 'r1'")
     assert compact_beside_writers(DeleteMeanwhile(table, "id = 'r2'")) is False
     compact(table)
-    assert cleanup(table, seal(table)) > 0
+    assert cleanup(table, seal(table, time.time_ns() // 1000)) > 0
     files = [p for p in (tmp_path / "db").rglob("*") if p.is_file()]
     assert [str(p) for p in files for n in (b"zqgonefirst", b"zqgonelater") if n in p.read_bytes()] == []
     assert table.count_rows() == 48

@@ -121,8 +121,8 @@ class MemoryService:
         self._writes = Writes(self.commits)
         self._batches = BatchWrites(self.commits)
         self._reads = Reads(self.registry, self.memories, embedder=self.commits.embedder, now_us=self.now_us)
-        self._pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self.now_us)
-        self._state = StoreState(self.registry, self.memories, self._pages)
+        self.pages = SpeakerPages(self.registry, self.memories, window_cap=window_cap, now_us=self.now_us)
+        self._state = StoreState(self.registry, self.memories, self.pages)
         self._db_state = "opening"  # the background open's outcome: "opening", "ok" or "error"
         self._started = False
         self._on_open_failure = on_open_failure
@@ -147,7 +147,7 @@ class MemoryService:
 
     @property
     def window_cap(self) -> int:
-        return self._pages.window_cap
+        return self.pages.window_cap
 
     @property
     def redact(self) -> str:
@@ -401,7 +401,7 @@ class MemoryService:
         self, speaker: JSON, limit: JSON = 20, before: JSON = None, skip_ids: JSON = None, user_id: JSON = None
     ) -> BySpeakerAnswer:
         """What one person said, newest first, a page at a time."""
-        return self._pages.by_speaker(speaker, limit, before, skip_ids, user_id)
+        return self.pages.by_speaker(speaker, limit, before, skip_ids, user_id)
 
     # -- the store's own state (REST and library; no MCP tool) ---------------------------------------
 

@@ -8,8 +8,8 @@ share (``database``); which model built a database (``model_record``); LanceDB's
 indexes (``schema``), the chunk searches on LanceDB's async loop (``chunk_search``), every
 where-clause and the one quoting function (``where``), upkeep after commits and its
 decisions from the table's state (``upkeep``, ``upkeep_policy``), erasure that reaches the
-disk (``purge``; a large table's rewrite in a child of lower priority:
-``purge_worker``), the start-up checks of a database (``startup_checks``), and who may
+disk (``purge``; its steps on one table, ``purge_steps``, run in a child of lower
+priority for a large table, ``purge_worker``), the start-up checks of a database (``startup_checks``), and who may
 write now (``locks/``: the file lock, leases on object storage).
 
 May import: ``errors``, ``rules`` and ``model`` (the model record: which model built a

@@ -10,7 +10,7 @@ least ``PurgeTiming.apart_from_rows`` rows the parent keeps every lock and exclu
 asks a child, started at ``NICENESS``, to do the heavy steps, one at a time, over a pipe
 (JSON lines: a step, then its answer). The child opens the same table (the storage options
 go over the pipe, never on a command line another user could read) and runs the very
-functions of ``purge`` the parent would have run itself.
+functions of ``purge_steps`` the parent would have run itself.
 
 Nothing the child learns reaches a log but an exception's type and message, sent back and
 raised in the parent, where the log filter applies; its stdout is the pipe (never the
@@ -89,15 +89,15 @@ class ApartRewrite:
                 child.stdout.close()
 
     def compact(self) -> bool:
-        """``purge.compact_beside_writers`` in the child: whether it is done."""
+        """``purge_steps.compact_beside_writers`` in the child: whether it is done."""
         return bool(self._ask({"step": "compact"})["done"])
 
     def indexes(self, stale: bool) -> None:
-        """``purge.rebuild_indexes`` in the child."""
+        """``purge_steps.rebuild_indexes`` in the child."""
         self._ask({"step": "indexes", "stale": stale})
 
     def vectors(self) -> int:
-        """``purge.prune_vectors`` in the child: how many indexes it merged."""
+        """``purge_steps.prune_vectors`` in the child: how many indexes it merged."""
         return int(self._ask({"step": "vectors"})["merged"])
 
     def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +121,7 @@ class ApartRewrite:
 def _serve(requests: IO[str], answers: IO[str]) -> None:
     """The child's end: the opening line, then one step per line until the input ends."""
     from .lancedb_import import import_lancedb
-    from .purge import compact_beside_writers, prune_vectors, rebuild_indexes
+    from .purge_steps import compact_beside_writers, prune_vectors, rebuild_indexes
 
     table: Any = None
     for line in requests:
