@@ -37,6 +37,10 @@ other purge commits meanwhile, in this process or another):
    follows (the latest version is never removed, and its files describe its operation);
    the versions writers made before it, during the rebuild, may still name the old
    indexes, and go with every other version older than it.
+   The compaction beside the writers and the index rebuilds of a chunks table of at least
+   ``PurgeTiming.apart_from_rows`` rows (100k) run in a child process of lower CPU
+   priority (``purge_worker``, the functions of ``purge_steps``), the purge holding every
+   lock and exclusion meanwhile: the writers beside it keep the cores.
 2. *cleanup*, once the rewrite is ``retain`` old (a query in another process that loaded
    an older version when it started has had that long to finish, as for every cleanup in
    ``upkeep_policy``): every version older than the rewrite goes, with the files only those
