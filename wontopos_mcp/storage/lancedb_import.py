@@ -58,9 +58,12 @@ def defer_package_init(name: str) -> bool:
 
 def import_lancedb() -> Any:
     """``import lancedb``, its Rust log quieted to errors unless the user chose a level
-    (``LANCEDB_LOG`` is read when the library loads; the one place it is set), the REST
-    client's API classes deferred."""
+    (``LANCEDB_LOG`` is read when the library loads; the one place it is set), a vector
+    index's statistics without its centroids, the REST client's API classes deferred."""
     os.environ.setdefault("LANCEDB_LOG", "error")
+    # The purge reads a vector index's partition sizes (``purge_steps.prune_vectors``), never
+    # its centroids: Lance 13 includes them unless told (memory), and warns on each read.
+    os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")
     defer_package_init(REST_CLIENT)
     import lancedb
 
