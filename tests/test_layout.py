@@ -1,16 +1,23 @@
 """The package's layout, pinned by wings (the folders), not by module names.
 
 Each wing may import only the wings listed for it in ``WINGS`` (the arrows point down:
-rules, then the contract, the model and storage, then the engine, then the faces); no
-face imports storage or the model (they go through ``MemoryService``); the core imports
-nothing of the faces' frameworks; and no two modules import each other, directly or
-around a loop, anywhere in the package. Imports are read from the source (``ast``: every
-``import`` statement, those under ``TYPE_CHECKING`` and inside functions included), so an
-arrow that is only taken at run time counts too.
+rules, then the contract, the model and storage, then the engine, then the faces, then
+the program that wires them, ``launch``); no face imports storage or the model (they go
+through ``MemoryService``); the core imports nothing of the faces' frameworks; and no two
+modules import each other, directly or around a loop, anywhere in the package. Imports
+are read from the source (``ast``: every ``import`` statement, those under
+``TYPE_CHECKING`` and inside functions included), so an arrow that is only taken at run
+time counts too.
+
+The wings stand on floors, computed from those imports (:func:`floors`): a wing's floor
+is one above the highest floor it imports from. The four faces (``FACES``) share one
+floor above the engine's, and the one arrow between two of them is the HTTP app mounting
+MCP's server and transports (``MOUNTED``), which puts the two side by side, not one above
+the other.
 
 Sizes are reported, never enforced: ``python tests/test_layout.py`` prints the figures
-(wings, modules at the top, cycles, face-to-storage imports, the largest modules and
-classes, mypy's strict scope).
+(wings, floors, modules at the top, cycles, face-to-storage imports, the largest modules
+and classes, mypy's strict scope).
 """
 
 from __future__ import annotations
@@ -44,13 +51,15 @@ WINGS: dict[str, set[str]] = {
     "library": {"errors", "rules", "contract", "verbs", "config", "engine"},
     "mcp": {"version", "errors", "rules", "contract", "verbs", "engine"},
     "http": {"version", "errors", "rules", "contract", "verbs", "config", "engine", "mcp"},
-    "cli": {"version", "errors", "rules", "contract", "verbs", "config", "logs", "engine", "mcp", "http"},
+    "cli": {"version", "errors", "rules", "contract", "verbs", "config", "logs", "engine"},
     "": {"errors", "library", "version"},
-    "__main__": {"cli"},
+    "launch": {"cli", "mcp", "http", "config", "engine"},
+    "__main__": {"launch"},
 }
-# The modules of the MCP wing another face may import: the server and the transports it
-# mounts (http) or runs (cli). A rule two faces share lives below them (``rules``), never
-# in one face for the other to reach (``rules.json_values``, once ``mcp.jsonrpc``'s).
+# The modules of the MCP wing another face may import: the server and the transports the
+# HTTP app mounts. A rule two faces share lives below them (``rules``), never in one face
+# for the other to reach (``rules.json_values``, once ``mcp.jsonrpc``'s); what the command
+# line serves is handed to it from above (``launch``).
 MOUNTED = {"wontopos_mcp.mcp.server", "wontopos_mcp.mcp.transport"}
 CORE = ("rules", "contract", "model", "storage", "engine")
 FACES = ("mcp", "http", "cli", "library")
@@ -132,6 +141,52 @@ def import_cycles() -> list[list[str]]:
     return cycles
 
 
+def mounts(module: str, target: str) -> bool:
+    """Whether ``module`` importing ``target`` is the HTTP app mounting MCP's server or
+    transports: an arrow between two faces that stand side by side."""
+    return wing(module) == "http" and target in MOUNTED
+
+
+def wing_arrows() -> dict[str, set[str]]:
+    """Wing -> the other wings its modules import, mounts left out (:func:`mounts`)."""
+    arrows: dict[str, set[str]] = {wing(module): set() for module in MODULES}
+    for module in MODULES:
+        for target in imports(module)[0]:
+            if target in MODULES and wing(target) != wing(module) and not mounts(module, target):
+                arrows[wing(module)].add(wing(target))
+    return arrows
+
+
+def floors(arrows: dict[str, set[str]] | None = None) -> dict[str, int]:
+    """Wing -> its floor: 0 for a wing that imports no other, else one above the highest
+    floor among the wings it imports (``arrows``, the package's own by default)."""
+    arrows = wing_arrows() if arrows is None else arrows
+    found: dict[str, int] = {}
+
+    def floor(name: str, climbing: tuple[str, ...]) -> int:
+        if name in climbing:
+            raise ValueError(f"the wings import each other: {' -> '.join((*climbing, name))}")
+        if name not in found:
+            below = [floor(lower, (*climbing, name)) for lower in arrows.get(name, set())]
+            found[name] = 1 + max(below) if below else 0
+        return found[name]
+
+    for name in arrows:
+        floor(name, ())
+    return found
+
+
+def between_faces() -> set[tuple[str, str]]:
+    """(face module, module of another face) for every such import, mounts included."""
+    return {
+        (module, target)
+        for module in MODULES
+        if wing(module) in FACES
+        for target in imports(module)[0]
+        if wing(target) in FACES and wing(target) != wing(module)
+    }
+
+
 def face_reaches_into_the_core() -> Iterator[tuple[str, str]]:
     """(face module, storage or model module) for every such import."""
     for module in MODULES:
@@ -167,15 +222,24 @@ def test_no_face_imports_storage_or_the_model() -> None:
     assert list(face_reaches_into_the_core()) == []
 
 
-def test_another_face_takes_from_mcp_only_the_server_and_transports_it_mounts() -> None:
-    reached = {
-        (module, target)
-        for module in MODULES
-        if wing(module) in ("http", "cli")
-        for target in imports(module)[0]
-        if wing(target) == "mcp" and target not in MOUNTED
-    }
-    assert reached == set()
+def test_the_only_arrow_between_faces_is_http_mounting_mcps_server_and_transports() -> None:
+    reached = between_faces()
+    assert {(wing(module), wing(target)) for module, target in reached} == {("http", "mcp")}
+    assert {target for _, target in reached} <= MOUNTED
+
+
+def test_the_faces_share_one_floor_above_the_engine_and_below_the_program() -> None:
+    floor = floors()
+    assert {floor[face] for face in FACES} == {floor["mcp"]}
+    assert floor["mcp"] > floor["engine"]
+    assert floor["launch"] > floor["mcp"]
+    assert floor["__main__"] > floor["launch"]
+
+
+def test_floors_climb_with_each_import_and_refuse_a_loop() -> None:
+    assert floors({"a": set(), "b": {"a"}, "c": {"a", "b"}, "d": set()}) == {"a": 0, "b": 1, "c": 2, "d": 0}
+    with pytest.raises(ValueError, match="a -> b -> a"):
+        floors({"a": {"b"}, "b": {"a"}})
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if wing(m) in CORE))
@@ -408,8 +472,12 @@ def report() -> str:
                 classes.append((node.end_lineno - node.lineno + 1, f"{module}.{node.name}"))
     wings = sorted({wing(m) for m, p in MODULES.items() if p.name == "__init__.py" and wing(m)})
     top = sorted(m for m, p in MODULES.items() if m.count(".") == 1 and p.name != "__init__.py")
+    by_floor: dict[int, list[str]] = {}
+    for name, number in floors().items():
+        by_floor.setdefault(number, []).append(name or "(package)")
     lines = [
         f"wings (sub-packages)      {len(wings)}: {', '.join(wings)}",
+        "floors                    " + "; ".join(f"{n} {', '.join(sorted(by_floor[n]))}" for n in sorted(by_floor)),
         f"modules at the top        {len(top)}: {', '.join(m.split('.')[1] for m in top)}",
         f"modules in all            {len(MODULES)}",
         f"import cycles             {len(import_cycles())}",

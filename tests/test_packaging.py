@@ -12,7 +12,7 @@ from support import REPO as ROOT
 from support import TOOLS  # the one pinned tool list
 
 import wontopos_mcp
-from wontopos_mcp.cli.main import main
+from wontopos_mcp.launch import main
 
 try:
     import tomllib
@@ -103,20 +103,32 @@ def test_every_error_class_of_the_sdk_has_its_namesake_so_except_clauses_port():
 def test_the_core_imports_nothing_of_mcp_or_http_and_nothing_heavy():
     """One fresh interpreter (what an import loads shows only in a process that loaded
     nothing before), two steps: the modules loaded after the core and the library, then
-    after the package and the CLI as well (the second check covers more than either alone)."""
+    after the package, the CLI and the entry point as well (the second check covers more
+    than either alone). The entry point wires the MCP and HTTP servers into the CLI but
+    imports them only when one is started: a human command or a stdio relay loads neither."""
     code = (
         "import json, sys\n"
         "import wontopos_mcp.engine.service, wontopos_mcp.library\n"
         "core = sorted(sys.modules)\n"
-        "import wontopos_mcp, wontopos_mcp.cli.main\n"
+        "import wontopos_mcp, wontopos_mcp.cli.main, wontopos_mcp.launch\n"
         "print(json.dumps([core, sorted(sys.modules)]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     core, with_cli = (set(step) for step in json.loads(out.stdout))
     for face in ("mcp", "starlette", "uvicorn", "wontopos_mcp.mcp.server"):
         assert face not in core, face
-    for heavy in ("lancedb", "pyarrow", "fastembed", "onnxruntime", "onnx"):
+    for heavy in ("lancedb", "pyarrow", "fastembed", "onnxruntime", "onnx", "mcp", "starlette", "uvicorn"):
         assert heavy not in with_cli, heavy
+
+
+def test_the_console_script_the_module_and_the_bundle_run_one_entry_point():
+    """``wontopos-mcp``, ``python -m wontopos_mcp`` (what the shared engine is spawned as)
+    and the Claude Desktop bundle all start at ``launch.main``, the one place the servers
+    are wired into the command line."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["scripts"] == {"wontopos-mcp": "wontopos_mcp.launch:main"}
+    for entry in (ROOT / "wontopos_mcp" / "__main__.py", ROOT / "scripts" / "mcpb" / "server" / "main.py"):
+        assert "from wontopos_mcp.launch import main\n" in entry.read_text(encoding="utf-8"), entry
 
 
 def test_version_is_declared_once(capsys):

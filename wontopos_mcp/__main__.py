@@ -1,3 +1,3 @@
-from wontopos_mcp.cli.main import main
+from wontopos_mcp.launch import main
 
 raise SystemExit(main())

@@ -21,6 +21,7 @@ process-wide setting under the application that imported it.
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -60,7 +61,19 @@ from .config import Settings
 from .contract import METADATA_NAMES, operation, split_metadata
 from .errors import InvalidRequestError, WontoposError
 
-_NO_ID = object()
+
+class _Omitted(enum.Enum):
+    """A ``memory_id`` left out: ``get(memory_id)`` passes the id where the store goes. An
+    enum member rather than ``object()``, so a signature can say ``JSON | _Omitted`` and
+    mypy tells the two apart (``_split_id_args``)."""
+
+    ID = "no memory_id"
+
+    def __repr__(self) -> str:
+        return "<memory_id left out>"
+
+
+_NO_ID = _Omitted.ID
 _SEARCH, _LIST, _BULK = operation("memory_search"), operation("memory_list"), operation("add_bulk")
 _C = TypeVar("_C", bound=type)
 
@@ -165,7 +178,12 @@ class Memory:
     # -- memories ----------------------------------------------------------------------------
 
     def add(
-        self, content: str, user_id: str | None = None, *, metadata: dict[str, Any] | None = None, **extra: Any
+        self,
+        content: str,
+        user_id: str | None = None,
+        *,
+        metadata: Mapping[str, JSON] | None = None,
+        **extra: JSON,
     ) -> Added | NotAdded:
         """Store one memory; ``speaker``, ``category``, ``event_date`` and
         ``conversation_id`` may come as keywords or in ``metadata``.
@@ -177,7 +195,7 @@ class Memory:
         outside those four, as a keyword or in ``metadata``, is dropped and listed in the
         answer's ``ignored``, as the hosted service and REST do (``contract.split_metadata``).
         """
-        if metadata is not None and not isinstance(metadata, dict):
+        if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidRequestError("metadata must be an object", field="metadata")
         keywords, ignored_keywords = split_metadata({k: v for k, v in extra.items() if v is not None})
         from_metadata, ignored = split_metadata({k: v for k, v in (metadata or {}).items() if k not in keywords})
@@ -267,7 +285,7 @@ class Memory:
         given = _given(limit=limit, context_limit=context_limit, max_chars=max_chars, as_of=as_of)
         return self._service.memory_recall(query, user_id=user_id, **given)
 
-    def get(self, user_id: Any = None, memory_id: Any = _NO_ID) -> MemoryRecord:
+    def get(self, user_id: JSON = None, memory_id: JSON | _Omitted = _NO_ID) -> MemoryRecord:
         """The memory itself; ``get(memory_id)`` alone reads the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
         return self._service.memory_get(memory_id, user_id=user_id)["memory"]
@@ -294,7 +312,7 @@ class Memory:
         given = _given(limit=limit, before=before, skip_ids=skip_ids)
         return self._service.by_speaker(speaker, user_id=user_id, **given)
 
-    def delete(self, user_id: Any = None, memory_id: Any = _NO_ID) -> MemoryForgetAnswer:
+    def delete(self, user_id: JSON = None, memory_id: JSON | _Omitted = _NO_ID) -> MemoryForgetAnswer:
         """Forget one memory; ``delete(memory_id)`` alone uses the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
         return self._service.memory_forget(memory_id=memory_id, user_id=user_id)
@@ -317,7 +335,7 @@ class Memory:
         """The short-term turns ``recall`` reads, oldest first (a list, as the SDK returns)."""
         return self._service.history(user_id)["turns"]
 
-    def lineage(self, user_id: Any = None, memory_id: Any = _NO_ID) -> LineageAnswer:
+    def lineage(self, user_id: JSON = None, memory_id: JSON | _Omitted = _NO_ID) -> LineageAnswer:
         """One memory's versions from ``memory_id`` forward to the one in force, oldest
         first; ``lineage(memory_id)`` alone reads the default store."""
         user_id, memory_id = _split_id_args(user_id, memory_id)
@@ -355,8 +373,8 @@ def _given(**arguments: JSON) -> dict[str, JSON]:
     return {name: value for name, value in arguments.items() if value is not None}
 
 
-def _split_id_args(user_id: Any, memory_id: Any) -> tuple[Any, Any]:
-    """``get(id)`` and ``get(store, id)`` both work, as in the SDK."""
-    if memory_id is _NO_ID:
+def _split_id_args(user_id: JSON, memory_id: JSON | _Omitted) -> tuple[JSON, JSON]:
+    """``get(id)`` and ``get(store, id)`` both work, as in the SDK: (store, memory id)."""
+    if isinstance(memory_id, _Omitted):
         return None, user_id
     return user_id, memory_id

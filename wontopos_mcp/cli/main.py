@@ -8,6 +8,10 @@ not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores`
 ``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``, ``reindex``) live in
 ``cli.commands``; ``--help`` shows examples and the database a run would use.
 
+The servers themselves (stdio, the shared engine, HTTP) are :class:`Servers`, given to
+:func:`main` by the entry point ``wontopos_mcp.launch``: this module decides what to
+serve and when, and never imports the MCP or HTTP face.
+
 stdio: by default (``--engine shared``) this process is a relay (:mod:`cli.relay`) to the
 engine every stdio session on the machine shares for this database, package version and
 model settings (:mod:`cli.engines`), started here when none runs; the engine is this same
@@ -44,14 +48,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import os
 import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wontopos_mcp import logs
 from wontopos_mcp.config import ENGINES, TRANSPORTS, Settings, is_loopback, key_problem
@@ -60,7 +63,38 @@ from wontopos_mcp.version import __version__
 
 from .exits import EXIT_BAD_SETTING
 
+if TYPE_CHECKING:
+    from wontopos_mcp.engine.service import MemoryService
+
 PRIVATE_UMASK = 0o077
+
+
+class Servers(Protocol):
+    """The servers a run starts, handed to :func:`main` by the program's entry point
+    (``wontopos_mcp.launch``): the command line stands beside the MCP and HTTP faces, not
+    above them, so it names what it serves without importing them. Each one imports its
+    face when called, so a human command or a relay never loads the MCP SDK or uvicorn.
+    """
+
+    def stdio(self, service: MemoryService) -> None:
+        """Serve MCP on stdin/stdout until stdin ends."""
+
+    def engine(
+        self,
+        service: MemoryService,
+        listener: socket.socket,
+        *,
+        idle: float,
+        alive: Callable[[], bool],
+        on_clients: Callable[[int], None],
+    ) -> None:
+        """The shared engine: start ``service`` once the MCP server is built, then serve
+        each connection to ``listener`` as its own MCP session, until ``idle`` seconds pass
+        without a client or ``alive()`` says false; ``on_clients`` hears the count."""
+
+    def http(self, service: MemoryService, settings: Settings, listener: socket.socket) -> None:
+        """Serve the one HTTP app (MCP, SSE, REST, /healthz, the browser) on ``listener``
+        until the server stops."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -146,7 +180,10 @@ def _fail(message: str) -> Any:
     raise SystemExit(EXIT_BAD_SETTING)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, servers: Servers) -> int:
+    """Run one command line (``sys.argv[1:]`` when ``argv`` is None); ``servers`` are what
+    the server commands serve with. Returns the exit code, where a run does not leave by
+    itself (``os._exit``, so no interpreter finalisation races the model's thread)."""
     args = vars(build_parser(argv).parse_args(argv))
     names = {f.name for f in fields(Settings)}
     try:
@@ -156,9 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.umask(PRIVATE_UMASK)
     logs.configure(settings.log_level)
     if args.get("command") is None:
-        return serve(settings)
+        return serve(settings, servers)
     if args["command"] == "engine":
-        return _engine_command(args["action"], settings)
+        return _engine_command(args["action"], settings, servers)
     from .commands import run
 
     if args["command"] == "reindex":
@@ -169,7 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def serve(settings: Settings) -> int:
+def serve(settings: Settings, servers: Servers) -> int:
+    """The MCP server these settings ask for: stdio through the shared engine (or in this
+    process), or HTTP; a setting or a database that cannot work stops it first."""
     if settings.transport != "stdio" and (problem := key_problem(settings.api_key)) is not None:
         _fail(problem)
     if settings.transport != "stdio" and settings.api_key is None and not is_loopback(settings.host):
@@ -184,12 +223,9 @@ def serve(settings: Settings) -> int:
     service = _open_service(settings)
     try:
         if listener is None:
-            from wontopos_mcp.mcp.server import build_server
-            from wontopos_mcp.mcp.transport import run_stdio
-
-            run_stdio(build_server(service))
+            servers.stdio(service)
         else:
-            _serve_http(service, settings, listener)
+            _serve_http(service, settings, listener, servers)
     except KeyboardInterrupt:
         pass
     finally:
@@ -198,7 +234,7 @@ def serve(settings: Settings) -> int:
     return 0
 
 
-def _open_service(settings: Settings, *, on_leave: Callable[[], None] = lambda: None) -> Any:
+def _open_service(settings: Settings, *, on_leave: Callable[[], None] = lambda: None) -> MemoryService:
     """The process's one ``MemoryService``, holding what writing needs; a refusal is one line,
     exit 2. SIGTERM gives up what it holds (``on_leave`` first) and leaves at once."""
     from wontopos_mcp.engine.service import MemoryService
@@ -285,7 +321,7 @@ def _relay(settings: Settings) -> None:
     _exit_now(code)
 
 
-def _engine_command(action: str, settings: Settings) -> int:
+def _engine_command(action: str, settings: Settings, servers: Servers) -> int:
     """``engine status``, ``engine stop``; ``engine serve`` is what a relay spawns."""
     from . import engines
 
@@ -293,10 +329,10 @@ def _engine_command(action: str, settings: Settings) -> int:
         return engines.print_status(sys.stdout)
     if action == "stop":
         return engines.print_stop(sys.stdout)
-    return _serve_engine(settings)
+    return _serve_engine(settings, servers)
 
 
-def _serve_engine(settings: Settings) -> int:
+def _serve_engine(settings: Settings, servers: Servers) -> int:
     """The shared engine: every connection to its socket is one MCP session over one
     service; it leaves after ``engine_idle`` seconds without a client, and at once when its
     database directory or its socket is gone."""
@@ -320,21 +356,8 @@ def _serve_engine(settings: Settings) -> int:
     def alive() -> bool:
         return holder.still_ours() and (not local or os.path.isdir(db))
 
-    import anyio
-
-    from wontopos_mcp.mcp.server import build_server
-    from wontopos_mcp.mcp.transport import serve_engine
-
-    server = build_server(service)
-    # The database opens, then the model loads, in the background, once; after the MCP
-    # imports, which would otherwise share the interpreter with them (bench/first_call.py).
-    service.start()
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(
-            functools.partial(
-                serve_engine, server, listener, idle=settings.engine_idle, alive=alive, on_clients=holder.clients
-            )
-        )
+        servers.engine(service, listener, idle=settings.engine_idle, alive=alive, on_clients=holder.clients)
     holder.leave()
     service.release()
     _exit_now(0)
@@ -378,14 +401,10 @@ def _listen(host: str, port: int) -> socket.socket:
     raise AssertionError("unreachable")
 
 
-def _serve_http(service: Any, settings: Settings, listener: socket.socket) -> None:
-    """``--transport http`` (and ``sse``): the one app with /mcp, /sse, /api/v1 and /healthz."""
-    import uvicorn
-
-    from wontopos_mcp.http.app import build_app
-    from wontopos_mcp.http.server import server_config
-
-    config = server_config(build_app(service, settings), settings)
+def _serve_http(service: MemoryService, settings: Settings, listener: socket.socket, servers: Servers) -> None:
+    """``--transport http`` (and ``sse``): the one app with /mcp, /sse, /api/v1 and /healthz.
+    The port is bound already, so a client that reads the line and connects at once waits
+    in the socket's backlog while the app is built."""
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     print(
         f"wontopos-mcp: serving MCP at http://{host}:{settings.port}/mcp (SSE /sse, REST /api/v1, /healthz); "
@@ -393,7 +412,7 @@ def _serve_http(service: Any, settings: Settings, listener: socket.socket) -> No
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.Server(config).run(sockets=[listener])
+    servers.http(service, settings, listener)
 
 
 def _exit_now(code: int) -> None:

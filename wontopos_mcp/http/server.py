@@ -1,4 +1,4 @@
-"""uvicorn as every HTTP run of wontopos-mcp uses it: the CLI's ``--transport http`` and
+"""uvicorn as every HTTP run of wontopos-mcp uses it: ``--transport http`` (:func:`serve`) and
 the tests' live servers build their ``uvicorn.Config`` here, so what is tested is what runs.
 
 What is not uvicorn's default, all in :class:`BoundedH11` (h11's protocol, whatever else
@@ -40,12 +40,15 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from wontopos_mcp.errors import InvalidRequestError
 
-from .app import DATA_ANSWERS, EVERY_ANSWER
+from .app import DATA_ANSWERS, EVERY_ANSWER, build_app
 
 if TYPE_CHECKING:
-    from wontopos_mcp.config import Settings
+    import socket
 
-__all__ = ["BoundedH11", "server_config"]
+    from wontopos_mcp.config import Settings
+    from wontopos_mcp.engine.service import MemoryService
+
+__all__ = ["BoundedH11", "serve", "server_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -167,3 +170,10 @@ def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Con
         **overrides,
     }
     return uvicorn.Config(app, **options)
+
+
+def serve(service: MemoryService, settings: Settings, listener: socket.socket) -> None:
+    """``--transport http`` (and ``sse``): the one app over ``service`` on ``listener``, a
+    socket bound beforehand (so a port in use is the CLI's one line, not a traceback here),
+    until uvicorn stops (SIGINT, SIGTERM)."""
+    uvicorn.Server(server_config(build_app(service, settings), settings)).run(sockets=[listener])

@@ -7,6 +7,6 @@ MCPB's ``entry_point`` names a file, and a host that runs the entry point itself
 as a script (where the package's ``__main__.py``, with its relative import, would fail).
 """
 
-from wontopos_mcp.cli.main import main
+from wontopos_mcp.launch import main
 
 raise SystemExit(main())
