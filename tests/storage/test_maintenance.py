@@ -24,10 +24,13 @@ from support import all_memories, server_env
 from wontopos_mcp.storage import upkeep_policy as maintenance
 from wontopos_mcp.storage.upkeep_policy import (
     FAN_IN,
+    FINAL_TIER,
+    FRAGMENT_ROWS,
     TIER_BASE,
     Fragment,
     index_due,
     merge_run,
+    merged_size,
     tier,
 )
 
@@ -79,6 +82,28 @@ def test_a_large_fragment_is_never_rewritten_for_a_few_small_ones():
     big = TIER_BASE * FAN_IN**3
     fragments = [Fragment(0, big, 0), *(Fragment(i, 1, 0) for i in range(1, FAN_IN + 1))]
     assert merge_run(fragments) == list(range(1, FAN_IN + 1))
+
+
+def test_fragments_of_the_final_tier_are_never_merged_again():
+    # A purge rewrites each fragment holding a forgotten row whole: its size is a forget's cost.
+    assert tier(FRAGMENT_ROWS) == FINAL_TIER
+    assert tier(FRAGMENT_ROWS - 1) == FINAL_TIER - 1
+    assert merge_run([Fragment(i, FRAGMENT_ROWS, 0) for i in range(FAN_IN * 2)]) == []
+    assert merge_run([Fragment(i, 10 * FRAGMENT_ROWS, 0) for i in range(FAN_IN)]) == []
+    # Below it, merging goes on as before, the final fragments standing between stretches.
+    below = FRAGMENT_ROWS // FAN_IN
+    fragments = [
+        Fragment(0, below, 0),
+        Fragment(1, FRAGMENT_ROWS, 0),
+        *(Fragment(i, below, 0) for i in range(2, 2 + FAN_IN)),
+    ]
+    assert merge_run(fragments) == list(range(2, 2 + FAN_IN))
+
+
+def test_a_merge_past_the_bound_is_written_as_pieces_of_it():
+    assert merged_size(FRAGMENT_ROWS - 2) == FRAGMENT_ROWS - 1  # one fragment, as large as needed
+    assert merged_size(FRAGMENT_ROWS) == FRAGMENT_ROWS
+    assert merged_size(8 * FRAGMENT_ROWS) == FRAGMENT_ROWS
 
 
 def test_a_fragment_with_many_deleted_rows_is_rewritten_alone():
@@ -199,3 +224,49 @@ def test_upkeep_removes_versions_older_than_the_retention(tmp_path: Path, embedd
     assert len(versions) <= maintenance.CLEANUP_EVERY + 1, versions
     assert versions[-1] >= 3 * maintenance.CLEANUP_EVERY
     service.close()
+
+
+def _numbers_table(path: Path, appends: list[int]) -> Any:
+    """A LanceDB table of one int column on disk, one fragment per append."""
+    import lancedb
+    import pyarrow as pa
+
+    db = lancedb.connect(str(path))
+    table, at = None, 0
+    for rows in appends:
+        batch = pa.table({"n": pa.array(range(at, at + rows), pa.int64())})
+        table = db.create_table("numbers", batch) if table is None else table
+        if at:
+            table.add(batch)
+        at += rows
+    return table
+
+
+def _fragment_rows(table: Any) -> list[int]:
+    return [fragment.count_rows() for fragment in table.to_lance().get_fragments()]
+
+
+def test_a_full_compaction_leaves_fragments_a_purge_can_rewrite_one_at_a_time(tmp_path: Path) -> None:
+    """LanceDB's own ``optimize()`` would merge these into one fragment of 600k rows, which the
+    next forget's purge would rewrite whole."""
+    table = _numbers_table(tmp_path, [100_000] * 6)
+    maintenance.compact_all(table, retain=timedelta(0))
+    rows = _fragment_rows(table)
+    assert sum(rows) == 600_000
+    assert len(rows) > 1
+    assert max(rows) < 2 * FRAGMENT_ROWS
+
+
+def test_a_purge_writes_a_fragment_past_the_bound_as_pieces_of_it(tmp_path: Path) -> None:
+    """A database compacted before the bound (or just reindexed) holds a larger fragment: the
+    first purge that rewrites it leaves pieces, so the next one rewrites a piece."""
+    from wontopos_mcp.storage.purge_steps import compact
+
+    table = _numbers_table(tmp_path, [4 * FRAGMENT_ROWS])
+    table.delete("n = 7")
+    compact(table)
+    rows = _fragment_rows(table)
+    assert sum(rows) == 4 * FRAGMENT_ROWS - 1
+    assert len(rows) >= 3  # Lance writes floor(rows / target) even pieces
+    assert max(rows) < 2 * FRAGMENT_ROWS
+    assert table.count_rows("n = 7") == 0

@@ -57,10 +57,13 @@ def defer_package_init(name: str) -> bool:
 
 
 def import_lancedb() -> Any:
-    """``import lancedb``, its Rust log quieted to errors unless the user chose a level
-    (``LANCEDB_LOG`` is read when the library loads; the one place it is set), a vector
-    index's statistics without its centroids, the REST client's API classes deferred."""
+    """``import lancedb``, its Rust log and Lance's quieted to errors unless the user chose
+    a level (``LANCEDB_LOG`` and ``LANCE_LOG`` are read when the libraries load; the one
+    place they are set), a vector index's statistics without its centroids, the REST
+    client's API classes deferred. (The purge's index merges warn once per empty vector
+    partition, a hundred lines on stderr at 1M memories, none of them a problem.)"""
     os.environ.setdefault("LANCEDB_LOG", "error")
+    os.environ.setdefault("LANCE_LOG", "error")
     # The purge reads a vector index's partition sizes (``purge_steps.prune_vectors``), never
     # its centroids: Lance 13 includes them unless told (memory), and warns on each read.
     os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")

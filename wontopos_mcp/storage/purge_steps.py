@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .schema import create_indexes
-from .upkeep_policy import Fragment, fragments_of
+from .upkeep_policy import Fragment, fragments_of, merged_size
 
 if TYPE_CHECKING:
     from lance.optimize import CompactionOptions
@@ -22,7 +22,9 @@ PURGED = "wontopos.purged_us"  # table metadata: when the last purge rewrote the
 
 def _compaction(fragments: Sequence[Fragment]) -> CompactionOptions | None:
     """The options that compact every fragment holding deleted rows with its deletions
-    materialised, and only those (``None``: none holds any)."""
+    materialised, and only those (``None``: none holds any); one larger than
+    ``FRAGMENT_ROWS`` (a database from before that bound, or a reindex) is written as
+    pieces of that size, so the next purge rewrites a piece, not all of it."""
     holding = [f for f in fragments if f.deleted]
     if not holding:
         return None
@@ -30,7 +32,7 @@ def _compaction(fragments: Sequence[Fragment]) -> CompactionOptions | None:
         "materialize_deletions": True,
         "materialize_deletions_threshold": 0.0,
         "excluded_fragment_ids": [f.id for f in fragments if not f.deleted],
-        "target_rows_per_fragment": max(f.rows + f.deleted for f in holding) + 1,
+        "target_rows_per_fragment": merged_size(max(f.rows + f.deleted for f in holding)),
         "num_threads": 1,
     }
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from .rows import RegistryRow
 from .schema import arrow, indexes_on, registry_schema
-from .upkeep_policy import Claim, maintain, vector_index_due
+from .upkeep_policy import Claim, compact_all, maintain, vector_index_due
 from .where import registry_key_is
 
 log = logging.getLogger(__name__)
@@ -41,13 +41,15 @@ class Upkeep:
             log.warning("table upkeep skipped", exc_info=True)
 
     def full(self, chunks: Any | None, registry: Any) -> None:
-        """Both tables fully up to date now: one fragment each, every index current, the
-        vector index built once the table is large enough, old versions removed once no
-        reader can need them. (Commits run the cheaper tiered ``after_write`` instead.)"""
+        """Both tables fully up to date now: compacted (the chunks table into fragments of
+        ``FRAGMENT_ROWS`` or so, which a purge rewrites one at a time; the registry into
+        one), every index current, the vector index built once the table is large enough,
+        old versions removed once no reader can need them. (Commits run the cheaper tiered
+        ``after_write`` instead.)"""
         try:
             if chunks is not None:
                 self._index_vectors(chunks, registry)
-                chunks.optimize(cleanup_older_than=self.retain)
+                compact_all(chunks, retain=self.retain)
             registry.optimize(cleanup_older_than=self.retain)
         except Exception:  # housekeeping: a lost commit race is retried next time
             log.warning("index maintenance skipped", exc_info=True)

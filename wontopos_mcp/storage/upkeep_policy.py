@@ -14,6 +14,10 @@ quadratically (2,000 adds: 284 MB against a 5.2 MB floor). What this module does
   is rewritten once per tier (log₈ of the table's size), never once per write, and the
   table keeps at most about ``FAN_IN`` fragments per tier. A fragment with more than a
   tenth of its rows deleted is rewritten on its own (Lance's own threshold).
+* **Fragments of a bounded size.** A merge makes fragments of at most about
+  ``FRAGMENT_ROWS`` rows (one of ``FINAL_TIER`` is never merged again, and a merge that
+  would pass it is written as pieces of that size): a forget's purge rewrites each fragment
+  that held a forgotten row whole, so the size of a fragment is what a forget costs.
 * **Indexes updated, not rebuilt**, once the rows outside them pass a share of the
   table (``index_due``): queries still see those rows (LanceDB scans them), and updating
   every index after every write would rewrite each of them per write.
@@ -44,6 +48,14 @@ Claim = Callable[[], AbstractContextManager[bool]]  # whether this process maint
 
 FAN_IN = 8
 TIER_BASE = 32  # rows: fragments below this are tier 0
+# Fragments of this tier (from TIER_BASE * FAN_IN ** 4 = 131,072 rows) and above are
+# never merged again; a merge or a purge writes what passes ``FRAGMENT_ROWS`` as pieces of
+# between one and two times it (Lance splits its output evenly). bench/purge.py at 1M
+# memories in one fragment: a forget's purge rewrote all of it, 10-14 s (22-29 s at the
+# purge's lower CPU priority), while the writes made meanwhile (their upkeep waits for the
+# purge) piled up small fragments and took 3x their usual p99; at 100k, 1.7-3.4 s and 1.5-1.8x.
+FINAL_TIER = 5
+FRAGMENT_ROWS: int = TIER_BASE * FAN_IN ** (FINAL_TIER - 1)  # the tier's floor (int: mypy types a power as Any)
 DELETED_SHARE = 0.1  # a fragment this much deleted is rewritten (Lance's default)
 INDEX_LAG_MIN, INDEX_LAG_MAX, INDEX_LAG_SHARE = 64, 4096, 1 / 16
 CLEANUP_EVERY = 16
@@ -83,9 +95,11 @@ def merge_run(fragments: Sequence[Fragment]) -> list[int]:
     tier wins: cheap merges first, and a merge's output (at least ``FAN_IN`` times the
     tier's floor) belongs to the next tier, so it is not merged again at this one. The
     merge takes the stretch from its first fragment of that tier through its
-    ``FAN_IN``-th, smaller fragments between them included.
+    ``FAN_IN``-th, smaller fragments between them included. Fragments of ``FINAL_TIER``
+    and above stand between stretches, as a higher tier does: they are never merged.
     """
-    for level in range(tier(max((f.rows for f in fragments), default=0)) + 1):
+    top = min(tier(max((f.rows for f in fragments), default=0)), FINAL_TIER - 1)
+    for level in range(top + 1):
         run: list[Fragment] = []
         for fragment in [*fragments, None]:
             if fragment is not None and tier(fragment.rows) <= level:
@@ -96,6 +110,12 @@ def merge_run(fragments: Sequence[Fragment]) -> list[int]:
             else:
                 run = []
     return [f.id for f in fragments if f.deleted > DELETED_SHARE * (f.rows + f.deleted)][:1]
+
+
+def merged_size(rows: int) -> int:
+    """The ``target_rows_per_fragment`` that writes ``rows`` rows as one fragment, or as
+    pieces of ``FRAGMENT_ROWS`` to ``2 * FRAGMENT_ROWS`` rows when they are more."""
+    return min(rows + 1, FRAGMENT_ROWS)
 
 
 def index_due(unindexed: int, indexed: int) -> bool:
@@ -152,6 +172,20 @@ def maintain(table: Any, *, retain: timedelta, claim: Claim | None = None) -> di
     return done
 
 
+def compact_all(table: Any, *, retain: timedelta) -> None:
+    """The whole table compacted into fragments of ``FRAGMENT_ROWS`` to twice that (smaller
+    ones only where the table is), every index brought up to date, and versions older than
+    ``retain`` removed: LanceDB's ``optimize()`` with the fragments bounded (its own would
+    merge them up to a million rows). Inside the write lock."""
+    dataset = table.to_lance()
+    dataset.optimize.compact_files(target_rows_per_fragment=FRAGMENT_ROWS, num_threads=1)
+    dataset.checkout_latest()
+    dataset.optimize.optimize_indices()
+    dataset.checkout_latest()
+    dataset.cleanup_old_versions(older_than=retain, error_if_tagged_old_versions=False)
+    table.checkout_latest()
+
+
 @contextmanager
 def _ours() -> Iterator[bool]:
     yield True
@@ -169,7 +203,9 @@ def _round(
     if merge:
         keep = [f.id for f in fragments if f.id not in merge]
         total = sum(f.rows + f.deleted for f in fragments if f.id in merge)
-        dataset.optimize.compact_files(target_rows_per_fragment=total + 1, excluded_fragment_ids=keep, num_threads=1)
+        dataset.optimize.compact_files(
+            target_rows_per_fragment=merged_size(total), excluded_fragment_ids=keep, num_threads=1
+        )
         done["compacted"] = len(merge)
         dataset.checkout_latest()
         fragments = fragments_of(dataset)
