@@ -538,8 +538,10 @@ def _with_known(lines: Lines, chunks: list[ChunkRow]) -> list[ChunkRow]:
 def _by_best_chunk(vector: Any, chunks: list[ChunkRow], *, in_scope: bool = True) -> Candidate:
     """A memory as a candidate from its chunk rows (with vectors): its best chunk's row
     (the vector dropped) and cosine."""
-    best = max(chunks, key=lambda row: float(np.dot(vector, row["vector"])))
-    return Candidate(best, float(np.dot(vector, best.pop("vector"))), in_scope=in_scope)
+    closeness = [float(np.dot(vector, row["vector"])) for row in chunks]
+    at = max(range(len(chunks)), key=closeness.__getitem__)  # the first of equals, as max() over rows
+    chunks[at].pop("vector")
+    return Candidate(chunks[at], closeness[at], in_scope=in_scope)
 
 
 def _score_newcomers(candidates: dict[str, Candidate], new: dict[str, Candidate]) -> None:

@@ -8,7 +8,11 @@ Searches add ``_rowid``, and ``_distance`` (vector) or ``_score`` (full text).
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 
 class ChunkRow(TypedDict, total=False):
@@ -40,7 +44,7 @@ class ChunkRow(TypedDict, total=False):
     idem_key: str | None
     idem_fp: str | None
     idem_answer: str | None
-    vector: list[float]
+    vector: list[float] | npt.NDArray[np.float64]  # a read gives an array (``chunk_search.as_rows``)
     _rowid: int
     _distance: float
     _score: float
