@@ -280,6 +280,63 @@ def test_a_category_filter_stays_exact_while_the_context_lends_score(flat: Calla
     assert {m["category"] for m in found} == {"travel"}
 
 
+# -- what a person said across several conversations ---------------------------------------------
+
+# Elise's trips, each told in a conversation of its own among other things she said.
+TRIPS = {
+    "s1": [("Alice", "How was your vacation?"), ("Elise", "Hawaii was amazing, we swam with sea turtles."),
+           ("Alice", "Did you try the food?"), ("Elise", "The poke bowls there were the best I ever had."),
+           ("Elise", "Work has been hectic since I got back.")],
+    "s2": [("Alice", "Any plans for the long weekend?"),
+           ("Elise", "We drove down to Miami and walked along South Beach."),
+           ("Elise", "My sister is starting college in the fall.")],
+    "s3": [("Alice", "I heard you went to a conference."),
+           ("Elise", "It was in Las Vegas, and I saw a show on the Strip."),
+           ("Elise", "My car needs new tires before winter.")],
+    "s4": [("Elise", "I have lived in Houston for ten years."), ("Elise", "My neighbour's dog barks all night."),
+           ("Elise", "I am learning to play the cello."), ("Elise", "The dentist moved my appointment to Friday.")],
+    "s5": [("Alice", "Did you find your keys?"), ("Elise", "Yes, they were in the pocket of my blue raincoat.")],
+}  # fmt: skip
+
+
+@pytest.fixture
+def trips(service: MemoryService) -> dict[str, list[str]]:
+    for name in ("Alice", "Elise"):
+        service.speaker_register(name)
+    return {conversation: _say(service, conversation, turns) for conversation, turns in TRIPS.items()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query", ["What locations has Elise visited?", "Where has Elise travelled?"])
+def test_a_speakers_trips_told_in_three_conversations_all_reach_the_top_five(
+    service: MemoryService, trips: dict[str, list[str]], query: str
+) -> None:
+    """An answer spread over several conversations: every part of it within the first five.
+    (Not every phrasing gets there yet: "Which places has Elise travelled to?" and "Which
+    trips has Elise taken?" leave one trip out, a Houston or a food line taking its place.)"""
+    said = service.memory_search(query, speaker="Elise", limit=5)["memories"]
+    assert {m["speaker"] for m in said} == {"Elise"}
+    found = set(ids(said))
+    assert {trips["s1"][1], trips["s2"][1], trips["s3"][1]} <= found
+
+
+@pytest.mark.slow
+def test_a_question_about_one_fact_still_gets_it_first(service: MemoryService, trips: dict[str, list[str]]) -> None:
+    said = service.memory_search("Where were Elise's keys?", speaker="Elise", limit=5)["memories"]
+    assert ids(said)[0] == trips["s5"][1]
+    assert {m["speaker"] for m in said} == {"Elise"}
+
+
+@pytest.mark.slow
+def test_a_forgotten_trip_seeds_nothing_and_is_never_returned(
+    service: MemoryService, trips: dict[str, list[str]]
+) -> None:
+    service.memory_forget(memory_id=trips["s3"][1])
+    said = ids(service.memory_search("Where has Elise travelled?", speaker="Elise", limit=10)["memories"])
+    assert trips["s3"][1] not in said
+    assert {trips["s1"][1], trips["s2"][1]} <= set(said)
+
+
 # -- replies to the best matches outside the scope ------------------------------------------------
 
 
