@@ -78,10 +78,9 @@ def main() -> None:
             query = query_without_name(text, speaker) if speaker else text
             scope_rows = store.chunks.count(where)
             vector = embedder.embed_query(query)
-            found = store.chunks.vector_and_text_search(
-                lambda v=vector: v, query, where, 40, ranking.CANDIDATE_KEYS, (*ranking.CANDIDATE_KEYS, "vector"),
-                scope_rows=scope_rows, context_where=context if speaker else None,
-            )  # fmt: skip
+            found = ranking.candidate_searches(
+                store, lambda v=vector: v, query, where, 40, scope_rows=scope_rows, context=context if speaker else None
+            )
             seeds = found.context_matches if speaker else found.matches
             tag = "Alice" if speaker else "all"
             for _ in range(args.rounds):

@@ -91,17 +91,19 @@ def _expected(oracle: Oracle, row: ChunkRow, offsets: Collection[int]) -> list[t
     ]
 
 
+def _plain_row(row: ChunkRow) -> dict[str, Any]:
+    """A row with its vector (a numpy row) as a tuple, so rows compare with ``==``."""
+    return {k: tuple(v) if k == "vector" else v for k, v in row.items()}
+
+
 def _plain(found: Any, newcomers: dict[str, ranking.Candidate]) -> Any:
-    return found, {m: (dict(c.row), c.dense, c.bm25, c.in_scope) for m, c in newcomers.items()}
+    return found, {m: (_plain_row(c.row), c.dense, c.bm25, c.in_scope) for m, c in newcomers.items()}
 
 
 def _candidates(store: Store, vector: Any, query: str, where: str, context: str) -> tuple[dict[str, Any], list[Any]]:
     """The candidates and reply seeds ``search_memories`` would have (the same calls)."""
     scope_rows = store.chunks.count(where)
-    found = store.chunks.vector_and_text_search(
-        lambda: vector, query, where, 40, ranking.CANDIDATE_KEYS, (*ranking.CANDIDATE_KEYS, "vector"),
-        scope_rows=scope_rows, context_where=context,
-    )  # fmt: skip
+    found = ranking.candidate_searches(store, lambda: vector, query, where, 40, scope_rows=scope_rows, context=context)
     candidates = ranking.dense_candidates(store, vector, where, 10, scope_rows, first=found.nearest)
     ranking.add_bm25(vector, found.matches, candidates)
     return candidates, found.context_matches
@@ -127,18 +129,31 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
     for query in ("Lisbon in May", "What did they say about the picnic games?", "the deadline", "step 42"):
         vector = embedder.embed_query(query)
         candidates, seeds = _candidates(store, vector, query, where, context)
+        # One read for both (as a search makes it), in either form, or each its own.
+        shared = {
+            rows: ranking.Lines.around_replies(
+                store, [c.row for c in candidates.values()], ranking.reply_seeds(seeds, candidates), context,
+                whole_rows=rows,
+            )
+            for rows in (WINDOWS, WHOLE)
+        }  # fmt: skip
         replies = {
             rows: ranking.replies(store, vector, seeds, where, dict(candidates), base=context, whole_rows=rows)
             for rows in (None, WINDOWS, WHOLE)
         }
-        as_plain = {rows: {m: (dict(c.row), c.dense) for m, c in got.items()} for rows, got in replies.items()}
-        assert as_plain[None] == as_plain[WINDOWS] == as_plain[WHOLE], query
+        for rows, lines in shared.items():
+            replies[("shared", rows)] = ranking.replies(store, vector, seeds, where, dict(candidates), lines=lines)
+        as_plain = [{m: (_plain_row(c.row), c.dense) for m, c in got.items()} for got in replies.values()]
+        assert all(got == as_plain[0] for got in as_plain), query
         candidates.update(replies[None])
         found = {
             rows: _plain(*ranking.neighbours(store, vector, candidates, {}, base=context, whole_rows=rows))
             for rows in (None, WINDOWS, WHOLE)
         }
-        assert found[None] == found[WINDOWS] == found[WHOLE], query
+        for rows, lines in shared.items():
+            found[("shared", rows)] = _plain(*ranking.neighbours(store, vector, candidates, {}, lines=lines))
+        assert all(got == found[None] for got in found.values()), query
+        assert {lines.whole for lines in shared.values()} == {False, True}  # both forms were read
         for mid, c in candidates.items():
             assert found[None][0][mid] == _expected(oracle, c.row, ranking.NEIGHBOUR_WEIGHTS), (query, mid)
         assert any(found[None][0].values()), query  # the premise: some candidates have neighbours

@@ -64,13 +64,14 @@ ranker fitted on the candidates' features (no gain on the held-out half).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wontopos_mcp.rules.records import RECORD_FIELDS
+from wontopos_mcp.storage.chunk_search import Found
 from wontopos_mcp.storage.rows import ChunkRow
 from wontopos_mcp.storage.where import among, in_conversations, memories_in, search_scope, seq_windows
 
@@ -168,10 +169,7 @@ def search_memories(
     else:
         keys = (*CANDIDATE_KEYS, "speaker") if named else CANDIDATE_KEYS
         wide = context if context is not None and context != where else None
-        found = store.chunks.vector_and_text_search(
-            lambda: embedder.embed_query(query), query, where, k, keys, (*keys, "vector"),
-            scope_rows=scope_rows, context_where=wide,
-        )  # fmt: skip
+        found = candidate_searches(store, lambda: embedder.embed_query(query), query, where, k, keys, scope_rows, wide)
         vector = found.vector
         context_bm25 = _best_bm25(found.context_matches if wide is not None else found.matches)
         candidates = dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
@@ -179,12 +177,16 @@ def search_memories(
         if mode == "bm25":
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
-            if scope_rows > k:  # else every memory in scope is a candidate already
-                candidates.update(replies(store, vector, found.context_matches, where, candidates, keys, context))
+            # One read of the conversations around the candidates and the reply seeds serves both.
+            seeds = reply_seeds(found.context_matches, candidates) if scope_rows > k else []
+            lines = Lines.around_replies(store, [c.row for c in candidates.values()], seeds, base=context)
+            if seeds:  # else every memory in scope is a candidate already
+                candidates.update(replies(store, vector, seeds, where, candidates, keys, context, lines=lines))
             # A scope that is the whole current store holds every neighbour: they may win.
             scores = _propagate(
-                store, vector, candidates, context_bm25, keys, base=context, neighbours_in_scope=context == where
-            )
+                store, vector, candidates, context_bm25, keys, base=context, neighbours_in_scope=context == where,
+                lines=lines,
+            )  # fmt: skip
             for mid, c in candidates.items():
                 if named and c.in_scope and c.row.get("speaker") in named:
                     scores[mid] += NAMED_SPEAKER_BOOST
@@ -197,6 +199,19 @@ def search_memories(
     return _with_memory_fields(store, ranked[:limit])
 
 
+def candidate_searches(
+    store: Store, embed: Callable[[], Any], query: str, where: str, k: int, keys: tuple[str, ...] = CANDIDATE_KEYS,
+    scope_rows: int | None = None, context: str | None = None,
+) -> Found:  # fmt: skip
+    """The three candidate searches of step 1, the query embedded meanwhile: inside the scope
+    the nearest chunks and the full-text matches, with their vectors (the selection that
+    covers weighs them, so it reads none again), and inside ``context`` the full-text
+    matches' ``keys`` only (they seed replies and lend scores; none is returned)."""
+    return store.chunks.vector_and_text_search(
+        embed, query, where, k, (*keys, "vector"), scope_rows=scope_rows, context_where=context, context_columns=keys
+    )
+
+
 def covering(
     store: Store, vector: Any, ranked: list[Candidate], scores: dict[str, float], limit: int
 ) -> list[tuple[ChunkRow, float]]:
@@ -205,17 +220,44 @@ def covering(
     them, standardised over the candidates left, times ``COVERAGE``. The first is the
     best; a turn that says again what a chosen one says yields to one that adds something.
 
-    One read by row id serves both needs: the vectors of the pool (the candidate searches
-    read none) and the memory fields of the winners, so the answer costs no second round
-    trip. Public for ``bench/scale.py``'s step breakdown."""
-    wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
-    # All of a memory's chunks come back if it moved; one that went since is left out.
-    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, ("vector", *RECORD_FIELDS))
-    ranked = [c for c in ranked if c.row["memory_id"] in rows]
-    if not ranked:
-        return []
-    own = [max(rows[c.row["memory_id"]], key=lambda row: float(np.dot(vector, row["vector"]))) for c in ranked]
-    vectors = np.array([row["vector"] for row in own], dtype=np.float32).reshape(len(own), -1)
+    A candidate's vector is its chunk's, as the search that found it read it (one from a
+    search that read none is read here); then the winners' memory fields are read, and a
+    winner forgotten meanwhile is left out and the choice made again. Public for
+    ``bench/scale.py``'s step breakdown."""
+    ranked = _with_vectors(store, vector, ranked)
+    while ranked:
+        chosen = [ranked[i] for i in _cover(ranked, scores, limit)]
+        answer = _with_memory_fields(store, chosen)
+        if len(answer) == len(chosen):
+            return answer
+        kept = {row["memory_id"] for row, _ in answer}
+        gone = {c.row["memory_id"] for c in chosen} - kept
+        ranked = [c for c in ranked if c.row["memory_id"] not in gone]
+    return []
+
+
+def _with_vectors(store: Store, vector: Any, ranked: list[Candidate]) -> list[Candidate]:
+    """``ranked`` with a vector on every row: those without one read by row id (all of a
+    memory's chunks if it moved, the closest to the query kept; one that went since is
+    left out)."""
+    bare = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked if c.row.get("vector") is None}
+    if not bare:
+        return ranked
+    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], bare, ("vector",))
+    kept = []
+    for c in ranked:
+        mid = c.row["memory_id"]
+        if mid in bare:
+            if mid not in rows:
+                continue
+            c.row["vector"] = max((row["vector"] for row in rows[mid]), key=lambda v: float(np.dot(vector, v)))
+        kept.append(c)
+    return kept
+
+
+def _cover(ranked: list[Candidate], scores: dict[str, float], limit: int) -> list[int]:
+    """The places in ``ranked`` of ``covering``'s choice, in the order chosen."""
+    vectors = np.array([c.row["vector"] for c in ranked], dtype=np.float32).reshape(len(ranked), -1)
     left = list(range(len(ranked)))
     closest = np.full(len(ranked), -np.inf)
     chosen: list[int] = []
@@ -233,13 +275,7 @@ def covering(
         pick = max(left, key=value)
         chosen.append(pick)
         left.remove(pick)
-    return [(_without_vector(own[i]), ranked[i].dense) for i in chosen]
-
-
-def _without_vector(row: ChunkRow) -> ChunkRow:
-    bare = row.copy()
-    bare.pop("vector", None)
-    return bare
+    return chosen
 
 
 def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[ChunkRow, float]]:
@@ -307,26 +343,34 @@ def add_bm25(vector: Any, matches: list[ChunkRow], candidates: dict[str, Candida
     """BM25 scores for the candidates, and BM25-only hits added with their cosine."""
     for row in matches:
         score = float(row.pop("_score"))
-        chunk_vector = row.pop("vector")
+        chunk_vector = row["vector"]
         held = candidates.get(row["memory_id"])
         if held is None:
             held = candidates[row["memory_id"]] = Candidate(row, float(np.dot(vector, chunk_vector)))
         held.bm25 = max(held.bm25, score)
 
 
+def reply_seeds(matches: list[ChunkRow], candidates: Collection[str]) -> list[ChunkRow]:
+    """The first ``REPLY_SEEDS`` of ``matches`` (chunk rows, best first) that are not candidates."""
+    return [row for row in matches if row["memory_id"] not in candidates][:REPLY_SEEDS]
+
+
 def replies(
     store: Store, vector: Any, matches: list[ChunkRow], where: str, candidates: dict[str, Candidate],
     keys: tuple[str, ...] = CANDIDATE_KEYS, base: str | None = None, *, whole_rows: int | None = None,
+    lines: Lines | None = None,
 ) -> dict[str, Candidate]:  # fmt: skip
-    """Seeds: the first ``REPLY_SEEDS`` of ``matches`` (chunk rows, best first) that are
-    not candidates. The memories said next to them (``REPLY_OFFSETS``, as ``Lines`` finds
-    them) that are in scope (``where``) and not candidates yet become candidates, scored
-    by their best chunk's cosine. Two small reads, as for ``neighbours``."""
-    seeds = [row for row in matches if row["memory_id"] not in candidates][:REPLY_SEEDS]
+    """Seeds: ``reply_seeds`` of ``matches``. The memories said next to them
+    (``REPLY_OFFSETS``, as ``Lines`` finds them) that are in scope (``where``) and not
+    candidates yet become candidates, scored by their best chunk's cosine. Two small
+    reads, as for ``neighbours``; ``lines``: the first one, made already (it must reach
+    ``REPLY_OFFSETS`` from every seed, as ``Lines.around_replies`` does)."""
+    seeds = reply_seeds(matches, candidates)
     if not seeds:
         return {}
-    back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
-    lines = Lines(store, seeds[0]["user_id"], seeds, back=back, base=base, whole_rows=whole_rows)
+    if lines is None:
+        back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
+        lines = Lines(store, seeds[0]["user_id"], seeds, back=back, base=base, whole_rows=whole_rows)
     wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
     if not wanted:
         return {}
@@ -361,12 +405,14 @@ def _fuse(candidates: dict[str, Candidate]) -> None:
 def _propagate(
     store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
     keys: tuple[str, ...] = CANDIDATE_KEYS, *, base: str | None = None, neighbours_in_scope: bool = False,
+    lines: Lines | None = None,
 ) -> dict[str, float]:  # fmt: skip
     """Each candidate's fused score plus shares of its neighbours' fused scores (same
     conversation only) and of its conversation's best.
     ``neighbours_in_scope``: the neighbours that join are in scope too (and get the same
-    from the candidates they neighbour), else they only lend score."""
-    around_each, newcomers = neighbours(store, vector, candidates, context_bm25, keys, base)
+    from the candidates they neighbour), else they only lend score. ``lines``: as for
+    ``neighbours``."""
+    around_each, newcomers = neighbours(store, vector, candidates, context_bm25, keys, base, lines=lines)
     if neighbours_in_scope:
         for mid, around in list(around_each.items()):
             for offset, other in around:
@@ -399,6 +445,7 @@ def _conversation_of(memory_id: str, candidate: Candidate) -> str:
 def neighbours(
     store: Store, vector: Any, candidates: dict[str, Candidate], context_bm25: dict[str, float],
     keys: tuple[str, ...] = CANDIDATE_KEYS, base: str | None = None, *, whole_rows: int | None = None,
+    lines: Lines | None = None,
 ) -> tuple[dict[str, list[tuple[int, str]]], dict[str, Candidate]]:  # fmt: skip
     """(offset, memory id) of each in-scope candidate's neighbours: the memories just
     before and after it in write order, in its own conversation (``None`` = no
@@ -408,13 +455,16 @@ def neighbours(
 
     Two small reads: the ids, order and row ids of the chunks around the candidates in
     their conversations (``Lines``, no vectors; ``whole_rows`` is its bound), then, by
-    row id, the vectors of the few neighbours used.
+    row id, the vectors of the few neighbours used. ``lines``: the first read, made already
+    around every in-scope candidate (``Lines.around_replies``: the candidates then, the
+    replies since).
     """
     in_scope = [c for c in candidates.values() if c.in_scope]
     if not in_scope:
         return {}, {}
     store_key = in_scope[0].row["user_id"]
-    lines = Lines(store, store_key, [c.row for c in in_scope], base=base, whole_rows=whole_rows)
+    if lines is None:
+        lines = Lines(store, store_key, [c.row for c in in_scope], base=base, whole_rows=whole_rows)
     found = {c.row["memory_id"]: lines.around(c.row, NEIGHBOUR_WEIGHTS) for c in in_scope}
     wanted = {mid for around in found.values() for _, mid in around} - set(candidates)
     if not wanted:
@@ -447,7 +497,7 @@ class Lines:
 
     def __init__(
         self, store: Store, key: str, rows: Collection[ChunkRow], *, back: int = NEIGHBOUR_SPAN,
-        base: str | None = None, whole_rows: int | None = None,
+        ahead: int = NEIGHBOUR_SPAN, base: str | None = None, whole_rows: int | None = None,
     ) -> None:  # fmt: skip
         self.key = key
         self.lines: dict[str, list[str]] = {}  # conversation -> its memories' ids in write order
@@ -460,7 +510,7 @@ class Lines:
         if not said:  # the others have no neighbours
             return
         base = search_scope(key, None, False, []) if base is None else base
-        spans = _merged_spans(sorted(said), back)
+        spans = _merged_spans(sorted(said), back, ahead)
         bound = sum(high - low + 1 for low, high in spans) if whole_rows is None else whole_rows
         read: list[ChunkRow] = []
         if bound > 0:
@@ -482,6 +532,20 @@ class Lines:
         for rids in self.row_ids.values():
             rids.sort()
 
+    @classmethod
+    def around_replies(
+        cls, store: Store, candidates: Collection[ChunkRow], seeds: Collection[ChunkRow], base: str | None = None,
+        *, whole_rows: int | None = None,
+    ) -> Lines:  # fmt: skip
+        """One read for both uses of a search: the lines around the candidates and the
+        reply seeds, reaching far enough after each that a reply found later (at most
+        ``NEIGHBOUR_SPAN`` after its seed) has its own neighbours in it too. A read that
+        holds more of a conversation gives the same ``around``: a memory's neighbours within
+        ``NEIGHBOUR_SPAN`` are in both, and any other is never one."""
+        rows = [*candidates, *seeds]
+        key = next(iter(rows))["user_id"] if rows else ""
+        return cls(store, key, rows, ahead=2 * NEIGHBOUR_SPAN, base=base, whole_rows=whole_rows)
+
     def around(self, row: ChunkRow, offsets: Collection[int]) -> list[tuple[int, str]]:
         """(offset, memory id) of the memories at these offsets from ``row``'s memory in
         its conversation, at most ``NEIGHBOUR_SPAN`` apart in write order."""
@@ -500,12 +564,12 @@ class Lines:
         return {"user_id": self.key, "conversation_id": self.conversations[memory_id], "seq": self.seqs[memory_id]}
 
 
-def _merged_spans(seqs: list[int], back: int = NEIGHBOUR_SPAN) -> list[tuple[int, int]]:
-    """The stretches of write order from ``back`` before to ``NEIGHBOUR_SPAN`` after each
-    sorted ``seq``, overlapping ones merged."""
+def _merged_spans(seqs: list[int], back: int = NEIGHBOUR_SPAN, ahead: int = NEIGHBOUR_SPAN) -> list[tuple[int, int]]:
+    """The stretches of write order from ``back`` before to ``ahead`` after each sorted
+    ``seq``, overlapping ones merged."""
     spans: list[tuple[int, int]] = []
     for seq in seqs:
-        low, high = seq - back, seq + NEIGHBOUR_SPAN
+        low, high = seq - back, seq + ahead
         if spans and low <= spans[-1][1] + 1:
             spans[-1] = (spans[-1][0], max(spans[-1][1], high))
         else:
@@ -537,10 +601,9 @@ def _with_known(lines: Lines, chunks: list[ChunkRow]) -> list[ChunkRow]:
 
 def _by_best_chunk(vector: Any, chunks: list[ChunkRow], *, in_scope: bool = True) -> Candidate:
     """A memory as a candidate from its chunk rows (with vectors): its best chunk's row
-    (the vector dropped) and cosine."""
+    and cosine."""
     closeness = [float(np.dot(vector, row["vector"])) for row in chunks]
     at = max(range(len(chunks)), key=closeness.__getitem__)  # the first of equals, as max() over rows
-    chunks[at].pop("vector")
     return Candidate(chunks[at], closeness[at], in_scope=in_scope)
 
 

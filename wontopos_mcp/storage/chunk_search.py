@@ -170,18 +170,20 @@ class ChunkReads:
         return [] if table is None else run(self.bm25(table, text, where, k, columns))
 
     def vector_and_text_search(
-        self, embed: Callable[[], Any], text: str, where: str, k: int, columns: Sequence[str],
-        text_columns: Sequence[str], *, scope_rows: int | None = None, context_where: str | None = None,
+        self, embed: Callable[[], Any], text: str, where: str, k: int, columns: Sequence[str], *,
+        scope_rows: int | None = None, context_where: str | None = None, context_columns: Sequence[str] = (),
     ) -> Found:  # fmt: skip
-        """``vector_search`` and ``text_search`` at once (LanceDB runs them side by side),
-        and a second ``text_search`` inside ``context_where`` (``columns`` only) when it is
-        given (else no rows for it). ``embed`` makes the query's vector (returned in
+        """``vector_search`` and ``text_search`` inside ``where`` at once (LanceDB runs them
+        side by side), both reading ``columns``, and a second ``text_search`` inside
+        ``context_where`` reading ``context_columns`` (default ``columns``) when it is given
+        (else no rows for it). ``embed`` makes the query's vector (returned in
         ``Found.vector``) in a worker thread while the full-text searches already run: the
         model and LanceDB each release the interpreter, so the two overlap."""
         table = self._table()
         if table is None:
             return Found([], [], [], embed())
-        return run(self.both(table, embed, text, where, k, columns, text_columns, scope_rows, context_where))
+        wide = (context_where, context_columns or columns) if context_where is not None else None
+        return run(self.both(table, embed, text, where, k, columns, scope_rows, wide))
 
     async def nearest(
         self, table: Any, vector: Any, where: str, k: int, columns: Sequence[str], scope_rows: int | None
@@ -220,17 +222,17 @@ class ChunkReads:
 
     async def both(
         self, table: Any, embed: Callable[[], Any], text: str, where: str, k: int, columns: Sequence[str],
-        text_columns: Sequence[str], scope_rows: int | None, context_where: str | None = None,
+        scope_rows: int | None, wide: tuple[str, Sequence[str]] | None,
     ) -> Found:  # fmt: skip
-        texts = [asyncio.ensure_future(self.bm25(table, text, where, k, text_columns))]
-        if context_where is not None:
-            texts.append(asyncio.ensure_future(self.bm25(table, text, context_where, k, columns)))
+        texts = [asyncio.ensure_future(self.bm25(table, text, where, k, columns))]
+        if wide is not None:
+            texts.append(asyncio.ensure_future(self.bm25(table, text, wide[0], k, wide[1])))
         try:
             vector = await asyncio.get_running_loop().run_in_executor(None, embed)
             nearest = await self.nearest(table, vector, where, k, columns, scope_rows)
         finally:
             found = await asyncio.gather(*texts)  # never left running, even when embedding failed
-        return Found(nearest, found[0], found[1] if context_where is not None else [], vector)
+        return Found(nearest, found[0], found[1] if wide is not None else [], vector)
 
     async def _has_vector_index(self, table: Any) -> bool:
         if not self.indexed:

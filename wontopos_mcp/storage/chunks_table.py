@@ -138,16 +138,17 @@ class ChunksTable(ChunkReads):
         where: str,
         k: int,
         columns: Sequence[str],
-        text_columns: Sequence[str],
         *,
         scope_rows: int | None = None,
         context_where: str | None = None,
+        context_columns: Sequence[str] = (),
     ) -> Found:
         """``vector_search`` and ``text_search`` side by side, the query embedded meanwhile."""
         self._refuse_other_model()
         return super().vector_and_text_search(
-            embed, text, where, k, columns, text_columns, scope_rows=scope_rows, context_where=context_where
-        )
+            embed, text, where, k, columns, scope_rows=scope_rows, context_where=context_where,
+            context_columns=context_columns,
+        )  # fmt: skip
 
     # -- writes (inside the write lock) ---------------------------------------------------
 
