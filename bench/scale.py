@@ -402,14 +402,17 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
 
     def step_lines(r: int) -> None:
         rows = [c.row for c in cands[r].values()]
-        lines[r] = search.Lines.around_replies(store, rows, search.reply_seeds(seeds[r], cands[r]), base=current)
+        lines[r] = search.Lines.around_replies(
+            store, rows, search.reply_seeds(seeds[r], cands[r]), base=current, scope=alice
+        )
 
-    def step_replies(r: int) -> None:
-        cands[r].update(search.replies(store, vec_for[r], seeds[r], alice, cands[r], base=current, lines=lines[r]))
+    def step_take(r: int) -> None:
+        lines[r].take_ahead(store, cands[r], search.reply_seeds(seeds[r], cands[r]), search.CANDIDATE_KEYS)
 
     neighbour_rows: list[int] = []
 
-    def step_neighbours(r: int) -> None:
+    def step_replies_and_neighbours(r: int) -> None:
+        cands[r].update(search.replies(store, vec_for[r], seeds[r], alice, cands[r], base=current, lines=lines[r]))
         _, newcomers = search.neighbours(store, vec_for[r], cands[r], {}, base=current, lines=lines[r])
         neighbour_rows.append(len(newcomers))
 
@@ -420,8 +423,8 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
 
     steps = {"embed_query": step_embed, "count of the scope": step_counts, "dense candidates (k=40)": step_dense,
              "bm25 candidates (k=40) + fusion": step_bm25, "  the three searches side by side": step_both,
-             "lines around candidates and seeds": step_lines, "replies to the best matches outside": step_replies,
-             "neighbours' vectors": step_neighbours,
+             "lines around candidates and seeds": step_lines, "replies' and neighbours' vectors": step_take,
+             "replies and neighbours joined": step_replies_and_neighbours,
              "covering selection + memory fields of the 10": step_fields}  # fmt: skip
     step_times: dict[str, list[float]] = {k: [] for k in steps}
     for r in range(min(args.rounds, 15)):
@@ -433,7 +436,8 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     for name, ts in step_times.items():
         print(f"    {name:<36}{ms(ts)}")
     runs = ("embed_query", "count of the scope", "  the three searches side by side", "lines around candidates and seeds",
-            "replies to the best matches outside", "neighbours' vectors", "covering selection + memory fields of the 10")  # fmt: skip
+            "replies' and neighbours' vectors", "replies and neighbours joined",
+            "covering selection + memory fields of the 10")  # fmt: skip
     path = sum(statistics.median(step_times[name]) for name in runs)
     print(f"    the neighbours' read added {statistics.median(neighbour_rows):,.0f} neighbours (median) with their "
           f"vectors; the steps memory_search runs ({', '.join(n.strip() for n in runs)}) sum to {path * 1000:.1f} ms")  # fmt: skip

@@ -126,6 +126,8 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
         context = search_scope(key, None, True, []) + created_by(written["before"])
     oracle = _oracle(store, context)
     forms_seen = set()
+    replied: dict[str, Any] = {}
+    left_out: set[str] = set()
     for query in ("Lisbon in May", "What did they say about the picnic games?", "the deadline", "step 42"):
         vector = embedder.embed_query(query)
         candidates, seeds = _candidates(store, vector, query, where, context)
@@ -133,7 +135,7 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
         shared = {
             rows: ranking.Lines.around_replies(
                 store, [c.row for c in candidates.values()], ranking.reply_seeds(seeds, candidates), context,
-                whole_rows=rows,
+                whole_rows=rows, scope=where,
             )
             for rows in (WINDOWS, WHOLE)
         }  # fmt: skip
@@ -145,6 +147,16 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
             replies[("shared", rows)] = ranking.replies(store, vector, seeds, where, dict(candidates), lines=lines)
         as_plain = [{m: (_plain_row(c.row), c.dense) for m, c in got.items()} for got in replies.values()]
         assert all(got == as_plain[0] for got in as_plain), query
+        # By definition: the next memory of each seed's conversation, within the span, not a
+        # candidate, and in scope as a filtered read of ``where`` says.
+        in_where = {row["memory_id"] for row in store.chunks.rows(where, columns=("memory_id",))}
+        said_next = {
+            mid for seed in ranking.reply_seeds(seeds, candidates) for _, mid in _expected(oracle, seed, ranking.REPLY_OFFSETS)
+        }  # fmt: skip
+        assert set(replies[None]) == (said_next - set(candidates)) & in_where, query
+        assert all(c.in_scope for c in replies[None].values())
+        replied.update(replies[None])
+        left_out |= said_next - set(candidates) - in_where
         candidates.update(replies[None])
         found = {
             rows: _plain(*ranking.neighbours(store, vector, candidates, {}, base=context, whole_rows=rows))
@@ -159,6 +171,8 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
         assert any(found[None][0].values()), query  # the premise: some candidates have neighbours
         lines = ranking.Lines(store, key, [c.row for c in candidates.values()], base=context)
         forms_seen.add(lines.whole)
+    if speaker is not None:  # the premise: some replies were found, and some left out by the filter
+        assert replied and left_out
     assert written["ids"][6] not in oracle[0]  # forgotten: gone at every moment
     assert (written["ids"][10] in oracle[0]) == (moment == "as_of")  # superseded: a neighbour only as it stood
     assert True in forms_seen  # these candidates' conversations are small enough to read whole

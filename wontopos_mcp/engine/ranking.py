@@ -73,7 +73,7 @@ import numpy as np
 from wontopos_mcp.rules.records import RECORD_FIELDS
 from wontopos_mcp.storage.chunk_search import Found
 from wontopos_mcp.storage.rows import ChunkRow
-from wontopos_mcp.storage.where import among, in_conversations, memories_in, search_scope, seq_windows
+from wontopos_mcp.storage.where import in_conversations, memories_in, search_scope, seq_windows
 
 if TYPE_CHECKING:
     from wontopos_mcp.model.embeddings import Embedder
@@ -179,7 +179,8 @@ def search_memories(
         else:
             # One read of the conversations around the candidates and the reply seeds serves both.
             seeds = reply_seeds(found.context_matches, candidates) if scope_rows > k else []
-            lines = Lines.around_replies(store, [c.row for c in candidates.values()], seeds, base=context)
+            lines = Lines.around_replies(store, [c.row for c in candidates.values()], seeds, base=context, scope=where)
+            lines.take_ahead(store, candidates, seeds, keys)
             if seeds:  # else every memory in scope is a candidate already
                 candidates.update(replies(store, vector, seeds, where, candidates, keys, context, lines=lines))
             # A scope that is the whole current store holds every neighbour: they may win.
@@ -363,21 +364,20 @@ def replies(
     """Seeds: ``reply_seeds`` of ``matches``. The memories said next to them
     (``REPLY_OFFSETS``, as ``Lines`` finds them) that are in scope (``where``) and not
     candidates yet become candidates, scored by their best chunk's cosine. Two small
-    reads, as for ``neighbours``; ``lines``: the first one, made already (it must reach
-    ``REPLY_OFFSETS`` from every seed, as ``Lines.around_replies`` does)."""
+    reads, as for ``neighbours``; ``lines``: the first one, made already with ``scope``
+    ``where`` (it must reach ``REPLY_OFFSETS`` from every seed, as
+    ``Lines.around_replies`` does)."""
     seeds = reply_seeds(matches, candidates)
     if not seeds:
         return {}
     if lines is None:
         back = NEIGHBOUR_SPAN if min(REPLY_OFFSETS) < 0 else 0  # replies only: no need to read what came before
-        lines = Lines(store, seeds[0]["user_id"], seeds, back=back, base=base, whole_rows=whole_rows)
-    wanted = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)} - set(candidates)
-    if not wanted:
-        return {}
-    chunks: dict[str, list[ChunkRow]] = {}
-    for row in store.chunks.rows(among(where, sorted(wanted)), columns=_unknown(keys), row_ids=True):
-        chunks.setdefault(row["memory_id"], []).append(row)
-    return {mid: _by_best_chunk(vector, _with_known(lines, rows)) for mid, rows in chunks.items()}
+        lines = Lines(store, seeds[0]["user_id"], seeds, back=back, base=base, whole_rows=whole_rows, scope=where)
+    if lines.scope != where:
+        raise ValueError("replies need the lines read with their scope")
+    around = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)}
+    wanted = {mid for mid in around if lines.in_scope(mid)} - set(candidates)
+    return {mid: _by_best_chunk(vector, chunks) for mid, chunks in lines.chunks(store, wanted, keys).items()}
 
 
 def _best_bm25(rows: list[ChunkRow]) -> dict[str, float]:
@@ -498,8 +498,12 @@ class Lines:
     def __init__(
         self, store: Store, key: str, rows: Collection[ChunkRow], *, back: int = NEIGHBOUR_SPAN,
         ahead: int = NEIGHBOUR_SPAN, base: str | None = None, whole_rows: int | None = None,
+        scope: str | None = None,
     ) -> None:  # fmt: skip
         self.key = key
+        self.scope = scope  # a narrower filter inside ``base``: which line memories it holds is read too
+        self._out_of_scope: set[str] = set()
+        self._taken: dict[str, list[ChunkRow]] = {}  # memory id -> its chunks with vectors (``chunks``)
         self.lines: dict[str, list[str]] = {}  # conversation -> its memories' ids in write order
         self.seqs: dict[str, int] = {}  # memory id -> its seq and conversation (those in a line)
         self.conversations: dict[str, str] = {}
@@ -512,15 +516,19 @@ class Lines:
         base = search_scope(key, None, False, []) if base is None else base
         spans = _merged_spans(sorted(said), back, ahead)
         bound = sum(high - low + 1 for low, high in spans) if whole_rows is None else whole_rows
+        # Whether each row is in ``scope`` too, computed by the same read (NULL: not).
+        computed = {"in_scope": f"({scope})"} if scope is not None and scope != base else None
         read: list[ChunkRow] = []
         if bound > 0:
             whole = in_conversations(base, sorted(set(said.values())))
-            read = store.chunks.rows(whole, columns=self._COLUMNS, limit=bound + 1, row_ids=True)
+            read = store.chunks.rows(whole, columns=self._COLUMNS, limit=bound + 1, row_ids=True, computed=computed)
             self.whole = len(read) <= bound
         if not self.whole:
-            read = store.chunks.rows(seq_windows(base, spans), columns=self._COLUMNS, row_ids=True)
+            read = store.chunks.rows(seq_windows(base, spans), columns=self._COLUMNS, row_ids=True, computed=computed)
         firsts: dict[str, list[tuple[int, str]]] = {}
         for row in read:
+            if computed is not None and not row["in_scope"]:
+                self._out_of_scope.add(row["memory_id"])
             self.row_ids.setdefault(row["memory_id"], []).append(row["_rowid"])
             if row["chunk_idx"] == 0 and row["conversation_id"] is not None:
                 firsts.setdefault(row["conversation_id"], []).append((row["seq"], row["memory_id"]))
@@ -535,16 +543,44 @@ class Lines:
     @classmethod
     def around_replies(
         cls, store: Store, candidates: Collection[ChunkRow], seeds: Collection[ChunkRow], base: str | None = None,
-        *, whole_rows: int | None = None,
+        *, whole_rows: int | None = None, scope: str | None = None,
     ) -> Lines:  # fmt: skip
         """One read for both uses of a search: the lines around the candidates and the
         reply seeds, reaching far enough after each that a reply found later (at most
         ``NEIGHBOUR_SPAN`` after its seed) has its own neighbours in it too. A read that
         holds more of a conversation gives the same ``around``: a memory's neighbours within
-        ``NEIGHBOUR_SPAN`` are in both, and any other is never one."""
+        ``NEIGHBOUR_SPAN`` are in both, and any other is never one. ``scope``: the search's
+        filter, which replies must pass."""
         rows = [*candidates, *seeds]
         key = next(iter(rows))["user_id"] if rows else ""
-        return cls(store, key, rows, ahead=2 * NEIGHBOUR_SPAN, base=base, whole_rows=whole_rows)
+        return cls(store, key, rows, ahead=2 * NEIGHBOUR_SPAN, base=base, whole_rows=whole_rows, scope=scope)
+
+    def in_scope(self, memory_id: str) -> bool:
+        """Whether this line memory is in ``scope`` (every one is when none was given)."""
+        return memory_id in self.row_ids and memory_id not in self._out_of_scope
+
+    def chunks(self, store: Store, wanted: Collection[str], keys: tuple[str, ...]) -> dict[str, list[ChunkRow]]:
+        """The chunk rows, with ``keys`` and vectors, of these line memories: read by row
+        id once (``fetch_by_row_ids``; one that went since is left out), then kept, so
+        replies and neighbours cost one read between them (``take_ahead``)."""
+        missing = {mid: self.row_ids[mid] for mid in wanted if mid not in self._taken and mid in self.seqs}
+        if missing:
+            for mid, rows in fetch_by_row_ids(store, self.key, missing, _unknown(keys)).items():
+                self._taken[mid] = [{**self.known(mid), **row} for row in rows]
+        return {mid: self._taken[mid] for mid in wanted if mid in self._taken}
+
+    def take_ahead(
+        self, store: Store, candidates: dict[str, Candidate], seeds: Collection[ChunkRow], keys: tuple[str, ...]
+    ) -> None:
+        """Read at once the chunks ``replies`` and ``neighbours`` will ask for: the in-scope
+        replies to ``seeds`` and the neighbours of the in-scope candidates and of those
+        replies (a superset: a reply the ranking drops costs a row, not a read)."""
+        replies = {mid for row in seeds for _, mid in self.around(row, REPLY_OFFSETS) if self.in_scope(mid)}
+        replies -= set(candidates)
+        rows = [c.row for c in candidates.values() if c.in_scope]
+        rows += [{"memory_id": mid, **self.known(mid)} for mid in replies if mid in self.seqs]
+        around = {mid for row in rows for _, mid in self.around(row, NEIGHBOUR_WEIGHTS)}
+        self.chunks(store, (replies | around) - set(candidates), keys)
 
     def around(self, row: ChunkRow, offsets: Collection[int]) -> list[tuple[int, str]]:
         """(offset, memory id) of the memories at these offsets from ``row``'s memory in
@@ -581,8 +617,8 @@ def _neighbour_candidates(
     store: Store, vector: Any, lines: Lines, wanted: Collection[str], keys: tuple[str, ...] = CANDIDATE_KEYS
 ) -> dict[str, Candidate]:
     """Neighbours as out-of-scope candidates, scored by their best chunk's cosine."""
-    rows = fetch_by_row_ids(store, lines.key, {mid: lines.row_ids[mid] for mid in wanted}, _unknown(keys))
-    return {mid: _by_best_chunk(vector, _with_known(lines, chunks), in_scope=False) for mid, chunks in rows.items()}
+    rows = lines.chunks(store, wanted, keys)
+    return {mid: _by_best_chunk(vector, chunks, in_scope=False) for mid, chunks in rows.items()}
 
 
 # What ``Lines`` already read of a memory: the vector reads leave these columns out (at
@@ -593,10 +629,6 @@ _KNOWN = ("user_id", "conversation_id", "seq")
 def _unknown(keys: tuple[str, ...]) -> tuple[str, ...]:
     """The columns of ``keys`` (and the vector) a read of memories ``Lines`` holds needs."""
     return (*(key for key in keys if key not in _KNOWN), "vector")
-
-
-def _with_known(lines: Lines, chunks: list[ChunkRow]) -> list[ChunkRow]:
-    return [{**lines.known(row["memory_id"]), **row} for row in chunks]
 
 
 def _by_best_chunk(vector: Any, chunks: list[ChunkRow], *, in_scope: bool = True) -> Candidate:

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from wontopos_mcp.rules.text import has_cjk
@@ -118,9 +118,11 @@ class ChunkReads:
         order: Sequence[tuple[str, bool]] = (),
         limit: int | None = None,
         row_ids: bool = False,
+        computed: Mapping[str, str] | None = None,
     ) -> list[ChunkRow]:
         """Rows ``where`` selects (``columns=None``: every column); ``row_ids`` adds each
-        row's ``_rowid`` (see ``take``)."""
+        row's ``_rowid`` (see ``take``); ``computed``: more values per row, name -> SQL
+        expression over the row (with ``columns`` given)."""
         table = self._table()
         if table is None:
             return []
@@ -128,7 +130,7 @@ class ChunkReads:
 
         query = table.query().where(where)
         if columns is not None:
-            query = query.select(list(columns))
+            query = query.select({**{c: c for c in columns}, **computed} if computed else list(columns))
         if row_ids:
             query = query.with_row_id()
         if order:

@@ -48,6 +48,7 @@ class ChunkRow(TypedDict, total=False):
     _rowid: int
     _distance: float
     _score: float
+    in_scope: bool | None  # a value a read computed (``ChunkReads.rows``, ``computed``); NULL: not in it
 
 
 class RegistryRow(TypedDict):
