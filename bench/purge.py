@@ -21,7 +21,7 @@ database looks after long use. A few marked memories are added through the servi
   ``PurgeTiming.apart_from_rows`` memories (100k), where the rewrite runs in a child
   process of lower priority by default, the same with the rewrite in this process first.
 
-    PYTHONPATH=. python bench/purge.py [--sizes 10000,100000] [--model-cache DIR]
+    PYTHONPATH=. python bench/purge.py [--sizes 10000,100000] [--model-cache DIR] [--writes-only]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def marked(svc: MemoryService, n: int) -> list[str]:
     ]
 
 
-def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
+def run_size(n: int, embedder: Any, topics: Topics, parent: Path, writes_only: bool = False) -> None:
     db = parent / f"db-{n}"
     svc = MemoryService(Store(str(db)), ModelLoader.of(embedder))
     for store in ("u0", "u1", "u2", "u3", "u4"):
@@ -100,6 +100,21 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
     def oldest() -> str:
         return str(svc.memory_list(user_id="u0", limit=1)["memories"][0]["id"])
 
+    if not writes_only:
+        bound_and_cost(svc, db, ids, oldest)
+    apart_from = PurgeTiming().apart_from_rows
+    if apart_from is not None and n >= apart_from:  # the default here is apart: the same in this process, beside it
+        here = MemoryService(Store(str(db), purge=PurgeTiming(apart_from_rows=None)), ModelLoader.of(embedder))
+        writes_during_a_purge(here, oldest, "the rewrite in this process")
+        here.close()
+        writes_during_a_purge(svc, oldest, f"the rewrite in a child process at niceness {NICENESS} (the default)")
+    else:
+        writes_during_a_purge(svc, oldest, "the rewrite in this process (the default)")
+    svc.close()
+
+
+def bound_and_cost(svc: MemoryService, db: Path, ids: list[str], oldest: Any) -> None:
+    """A forget with the default timing, then three purged at once, a byte search and the index rebuild."""
     start = time.perf_counter()
     svc.memory_forget(memory_id=oldest(), user_id="u0")
     while svc.store.registry.rows(MARKERS):
@@ -145,15 +160,6 @@ def run_size(n: int, embedder: Any, topics: Topics, parent: Path) -> None:
         rebuild.append(time.perf_counter() - begun)
     print(f"  of which the scalar and full-text index rebuild: {statistics.median(rebuild):.2f} s (median of 3); "
           f"disk after: {mb(db):.0f} MB")  # fmt: skip
-    apart_from = PurgeTiming().apart_from_rows
-    if apart_from is not None and n >= apart_from:  # the default here is apart: the same in this process, beside it
-        here = MemoryService(Store(str(db), purge=PurgeTiming(apart_from_rows=None)), ModelLoader.of(embedder))
-        writes_during_a_purge(here, oldest, "the rewrite in this process")
-        here.close()
-        writes_during_a_purge(svc, oldest, f"the rewrite in a child process at niceness {NICENESS} (the default)")
-    else:
-        writes_during_a_purge(svc, oldest, "the rewrite in this process (the default)")
-    svc.close()
 
 
 USUAL_WRITES = 200  # enough for the upkeep rounds writes make on their own (the usual p99 holds some)
@@ -207,19 +213,31 @@ def writes_during_a_purge(svc: MemoryService, oldest: Any, where: str) -> None:
           f"{_p(whole, 50):.2f} s p99 {_p(whole, 99):.2f} s ({len(whole)}); started during the rewrite p50 "
           f"{_p(rewrite, 50):.2f} s p99 {_p(rewrite, 99):.2f} s ({len(rewrite)}): p99 ratios "
           f"{_p(whole, 99) / _p(usual_s, 99):.2f} (all) and {_p(rewrite, 99) / _p(usual_s, 99):.2f} (rewrite)")  # fmt: skip
+    rewritten = forgotten + took["rewrite_s"]
+
+    def phase(start: float) -> str:
+        if start < begun:
+            return "before the forget"
+        if start < forgotten:
+            return "during the forget call"
+        return "during the rewrite" if start <= rewritten else f"{start - rewritten:.2f} s after the rewrite"
+
+    slowest = sorted(during, key=lambda write: -write[1])[:3]
+    print("    the slowest writes: " + "; ".join(f"{t:.2f} s, started {phase(start)}" for start, t in slowest))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--model-cache", default=str(default_model_cache()))
+    parser.add_argument("--writes-only", action="store_true", help="only the writes during a purge")
     args = parser.parse_args()
     embedder = load_embedder(DEFAULT_MODEL, args.model_cache)
     topics = Topics(embedder)
     parent = Path(tempfile.mkdtemp(prefix="wontopos-purge-"))
     try:
         for n in (int(s) for s in args.sizes.split(",")):
-            run_size(n, embedder, topics, parent)
+            run_size(n, embedder, topics, parent, args.writes_only)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
 

@@ -151,8 +151,10 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
         # candidate, and in scope as a filtered read of ``where`` says.
         in_where = {row["memory_id"] for row in store.chunks.rows(where, columns=("memory_id",))}
         said_next = {
-            mid for seed in ranking.reply_seeds(seeds, candidates) for _, mid in _expected(oracle, seed, ranking.REPLY_OFFSETS)
-        }  # fmt: skip
+            mid
+            for seed in ranking.reply_seeds(seeds, candidates)
+            for _, mid in _expected(oracle, seed, ranking.REPLY_OFFSETS)
+        }
         assert set(replies[None]) == (said_next - set(candidates)) & in_where, query
         assert all(c.in_scope for c in replies[None].values())
         replied.update(replies[None])
@@ -172,7 +174,8 @@ def test_both_reads_give_the_neighbours_and_replies_the_definition_gives(
         lines = ranking.Lines(store, key, [c.row for c in candidates.values()], base=context)
         forms_seen.add(lines.whole)
     if speaker is not None:  # the premise: some replies were found, and some left out by the filter
-        assert replied and left_out
+        assert replied
+        assert left_out
     assert written["ids"][6] not in oracle[0]  # forgotten: gone at every moment
     assert (written["ids"][10] in oracle[0]) == (moment == "as_of")  # superseded: a neighbour only as it stood
     assert True in forms_seen  # these candidates' conversations are small enough to read whole

@@ -23,6 +23,7 @@ from support import all_memories, server_env
 
 from wontopos_mcp.storage import upkeep_policy as maintenance
 from wontopos_mcp.storage.upkeep_policy import (
+    CATCH_UP_FRAGMENTS,
     FAN_IN,
     FINAL_TIER,
     FRAGMENT_ROWS,
@@ -82,6 +83,30 @@ def test_a_large_fragment_is_never_rewritten_for_a_few_small_ones():
     big = TIER_BASE * FAN_IN**3
     fragments = [Fragment(0, big, 0), *(Fragment(i, 1, 0) for i in range(1, FAN_IN + 1))]
     assert merge_run(fragments) == list(range(1, FAN_IN + 1))
+
+
+def test_small_fragments_piled_up_while_upkeep_waited_are_merged_in_one_round():
+    """Writes during a purge append a fragment each and skip upkeep: the first round after
+    merges the whole stretch (one write waits once), up to ``CATCH_UP_FRAGMENTS``."""
+    big = TIER_BASE * FAN_IN**3
+    piled = [Fragment(0, big, 0), *(Fragment(i, 1, 0) for i in range(1, 97))]
+    assert merge_run(piled) == list(range(1, 97))
+    many = [Fragment(0, big, 0), *(Fragment(i, 2, 0) for i in range(1, 2 * CATCH_UP_FRAGMENTS))]
+    assert merge_run(many) == list(range(1, CATCH_UP_FRAGMENTS + 1))
+    # The stretch ends at a fragment of a higher tier; the ones after it wait their turn.
+    split = [*(Fragment(i, 1, 0) for i in range(12)), Fragment(12, big, 0), *(Fragment(i, 1, 0) for i in range(13, 20))]
+    assert merge_run(split) == list(range(12))
+    # Writes with upkeep running after each: FAN_IN fragments of the merge's tier, and fewer
+    # than FAN_IN smaller ones among or after them (nothing piled up to catch).
+    sizes: list[int] = []
+    for _ in range(2000):
+        sizes.append(1)
+        merge = merge_run([Fragment(i, n, 0) for i, n in enumerate(sizes)])
+        if merge:
+            level = max(tier(sizes[i]) for i in merge)
+            assert sum(tier(sizes[i]) == level for i in merge) == FAN_IN
+            assert len(merge) < 2 * FAN_IN
+            sizes[merge[0] : merge[-1] + 1] = [sum(sizes[merge[0] : merge[-1] + 1])]
 
 
 def test_fragments_of_the_final_tier_are_never_merged_again():
