@@ -33,8 +33,10 @@ from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import WontoposError
 from wontopos_mcp.model.embeddings import ModelLoader
 from wontopos_mcp.rules.idempotency import Idempotency
+from wontopos_mcp.rules.names import DEFAULT_STORE, store_key
 from wontopos_mcp.rules.text import importance
 from wontopos_mcp.storage.adapter import Store
+from wontopos_mcp.storage.where import memory_is
 
 
 def contents(memories: list[dict[str, Any]]) -> list[str]:
@@ -495,6 +497,35 @@ def test_a_duplicate_outcome_replays_too_until_the_memory_it_names_is_forgotten(
     fresh = service.memory_add("the spare key is under the mat", idempotency=idem("k-dup"))
     assert (fresh["status"], "replayed" in fresh) == ("stored", False)
     assert service.memory_list()["count"] == 1
+
+
+@pytest.mark.slow
+def test_a_record_naming_the_memory_written_after_the_look_up_outside_the_lock_goes_too(
+    service: MemoryService,
+) -> None:
+    """A forget scans for the answers naming the memory before it takes the write lock (the
+    scan is long; writers need not wait for it); inside, the rows written since (above the
+    look-up's ``seq``) are read too, and memories it was not asked about get the full scan."""
+    key = store_key(DEFAULT_STORE)
+    kept = service.memory_add("The spare key is under the mat.")["id"]
+    before = service.memories.naming(key, {kept})  # as the forget makes it, before the lock
+    newer = service.memory_supersede(memory_id=kept, content="The spare key is in the drawer.", idempotency=idem("k"))
+    assert newer["superseded"] == kept  # the new version's kept answer names the old one
+    assert before.ids == frozenset()  # written after the look-up: only the seq range finds it
+    assert {row["memory_id"] for row in service.memories.answering_for(key, {kept}, before)} == {newer["id"]}
+    other = service.memory_add("The gate code is 4521.")["id"]
+    again = service.memory_supersede(memory_id=other, content="The gate code is 7788.", idempotency=idem("k2"))
+    late = service.memories.naming(key, {kept})  # asked about ``kept`` only, after both were written
+    found = service.memories.answering_for(key, {kept, other}, late)
+    assert {row["memory_id"] for row in found} == {newer["id"], again["id"]}
+    service.memory_forget(memory_id=kept)
+    answers = service.memories.store.chunks.rows(memory_is(key, newer["id"]), columns=("idem_answer",))
+    assert answers
+    assert all(row["idem_answer"] is None for row in answers)
+    replay = service.memory_supersede(
+        memory_id=newer["id"], content="The spare key is in the drawer.", idempotency=idem("k")
+    )
+    assert "replayed" not in replay  # the record went with the memory it named
 
 
 @pytest.mark.slow

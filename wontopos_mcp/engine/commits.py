@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from wontopos_mcp.model.embeddings import Embedder, ModelLoader
     from wontopos_mcp.storage.adapter import Store
 
-    from .memories import Memories
+    from .memories import Memories, Naming
     from .registry import Registry
 
 T = TypeVar("T")
@@ -174,19 +174,21 @@ class Commits:
         self.registry.record_seq(key, self.last_seq(key))
 
     def delete_memories(
-        self, key: str, where: str, memory_ids: set[str] | None, *, updated: list[ChunkRow] | None = None
-    ) -> None:
+        self, key: str, where: str, memory_ids: set[str] | None, *, updated: list[ChunkRow] | None = None,
+        known: Naming | None = None,
+    ) -> None:  # fmt: skip
         """Delete the memories ``where`` selects, ``memory_ids`` (``None``: every memory
         of the store), inside the store's write lock, keeping the store's sequence
         high-water mark first; rows in ``updated`` are rewritten in the same commit as the
         delete. Their idempotency records go with their rows, and so does every record
         whose answer names one of them (a ``duplicate``'s ``duplicate_of`` included): those
         in the registry first, those on other memories' rows cleared in the delete's commit.
-        The purge takes every trace off the disk (``Store.erasing``)."""
+        The purge takes every trace off the disk (``Store.erasing``). ``known``: the
+        look-up of the rows naming them, made before the lock (``Memories.naming``)."""
         with self.store.erasing():
             self.remember_last_seq(key)
             self.registry.forget_records_naming(key, memory_ids)
-            answering = [] if memory_ids is None else self.memories.answering_for(key, memory_ids)
+            answering = [] if memory_ids is None else self.memories.answering_for(key, memory_ids, known)
             self.memories.delete(where, updated=_without_records(updated or [], answering))
 
 

@@ -194,6 +194,7 @@ class Writes:
     def _forget_one(self, memory_id: str, handle: StoreHandle) -> MemoryForgetAnswer:
         key = handle.key
         self.memories.memory_row(key, memory_id)
+        known = self.memories.naming(key, {memory_id})  # the long look-up, before writers wait
         with self.store.write_lock(key, rewriting=True):
             row = self.memories.memory_row(key, memory_id)
             # The versions it superseded are relinked in the same commit as the delete:
@@ -204,17 +205,18 @@ class Writes:
                 {**r, "superseded": successor is not None, "superseded_by": successor}
                 for r in self.memories.superseded_by(key, memory_id)
             ]
-            self.commits.delete_memories(key, memory_is(key, memory_id), {memory_id}, updated=relinked)
+            self.commits.delete_memories(key, memory_is(key, memory_id), {memory_id}, updated=relinked, known=known)
         return {"user_id": handle.display, "status": "deleted", "deleted": 1}
 
     def _forget_speaker(self, name: str, confirm: int, handle: StoreHandle) -> MemoryForgetAnswer:
         key = handle.key
         self.registry.require_speaker(key, name, writing=False)
         said = said_by(key, name)
+        known = self.memories.naming(key, self.memories.ids(said))  # the long look-up, before writers wait
         with self.store.write_lock(key, rewriting=True):
             require_confirmed(key, name, self.memories.count(said), confirm)
             forgotten = self.memories.ids(said)
-            self.commits.delete_memories(key, said, forgotten)
+            self.commits.delete_memories(key, said, forgotten, known=known)
         return {"user_id": handle.display, "status": "deleted", "deleted": len(forgotten)}
 
 
