@@ -41,6 +41,7 @@ from wontopos_mcp.storage.locks.lease import LeaseTiming
 from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
 from wontopos_mcp.storage.purge_steps import cleanup, compact, compact_beside_writers, seal
 from wontopos_mcp.storage.purge_worker import ApartRewrite, PurgeWorkerError
+from wontopos_mcp.storage.upkeep_policy import FAN_IN, fragments_of, tier
 
 TOKEN = "zqxjurple"  # stemmed to "zqxjurpl" by the full-text index: the needle is the stem
 TEXTS = (f"The {TOKEN} vault code sits behind the blue door.", f"Another {TOKEN} note: the spare key is in the shed.")
@@ -265,6 +266,40 @@ def test_writes_during_the_purges_index_rebuild_are_kept_and_found_and_nothing_f
     assert traces(tmp_path / "db", (*TRACES, "zqlatefact")) == []
     assert not svc.store.registry.rows(MARKERS)
     assert svc.memory_list()["count"] == 17
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("apart", [False, True], ids=["here", "apart"])
+def test_fragments_the_writes_appended_during_a_purge_are_merged_before_their_upkeep_resumes(
+    make_purging: Callable[..., MemoryService], apart: bool
+) -> None:
+    """The writes made while a purge holds the maintenance exclusion skip their upkeep,
+    each leaving a small fragment; the purge merges them beside the writers before it
+    lets go (else the first write after it would, in its answer). Every one is kept."""
+    svc_holder: list[MemoryService] = []
+    stored: list[str] = []
+
+    def meanwhile() -> None:  # in another thread, as a writer beside the purge
+        def write() -> None:
+            for i in range(2 * FAN_IN):
+                stored.append(svc_holder[0].memory_add(f"Parcel {i} arrived at the zqdepot today.")["id"])
+
+        if not stored:
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(timeout=120)
+
+    svc = make_purging(within=600, apart=apart, during_purge_reindex=meanwhile)
+    svc_holder.append(svc)
+    ids = remember(svc)
+    svc.memory_forget(memory_id=ids[0])
+    assert svc.store.purge() is not None
+    assert len(stored) == 2 * FAN_IN
+    small = [f for f in fragments_of(svc.store.chunks.existing().to_lance()) if tier(f.rows) == 0]
+    assert len(small) < FAN_IN, small  # merged by the purge: no write's upkeep ran meanwhile
+    assert {m["id"] for m in svc.memory_list(limit=100)["memories"]} >= set(stored)
+    found = svc.store.chunks.existing().search("zqdepot", query_type="fts").limit(50).to_list()
+    assert {row["memory_id"] for row in found} == set(stored)
 
 
 class DeleteMeanwhile:

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .purge_steps import HereRewrite, cleanup, compact, seal, stale_indexes
+from .purge_steps import HereRewrite, catch_up, cleanup, compact, seal, stale_indexes
 from .purge_worker import NICENESS, ApartRewrite, PurgeWorkerError
 from .rows import RegistryRow
 from .schema import CHUNKS
@@ -186,6 +186,9 @@ class Purges:
                     if self._during_reindex is not None:
                         self._during_reindex()
                     rewrite.vectors()
+                    if self._local:  # what the writes appended meanwhile, merged before their upkeep resumes
+                        with self._compaction():
+                            catch_up(chunks)
                     versions.append((chunks, seal(chunks, _now_us())))
             rewritten = time.monotonic() - started
         if self._stop.wait(self.retain.total_seconds()) and not now:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .schema import create_indexes
-from .upkeep_policy import Fragment, fragments_of, merged_size
+from .upkeep_policy import Fragment, fragments_of, merge_fragments, merge_run, merged_size
 
 if TYPE_CHECKING:
     from lance.optimize import CompactionOptions
@@ -82,6 +82,21 @@ def compact(table: Any) -> None:
     if options is not None:
         dataset.optimize.compact_files(**options)
         table.checkout_latest()
+
+
+def catch_up(table: Any) -> int:
+    """Beside the writers, inside the compaction exclusion (as the rewrite's compaction):
+    the merge a writer's upkeep round would make now (``merge_run``), of the fragments the
+    writes appended while the purge held their upkeep off. Else the first write after the
+    purge made it, in its answer (~0.25 s at 1M rows for ~90 fragments). Returns how many
+    fragments were merged."""
+    table.checkout_latest()
+    dataset = table.to_lance()
+    fragments = fragments_of(dataset)
+    merge = merge_run(fragments)
+    merged = merge_fragments(dataset, fragments, merge) if merge else 0
+    table.checkout_latest()
+    return merged
 
 
 def _discard(dataset: Any, results: Sequence[Any]) -> None:

@@ -122,6 +122,17 @@ def merge_run(fragments: Sequence[Fragment]) -> list[int]:
     return [f.id for f in fragments if f.deleted > DELETED_SHARE * (f.rows + f.deleted)][:1]
 
 
+def merge_fragments(dataset: Any, fragments: Sequence[Fragment], merge: Sequence[int]) -> int:
+    """Compact the fragments ``merge`` names (``merge_run``'s answer) and no other; the
+    dataset is checked out at the result. Returns how many were merged."""
+    keep = [f.id for f in fragments if f.id not in merge]
+    total = sum(f.rows + f.deleted for f in fragments if f.id in merge)
+    size = merged_size(total)
+    dataset.optimize.compact_files(target_rows_per_fragment=size, excluded_fragment_ids=keep, num_threads=1)
+    dataset.checkout_latest()
+    return len(merge)
+
+
 def merged_size(rows: int) -> int:
     """The ``target_rows_per_fragment`` that writes ``rows`` rows as one fragment, or as
     pieces of ``FRAGMENT_ROWS`` to ``2 * FRAGMENT_ROWS`` rows when they are more."""
@@ -211,13 +222,7 @@ def _round(
     done: dict[str, int],
 ) -> None:
     if merge:
-        keep = [f.id for f in fragments if f.id not in merge]
-        total = sum(f.rows + f.deleted for f in fragments if f.id in merge)
-        dataset.optimize.compact_files(
-            target_rows_per_fragment=merged_size(total), excluded_fragment_ids=keep, num_threads=1
-        )
-        done["compacted"] = len(merge)
-        dataset.checkout_latest()
+        done["compacted"] = merge_fragments(dataset, fragments, merge)
         fragments = fragments_of(dataset)
     outside, inside = unindexed_rows(dataset, fragments)
     if outside and index_due(outside, inside):
