@@ -25,6 +25,8 @@ from wontopos_mcp.errors import UnavailableError
 from wontopos_mcp.model import e5_convert
 from wontopos_mcp.model.embeddings import (
     DEFAULT_MODEL,
+    E5_PASSAGE_PREFIX,
+    E5_QUERY_PREFIX,
     SPINNING_OFF,
     FastEmbedEmbedder,
     ModelLoader,
@@ -104,21 +106,19 @@ def test_vectors_are_384_dimensional_float32_and_unit_length(embedder):
     assert np.linalg.norm(query) == pytest.approx(1.0, abs=1e-5)
 
 
-def test_the_models_threads_do_not_spin_between_runs_and_vectors_are_fastembeds_own(embedder):
+def test_the_models_threads_do_not_spin_between_runs_and_vectors_are_fastembeds_own(embedder, model_cache):
     """The session is opened again with spinning off (it burnt a core after each query,
     which LanceDB's reads needed); the same file gives the same vectors as fastembed's."""
     import fastembed
 
-    session = embedder._model.model.model
-    options = session.get_session_options()
+    options = embedder.session_options()
     assert {key: options.get_session_config_entry(key) for key in SPINNING_OFF} == SPINNING_OFF
-    own = fastembed.TextEmbedding(
-        DEFAULT_MODEL, specific_model_path=str(Path(session._model_path).parent), local_files_only=True
-    )
-    texts = ["passage: Bob likes hiking.", "query: 日本で何を食べましたか?"]
-    np.testing.assert_allclose(
-        np.stack(list(own.embed(texts))), np.stack(list(embedder._model.embed(texts))), atol=1e-6
-    )
+    folder = e5_convert.ensure_model_dir(model_cache)
+    own = fastembed.TextEmbedding(DEFAULT_MODEL, specific_model_path=str(folder), local_files_only=True)
+    passage, question = "Bob likes hiking.", "日本で何を食べましたか?"
+    theirs = np.stack(list(own.embed([E5_PASSAGE_PREFIX + passage, E5_QUERY_PREFIX + question])))
+    ours = np.stack([embedder.embed_passages([passage])[0], embedder.embed_query(question)])
+    np.testing.assert_allclose(ours, theirs / np.linalg.norm(theirs, axis=1, keepdims=True), atol=1e-5)
 
 
 def test_no_texts_give_an_empty_matrix_of_the_right_width(embedder):

@@ -137,6 +137,12 @@ class FastEmbedEmbedder:
         self._batch_size = batch_size
         self._lock = threading.Lock()
 
+    def session_options(self) -> Any:
+        """The running onnxruntime session's options (``None`` if fastembed's model does not
+        look as expected): what a test or a diagnosis checks ``SPINNING_OFF`` against."""
+        session = getattr(getattr(self._model, "model", None), "model", None)
+        return None if session is None else session.get_session_options()
+
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         """Embed in order of length, so each batch is padded only to similar texts.
 
