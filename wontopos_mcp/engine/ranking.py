@@ -375,8 +375,7 @@ def replies(
         lines = Lines(store, seeds[0]["user_id"], seeds, back=back, base=base, whole_rows=whole_rows, scope=where)
     if lines.scope != where:
         raise ValueError("replies need the lines read with their scope")
-    around = {mid for row in seeds for _, mid in lines.around(row, REPLY_OFFSETS)}
-    wanted = {mid for mid in around if lines.in_scope(mid)} - set(candidates)
+    wanted = lines.replies_to(seeds, candidates)
     return {mid: _by_best_chunk(vector, chunks) for mid, chunks in lines.chunks(store, wanted, keys).items()}
 
 
@@ -555,6 +554,12 @@ class Lines:
         key = next(iter(rows))["user_id"] if rows else ""
         return cls(store, key, rows, ahead=2 * NEIGHBOUR_SPAN, base=base, whole_rows=whole_rows, scope=scope)
 
+    def replies_to(self, seeds: Collection[ChunkRow], candidates: Collection[str]) -> set[str]:
+        """The memories said next to ``seeds`` (``REPLY_OFFSETS``) that are in ``scope``
+        and not ``candidates``: ``replies``' newcomers."""
+        said_next = {mid for row in seeds for _, mid in self.around(row, REPLY_OFFSETS) if self.in_scope(mid)}
+        return said_next - set(candidates)
+
     def in_scope(self, memory_id: str) -> bool:
         """Whether this line memory is in ``scope`` (every one is when none was given)."""
         return memory_id in self.row_ids and memory_id not in self._out_of_scope
@@ -575,8 +580,7 @@ class Lines:
         """Read at once the chunks ``replies`` and ``neighbours`` will ask for: the in-scope
         replies to ``seeds`` and the neighbours of the in-scope candidates and of those
         replies (a superset: a reply the ranking drops costs a row, not a read)."""
-        replies = {mid for row in seeds for _, mid in self.around(row, REPLY_OFFSETS) if self.in_scope(mid)}
-        replies -= set(candidates)
+        replies = self.replies_to(seeds, candidates)
         rows = [c.row for c in candidates.values() if c.in_scope]
         rows += [{"memory_id": mid, **self.known(mid)} for mid in replies if mid in self.seqs]
         around = {mid for row in rows for _, mid in self.around(row, NEIGHBOUR_WEIGHTS)}

@@ -140,7 +140,7 @@ class FastEmbedEmbedder:
     def session_options(self) -> Any:
         """The running onnxruntime session's options (``None`` if fastembed's model does not
         look as expected): what a test or a diagnosis checks ``SPINNING_OFF`` against."""
-        session = getattr(getattr(self._model, "model", None), "model", None)
+        session = _onnx_session(self._model)
         return None if session is None else session.get_session_options()
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
@@ -353,8 +353,7 @@ def _without_spinning(model: Any, threads: int | None) -> None:
     figures). fastembed does not expose the option, so the session it opened is replaced
     by one with the same file, providers and threads (+~0.3 s to a load that runs in the
     background). A fastembed whose model does not look as expected keeps its own session."""
-    inner: Any = getattr(model, "model", None)
-    session: Any = getattr(inner, "model", None)
+    session = _onnx_session(model)
     path = getattr(session, "_model_path", None)
     if session is None or not isinstance(path, str):
         logger.debug("onnxruntime session not found; its threads keep spinning")
@@ -367,7 +366,13 @@ def _without_spinning(model: Any, threads: int | None) -> None:
         options.intra_op_num_threads = options.inter_op_num_threads = threads
     for key, value in SPINNING_OFF.items():
         options.add_session_config_entry(key, value)
-    inner.model = ort.InferenceSession(path, providers=session.get_providers(), sess_options=options)
+    model.model.model = ort.InferenceSession(path, providers=session.get_providers(), sess_options=options)
+
+
+def _onnx_session(model: Any) -> Any:
+    """The onnxruntime session inside a fastembed ``TextEmbedding`` (its model's
+    ``model``), or ``None`` when fastembed's objects do not look so."""
+    return getattr(getattr(model, "model", None), "model", None)
 
 
 @contextmanager
