@@ -39,7 +39,7 @@ from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.storage.locks.coordination import COMPACTION_FILE
 from wontopos_mcp.storage.locks.lease import LeaseTiming
 from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
-from wontopos_mcp.storage.purge_steps import cleanup, compact, compact_beside_writers, seal
+from wontopos_mcp.storage.purge_steps import catch_up, cleanup, compact, compact_beside_writers, seal
 from wontopos_mcp.storage.purge_worker import ApartRewrite, PurgeWorkerError
 from wontopos_mcp.storage.upkeep_policy import FAN_IN, fragments_of, tier
 
@@ -300,6 +300,30 @@ def test_fragments_the_writes_appended_during_a_purge_are_merged_before_their_up
     assert {m["id"] for m in svc.memory_list(limit=100)["memories"]} >= set(stored)
     found = svc.store.chunks.existing().search("zqdepot", query_type="fts").limit(50).to_list()
     assert {row["memory_id"] for row in found} == set(stored)
+
+
+def test_the_catch_up_merges_the_appends_on_both_sides_of_the_compactions_new_fragment(tmp_path: Path) -> None:
+    """A compaction beside the writers puts its new fragment after those appended while it
+    ran; appends after its commit come after it. Both stretches of small fragments are
+    merged by the purge's catch-up (one upkeep round merges one), and every row is kept."""
+    import lancedb
+    import pyarrow as pa
+
+    def rows(start: int, n: int) -> pa.Table:
+        return pa.table({"id": [f"r{i}" for i in range(start, start + n)]})
+
+    table = lancedb.connect(str(tmp_path / "db")).create_table("t", rows(0, 1))
+    for i in range(1, FAN_IN + 1):  # appended while the compaction ran
+        table.add(rows(i, 1))
+    table.add(rows(100, 300))  # the compaction's new fragment, of a higher tier
+    for i in range(FAN_IN + 1):  # appended after its commit
+        table.add(rows(1000 + i, 1))
+    before = fragments_of(table.to_lance())
+    assert [tier(f.rows) for f in before].count(0) == 2 * (FAN_IN + 1)
+    assert catch_up(table) >= 2 * (FAN_IN + 1)  # a merge's fragment may join the next one
+    after = fragments_of(table.to_lance())
+    assert [tier(f.rows) for f in after].count(0) <= 1, after
+    assert table.count_rows() == 1 + FAN_IN + 300 + FAN_IN + 1
 
 
 class DeleteMeanwhile:
