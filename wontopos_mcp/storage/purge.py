@@ -45,7 +45,9 @@ other purge commits meanwhile, in this process or another):
    an older version when it started has had that long to finish, as for every cleanup in
    ``upkeep_policy``): every version older than the rewrite goes, with the files only those
    versions used. Chosen by version number, never by age, so a replica whose clock runs
-   ahead cannot keep a version out of reach.
+   ahead cannot keep a version out of reach. On a local directory it runs beside the
+   writers, outside the write lock, the maintenance exclusion still held (see
+   ``Purges._finish``); on object storage inside the write lock.
 
 When: a commit that erases (``Store.erasing``) first records a marker row in the
 registry, so the database itself knows a purge is due, whichever process runs next. Every
@@ -150,8 +152,9 @@ class Purges:
         start-up). Returns what it took once it completed (seconds: the rewrite, the part
         of it in the write lock, the cleanup; old versions removed), else ``None``: none
         due, or another replica holding the database's lease, which leaves it to that
-        replica. The maintenance exclusion is held throughout the rewrite, so no upkeep
-        round, reindex or other purge commits beside it."""
+        replica. The maintenance exclusion is held throughout the rewrite (on a local
+        directory through the cleanup too), so no upkeep round, reindex or other purge
+        commits beside it."""
         markers = self._rows(MARKERS)
         oldest = min((m["created_us"] for m in markers), default=None)
         if oldest is None or (not now and _now_us() - oldest < self.timing.tick * 1e6):
@@ -186,29 +189,57 @@ class Purges:
                     if self._during_reindex is not None:
                         self._during_reindex()
                     rewrite.vectors()
-                    if self._local:  # what the writes appended meanwhile, merged before their upkeep resumes
-                        with self._compaction():
-                            try:
-                                catch_up(chunks)
-                            except Exception:  # housekeeping: the writers' upkeep merges them instead
-                                log.warning("purge: the catch-up merge was skipped", exc_info=True)
+                    if self._local:
+                        self._catch_up(chunks)
                     versions.append((chunks, seal(chunks, _now_us())))
             rewritten = time.monotonic() - started
+            if self._local:  # the cleanup too, beside the writers, before their upkeep resumes
+                return self._finish(keys, versions, rewritten, locked, now, chunks, beside=True)
+        return self._finish(keys, versions, rewritten, locked, now, None, beside=False)
+
+    def _finish(
+        self, keys: list[str], versions: list[tuple[Any, int]], rewritten: float, locked: float, now: bool,
+        chunks: Any | None, *, beside: bool,
+    ) -> dict[str, float] | None:  # fmt: skip
+        """Step 2, once the rewrite is ``retain`` old: every version before the purge's own
+        commit removed, then the markers. ``beside`` (a local directory; the caller holds
+        the maintenance exclusion): the cleanup runs outside the write lock, as Lance allows
+        beside writers (a file no version names yet, an append's in progress, is kept for 7
+        days; only the files of the removed versions go), so no write waits behind it (at 1M
+        rows it unlinks the old data and index files: 0.3 s in the write lock, measured), and
+        no upkeep round cleans meanwhile; what the writes appended meanwhile is merged before
+        the exclusion goes. Else (object storage) inside the lease and the write lock."""
         if self._stop.wait(self.retain.total_seconds()) and not now:
             return None  # closing: the markers stay, and the next process to open finishes
         with self._claim() as ours:
             if not ours:
                 return None
-            with self._lock():
-                begun = time.monotonic()
+            begun = time.monotonic()
+            if beside:
                 removed = sum(cleanup(table, before) for table, before in versions)
-                self._delete(registry_keys_in(keys))
-                cleaned = time.monotonic() - begun
+                with self._lock():
+                    self._delete(registry_keys_in(keys))
+            else:
+                with self._lock():
+                    removed = sum(cleanup(table, before) for table, before in versions)
+                    self._delete(registry_keys_in(keys))
+            cleaned = time.monotonic() - begun
+        if chunks is not None:
+            self._catch_up(chunks)
         log.info(
             "purge: rewrite %.0f ms (%.0f ms in the write lock), cleanup %.0f ms (%d old versions)",
             1000 * rewritten, 1000 * locked, 1000 * cleaned, removed,
         )  # fmt: skip
         return {"rewrite_s": rewritten, "locked_s": locked, "cleanup_s": cleaned, "versions_removed": removed}
+
+    def _catch_up(self, chunks: Any) -> None:
+        """What the writes appended while upkeep was held off, merged beside them
+        (``purge_steps.catch_up``) before their upkeep resumes."""
+        with self._compaction():
+            try:
+                catch_up(chunks)
+            except Exception:  # housekeeping: the writers' upkeep merges them instead
+                log.warning("purge: the catch-up merge was skipped", exc_info=True)
 
     def _rewrite(self, chunks: Any | None) -> AbstractContextManager[HereRewrite | ApartRewrite]:
         """Where the chunks table's heavy steps run: a child of lower priority for a large
