@@ -36,6 +36,7 @@ from lance.file import LanceFileReader
 from support import KEY, refused, serve, settings_for
 
 from wontopos_mcp.engine.service import MemoryService
+from wontopos_mcp.storage import purge as purge_module
 from wontopos_mcp.storage.locks.coordination import COMPACTION_FILE
 from wontopos_mcp.storage.locks.lease import LeaseTiming
 from wontopos_mcp.storage.purge import MARKERS, PurgeTiming
@@ -324,6 +325,35 @@ def test_the_catch_up_merges_the_appends_on_both_sides_of_the_compactions_new_fr
     after = fragments_of(table.to_lance())
     assert [tier(f.rows) for f in after].count(0) <= 1, after
     assert table.count_rows() == 1 + FAN_IN + 300 + FAN_IN + 1
+
+
+def test_a_write_during_the_purges_cleanup_commits_at_once_and_nothing_forgotten_stays(
+    svc: MemoryService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a local directory the cleanup runs beside the writers (at 1M rows it unlinks the
+    old data and index files for a third of a second): a write made while it runs commits
+    without waiting for it, is kept and found, and the forgotten memory leaves the disk."""
+    real_cleanup = purge_module.cleanup
+    written: list[str] = []
+
+    def cleanup_with_a_write(table: Any, before: int) -> int:
+        if not written:
+            writer = threading.Thread(target=lambda: written.append(svc.memory_add("zqcleanwrite beside")["id"]))
+            writer.start()
+            writer.join(timeout=15)
+            assert written, "the write waited for the cleanup"
+        return real_cleanup(table, before)
+
+    monkeypatch.setattr(purge_module, "cleanup", cleanup_with_a_write)
+    ids = remember(svc)
+    svc.memory_forget(memory_id=ids[1])
+    svc.memory_forget(memory_id=ids[0])
+    assert svc.store.purge() is not None
+    assert written
+    assert svc.memory_get(written[0])["memory"]["content"] == "zqcleanwrite beside"
+    found = svc.store.chunks.existing().search("zqcleanwrite", query_type="fts").limit(5).to_list()
+    assert [row["memory_id"] for row in found] == written
+    assert traces(tmp_path / "db", TRACES) == []
 
 
 class DeleteMeanwhile:
