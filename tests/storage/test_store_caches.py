@@ -40,11 +40,13 @@ def test_a_speaker_registered_or_removed_elsewhere_is_seen_at_once(pair: Any) ->
 def test_writes_from_two_handles_interleave_in_one_strict_order_and_see_each_others_duplicates(pair: Any) -> None:
     a, b = pair
     written = []
-    for i in range(6):
-        service = (a, b)[i % 2]
+    for i in range(8):  # a, a, b, b, ...: a handle's second write in a row reads no seq (``seq_given``)
+        service = (a, b)[i // 2 % 2]
         written.append(service.memory_add(f"Note {i}: the parcel comes on day {i}.", user_id="shared")["id"])
     for service in (a, b):
         assert [m["id"] for m in all_memories(service, "shared", page=4)] == written
+    seqs = a.store.chunks.column("chunk_idx = 0", "seq")
+    assert sorted(seqs) == list(range(min(seqs), min(seqs) + len(written)))  # each given once, none skipped
     again = b.memory_add("note 0 - the parcel comes on day 0", user_id="shared")
     assert again["status"] == "duplicate"
     assert again["duplicate_of"] == written[0]

@@ -154,6 +154,8 @@ class Commits:
                 record = (idem.key, idem.fingerprint, kept, self.now_us())
                 self.registry.keep_idempotency_records(key, [record])
         self.memories.add(rows, written.updated)
+        if rows:
+            self.memories.seq_given(key, max(int(row["seq"]) for row in rows))
         return answer
 
     # -- sequence numbers and deletes --------------------------------------------------------------
