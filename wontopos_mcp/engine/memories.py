@@ -125,7 +125,12 @@ class Memories:
         database's versions move (no writer of this store commits while the lock is held;
         a commit of another store's moves them too, and only costs the next call a read)."""
         self._seq_floor[key] = max(top, self._seq_floor.get(key, 0))
-        self._seq_top[key] = (self.store.versions(), top)
+        self._seq_top.pop(key, None)
+        try:
+            versions = self.store.versions()
+        except Exception:  # noqa: BLE001 - a hint only: the commit stands, and the next call reads
+            return
+        self._seq_top[key] = (versions, top)
 
     # -- one memory --------------------------------------------------------------------------
 
