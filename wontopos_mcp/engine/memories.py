@@ -239,7 +239,7 @@ class Memories:
         if known is None:
             naming = self._naming(in_store(key), memory_ids)
         else:
-            naming = set(known.ids) | self._naming(in_store(key) + f" AND seq > {int(known.through_seq)}", memory_ids)
+            naming = set(known.ids) | self._naming(in_store(key) + clause.seq_above(known.through_seq), memory_ids)
             if memory_ids - known.of:
                 naming |= self._naming(in_store(key), memory_ids - known.of)
         if not naming:

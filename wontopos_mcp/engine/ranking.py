@@ -251,7 +251,7 @@ def _with_vectors(store: Store, vector: Any, ranked: list[Candidate]) -> list[Ca
         if mid in bare:
             if mid not in rows:
                 continue
-            c.row["vector"] = max((row["vector"] for row in rows[mid]), key=lambda v: float(np.dot(vector, v)))
+            c.row["vector"] = _by_best_chunk(vector, rows[mid]).row["vector"]
         kept.append(c)
     return kept
 
