@@ -30,6 +30,7 @@ from wontopos_mcp.storage.upkeep_policy import (
     TIER_BASE,
     Fragment,
     index_due,
+    merge_beside,
     merge_run,
     merged_size,
     tier,
@@ -135,6 +136,20 @@ def test_a_fragment_with_many_deleted_rows_is_rewritten_alone():
     fragments = [Fragment(0, 5000, 0), Fragment(1, 800, 200), Fragment(2, 3, 0)]
     assert merge_run(fragments) == [1]
     assert merge_run([Fragment(0, 5000, 10)]) == []
+
+
+def test_beside_a_purge_only_fragments_no_index_covers_and_no_delete_touched_are_merged():
+    """``merge_beside``: an indexed fragment or one holding deleted rows (which the purge
+    may be compacting, or whose index it rebuilds) stands between stretches and is never
+    merged, whatever its tier."""
+    appended = [Fragment(i, 1, 0) for i in range(10, 10 + FAN_IN)]
+    indexed_small = [Fragment(i, 1, 0) for i in range(1, 5)]
+    fragments = [Fragment(0, 5000, 3), *indexed_small, *appended]
+    assert merge_run(fragments) == list(range(1, 5)) + [f.id for f in appended]
+    assert merge_beside(fragments, indexed={0, 1, 2, 3, 4}) == [f.id for f in appended]
+    deleted = [Fragment(20, 1, 0), Fragment(21, 1, 1), *[Fragment(i, 1, 0) for i in range(22, 22 + FAN_IN - 2)]]
+    assert merge_beside(deleted, indexed=set()) == []  # one holds a deleted row: two stretches too short
+    assert merge_beside(appended, indexed={f.id for f in appended}) == []
 
 
 def test_indexes_fold_new_rows_in_by_share_of_the_table_within_bounds():

@@ -90,7 +90,9 @@ class Store:
         self._patience = Patience(write_wait, self._refuse_while_reindexing)
         self._connection = Connection(uri, self.storage_options, self.connect)
         upkeep = Upkeep(self.retain, vector_index_min_rows, lambda where: self.registry.rows(where))
-        self._commits = Commits(self._coordinator, upkeep, lambda: self.registry.handle)
+        self._commits = Commits(
+            self._coordinator, upkeep, lambda: self.registry.handle, lambda: self._purges.merging_beside()
+        )
         self.registry = RegistryTable(self._connection, self._commits)
         self._model = ModelRecord(
             uri,

@@ -20,6 +20,7 @@ from .chunk_search import run
 from .lancedb_import import import_lancedb
 from .locks.coordination import Coordinator
 from .upkeep import Upkeep
+from .upkeep_policy import Beside
 
 __all__ = ["Commits", "Connection"]
 
@@ -98,12 +99,16 @@ class Commits:
     still write, tried again when it lost to another replica's maintenance commit, and
     followed by the upkeep its table's state calls for."""
 
-    def __init__(self, coordinator: Coordinator, upkeep: Upkeep, registry: Callable[[], Any]) -> None:
+    def __init__(
+        self, coordinator: Coordinator, upkeep: Upkeep, registry: Callable[[], Any], beside: Beside | None = None
+    ) -> None:
         """``registry``: the registry's sync handle, where the upkeep records the vector
-        index's size."""
+        index's size; ``beside``: this process's purge's say on merges beside it
+        (``upkeep_policy.maintain``)."""
         self.coordinator = coordinator
         self._upkeep = upkeep
         self._registry = registry
+        self._beside = beside
 
     def commit(self, action: Callable[[], T]) -> T:
         """Run ``action``, one LanceDB commit, once the coordinator confirms this process
@@ -128,7 +133,7 @@ class Commits:
     def after(self, table: Any = None) -> None:
         """The upkeep round after a commit to ``table`` (``None``: the registry)."""
         registry = self._registry()
-        self._upkeep.after_write(registry if table is None else table, registry, self._claim)
+        self._upkeep.after_write(registry if table is None else table, registry, self._claim, self._beside)
 
     def full(self, chunks: Any | None) -> None:
         """Both tables fully up to date now (``Upkeep.full``); inside the write lock."""

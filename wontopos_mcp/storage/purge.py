@@ -13,7 +13,9 @@ bitmap's key); an update with nothing new, merging segments or not, kept them. T
 index keeps such a fragment's vectors too, until a merge of its segments (with new rows
 or not: measured) or a rebuild. A rebuild never keeps anything. So a purge does, for each
 table, holding the maintenance exclusion (``coordination``: no upkeep round, reindex or
-other purge commits meanwhile, in this process or another):
+other purge commits meanwhile, in this process or another, but for the merges of the
+fragments no index covers that this process's writers make in the phases
+``Purges.merging_beside`` opens):
 
 1. *rewrite*: every fragment holding deleted rows is compacted with its deletions
    materialised (only those: the size tiers of ``upkeep_policy`` stay as they are; the
@@ -62,11 +64,12 @@ keeps its own marker for the next one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -140,6 +143,8 @@ class Purges:
         self._local, self._during_reindex = local, during_reindex
         self._uri, self._storage_options = uri, storage_options
         self._stop = threading.Event()
+        self._window = threading.Lock()  # ``merging_beside``: held by a writer's merge, or to open or close
+        self._window_open = False
         self._thread: threading.Thread | None = None
         self._threads = threading.Lock()  # start and stop, from different threads
 
@@ -175,7 +180,7 @@ class Purges:
             compacted = False
             with self._rewrite(chunks) as rewrite:
                 if chunks is not None and self._local:
-                    with self._compaction():  # appends go on; a delete or an update waits for it
+                    with self._compaction(), self._merges_beside():  # appends go on; a delete or an update waits
                         compacted = rewrite.compact()
                 begun = time.monotonic()
                 with self._lock():
@@ -209,21 +214,22 @@ class Purges:
         rows it unlinks the old data and index files: 0.3 s in the write lock, measured), and
         no upkeep round cleans meanwhile; what the writes appended meanwhile is merged before
         the exclusion goes. Else (object storage) inside the lease and the write lock."""
-        if self._stop.wait(self.retain.total_seconds()) and not now:
-            return None  # closing: the markers stay, and the next process to open finishes
-        with self._claim() as ours:
-            if not ours:
-                return None
-            begun = time.monotonic()
-            if beside:
-                removed = sum(cleanup(table, before) for table, before in versions)
-                with self._lock():
-                    self._delete(registry_keys_in(keys))
-            else:
-                with self._lock():
+        with self._merges_beside() if beside else contextlib.nullcontext():
+            if self._stop.wait(self.retain.total_seconds()) and not now:
+                return None  # closing: the markers stay, and the next process to open finishes
+            with self._claim() as ours:
+                if not ours:
+                    return None
+                begun = time.monotonic()
+                if beside:
                     removed = sum(cleanup(table, before) for table, before in versions)
-                    self._delete(registry_keys_in(keys))
-            cleaned = time.monotonic() - begun
+                    with self._lock():
+                        self._delete(registry_keys_in(keys))
+                else:
+                    with self._lock():
+                        removed = sum(cleanup(table, before) for table, before in versions)
+                        self._delete(registry_keys_in(keys))
+                cleaned = time.monotonic() - begun
         if chunks is not None:
             self._catch_up(chunks)
         log.info(
@@ -231,6 +237,29 @@ class Purges:
             1000 * rewritten, 1000 * locked, 1000 * cleaned, removed,
         )  # fmt: skip
         return {"rewrite_s": rewritten, "locked_s": locked, "cleanup_s": cleaned, "versions_removed": removed}
+
+    @contextlib.contextmanager
+    def merging_beside(self) -> Iterator[bool]:
+        """For a writer's upkeep round (``upkeep_policy.maintain``): whether it may merge
+        the fragments no index covers now, beside this process's purge, which holds the
+        maintenance exclusion; the purge's next step waits until the merge is done. Open
+        during the compaction beside the writers and the wait before the cleanup and the
+        cleanup itself, never while the indexes are rebuilt (Lance refuses a merge that
+        commits over an index built from its fragments, or the index over the merge) or
+        the purge merges (``catch_up``)."""
+        with self._window:
+            yield self._window_open
+
+    @contextlib.contextmanager
+    def _merges_beside(self) -> Iterator[None]:
+        """Writers' merges allowed (``merging_beside``) inside this block."""
+        with self._window:
+            self._window_open = True
+        try:
+            yield
+        finally:
+            with self._window:
+                self._window_open = False
 
     def _catch_up(self, chunks: Any) -> None:
         """What the writes appended while upkeep was held off, merged beside them

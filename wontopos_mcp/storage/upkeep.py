@@ -14,7 +14,7 @@ from typing import Any
 
 from .rows import RegistryRow
 from .schema import arrow, indexes_on, registry_schema
-from .upkeep_policy import Claim, compact_all, maintain, vector_index_due
+from .upkeep_policy import Beside, Claim, compact_all, maintain, vector_index_due
 from .where import registry_key_is
 
 log = logging.getLogger(__name__)
@@ -30,12 +30,14 @@ class Upkeep:
         self.vector_index_min_rows = vector_index_min_rows
         self._registry_rows = registry_rows
 
-    def after_write(self, table: Any, registry: Any, claim: Claim | None = None) -> None:
+    def after_write(self, table: Any, registry: Any, claim: Claim | None = None, beside: Beside | None = None) -> None:
         """Upkeep after a commit to ``table``, decided from its state: whichever process
-        writes keeps the database healthy (of several replicas, the one ``claim`` lets)."""
+        writes keeps the database healthy (of several replicas, the one ``claim`` lets;
+        beside this process's purge, the merges ``beside`` allows, of the chunks table)."""
         try:
-            done = maintain(table, retain=self.retain, claim=claim)
-            if table is not registry and (done["compacted"] or done["indexed"]):
+            chunks = table is not registry
+            done = maintain(table, retain=self.retain, claim=claim, beside=beside if chunks else None)
+            if chunks and (done["compacted"] or done["indexed"]):
                 self._index_vectors(table, registry)
         except Exception:  # housekeeping: the next commit decides again
             log.warning("table upkeep skipped", exc_info=True)

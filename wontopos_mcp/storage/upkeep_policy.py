@@ -31,6 +31,16 @@ Runs inside the database's write lock (the caller holds it), so no other writer 
 meanwhile, in this process or another, and a writer's round only when the maintenance
 exclusion is free (``Claim``; a purge holds it while it rebuilds the indexes outside the
 write lock); nothing here depends on how long a process lives.
+
+* **Merges beside a purge.** While this process's purge holds the exclusion in a phase
+  that allows it (``Beside``: its compaction beside the writers, its wait and cleanup), a
+  writer's round still merges the fragments no index covers and no delete touched
+  (``merge_beside``): the ones the writes appended meanwhile. Every write appends a
+  fragment and every filtered read opens each one: at 1M rows, a duplicate look-up took
+  5.7 ms with none of them, 12.4 / 20.5 / 31.3 / 36.7 ms after 50 / 100 / 150 / 200 writes
+  with upkeep held off (measured), so the writes of a purge's last seconds paid for all
+  those before. Lance commits two compactions of distinct fragments over each other, and
+  one of fragments no index covers remaps no index, so the purge's commits stand.
 """
 
 from __future__ import annotations
@@ -45,6 +55,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 Claim = Callable[[], AbstractContextManager[bool]]  # whether this process maintains now
+# Whether a writer's round may merge beside this process's purge now, held while it does.
+Beside = Callable[[], AbstractContextManager[bool]]
 
 FAN_IN = 8
 TIER_BASE = 32  # rows: fragments below this are tier 0
@@ -122,6 +134,28 @@ def merge_run(fragments: Sequence[Fragment]) -> list[int]:
     return [f.id for f in fragments if f.deleted > DELETED_SHARE * (f.rows + f.deleted)][:1]
 
 
+def merge_beside(fragments: Sequence[Fragment], indexed: set[int]) -> list[int]:
+    """``merge_run``'s answer among the fragments no index covers (``indexed``: the ids
+    some index covers) and with no deleted rows, the others standing between stretches:
+    a merge that commits beside a purge's compaction and index rebuilds without touching
+    what they touch."""
+    free: list[Fragment] = []
+    for fragment in [*fragments, None]:
+        if fragment is not None and fragment.id not in indexed and not fragment.deleted:
+            free.append(fragment)
+            continue
+        merge = merge_run(free)
+        if merge:
+            return merge
+        free = []
+    return []
+
+
+def indexed_fragments(dataset: Any) -> set[int]:
+    """Ids of the fragments at least one index covers."""
+    return {fid for index in dataset.describe_indices() for segment in index.segments for fid in segment.fragment_ids}
+
+
 def merge_fragments(dataset: Any, fragments: Sequence[Fragment], merge: Sequence[int]) -> int:
     """Compact the fragments ``merge`` names (``merge_run``'s answer) and no other; the
     dataset is checked out at the result. Returns how many were merged."""
@@ -173,15 +207,20 @@ def unindexed_rows(dataset: Any, fragments: Sequence[Fragment]) -> tuple[int, in
     return worst or (0, 0)
 
 
-def maintain(table: Any, *, retain: timedelta, claim: Claim | None = None) -> dict[str, int]:
+def maintain(
+    table: Any, *, retain: timedelta, claim: Claim | None = None, beside: Beside | None = None
+) -> dict[str, int]:
     """One round of upkeep on a LanceDB table (call inside the write lock): at most one
     compaction, then the index update if due, then cleanup when this round's commits
     passed a multiple of ``CLEANUP_EVERY`` versions. Returns what it did, for logs and
     tests. ``claim`` is asked only when something is due: whether this process is the
-    one to do it (of several replicas, the database lease's holder)."""
+    one to do it (of several replicas, the database lease's holder). When it is not,
+    ``beside`` says whether a merge of the fragments no index covers may commit beside
+    this process's purge now, and holds the purge's next step back until it has
+    (``merge_beside``; counted as ``merged_beside``)."""
     dataset = table.to_lance()
     first = dataset.version  # the commit this round follows
-    done = {"compacted": 0, "indexed": 0, "cleaned": 0}
+    done = {"compacted": 0, "indexed": 0, "cleaned": 0, "merged_beside": 0}
     fragments = fragments_of(dataset)
     merge = merge_run(fragments)
     outside, inside = unindexed_rows(dataset, fragments)
@@ -190,6 +229,13 @@ def maintain(table: Any, *, retain: timedelta, claim: Claim | None = None) -> di
     with (claim or _ours)() as ours:
         if ours:
             _round(table, dataset, first, fragments, merge, retain, done)
+            return done
+    if merge and beside is not None:
+        with beside() as allowed:
+            free = merge_beside(fragments, indexed_fragments(dataset)) if allowed else []
+            if free:
+                done["merged_beside"] = merge_fragments(dataset, fragments, free)
+                table.checkout_latest()
     return done
 
 
