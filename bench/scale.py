@@ -394,8 +394,8 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     seeds: dict[int, Any] = {}
 
     def step_both(r: int) -> None:
-        seeds[r] = search.candidate_searches(
-            store, lambda: vec_for[r], q(r), alice, 40, scope_rows=scope_rows[r], context=current
+        seeds[r] = search.candidate_searches(  # the scope counted beside them, as memory_search does
+            store, lambda: vec_for[r], q(r), alice, 40, context=current
         ).context_matches
 
     lines: dict[int, Any] = {}
@@ -435,7 +435,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     print("  memory_search speaker=Alice, step by step (search.py internals, same calls):")
     for name, ts in step_times.items():
         print(f"    {name:<36}{ms(ts)}")
-    runs = ("embed_query", "count of the scope", "  the three searches side by side", "lines around candidates and seeds",
+    runs = ("embed_query", "  the three searches side by side", "lines around candidates and seeds",
             "replies' and neighbours' vectors", "replies and neighbours joined",
             "covering selection + memory fields of the 10")  # fmt: skip
     path = sum(statistics.median(step_times[name]) for name in runs)

@@ -69,6 +69,7 @@ class Found(NamedTuple):
     matches: list[ChunkRow]
     context_matches: list[ChunkRow]
     vector: Any = None  # the query's vector, when the search computed it
+    scope_rows: int = 0  # the rows inside the scope (as given, or counted beside the searches)
 
 
 def as_rows(table: Any) -> list[ChunkRow]:
@@ -179,8 +180,9 @@ class ChunkReads:
         side by side), both reading ``columns``, and a second ``text_search`` inside
         ``context_where`` reading ``context_columns`` (default ``columns``) when it is given
         (else no rows for it). ``embed`` makes the query's vector (returned in
-        ``Found.vector``) in a worker thread while the full-text searches already run: the
-        model and LanceDB each release the interpreter, so the two overlap."""
+        ``Found.vector``) in a worker thread while the full-text searches, and the count of
+        the scope when ``scope_rows`` is not given (``Found.scope_rows``), already run: the
+        model and LanceDB each release the interpreter, so they overlap."""
         table = self._table()
         if table is None:
             return Found([], [], [], embed())
@@ -226,15 +228,19 @@ class ChunkReads:
         self, table: Any, embed: Callable[[], Any], text: str, where: str, k: int, columns: Sequence[str],
         scope_rows: int | None, wide: tuple[str, Sequence[str]] | None,
     ) -> Found:  # fmt: skip
+        counted = asyncio.ensure_future(table.count_rows(where)) if scope_rows is None else None
         texts = [asyncio.ensure_future(self.bm25(table, text, where, k, columns))]
         if wide is not None:
             texts.append(asyncio.ensure_future(self.bm25(table, text, wide[0], k, wide[1])))
         try:
             vector = await asyncio.get_running_loop().run_in_executor(None, embed)
-            nearest = await self.nearest(table, vector, where, k, columns, scope_rows)
-        finally:
-            found = await asyncio.gather(*texts)  # never left running, even when embedding failed
-        return Found(nearest, found[0], found[1] if wide is not None else [], vector)
+            rows = int(await counted) if counted is not None else int(scope_rows or 0)
+            nearest = await self.nearest(table, vector, where, k, columns, rows) if rows else []
+        finally:  # never left running, even when embedding or counting failed
+            found = await asyncio.gather(*texts)
+            if counted is not None:
+                await asyncio.gather(counted, return_exceptions=True)
+        return Found(nearest, found[0], found[1] if wide is not None else [], vector, rows)
 
     async def _has_vector_index(self, table: Any) -> bool:
         if not self.indexed:
