@@ -421,7 +421,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         scores = {c.row["memory_id"]: c.fused for c in ranked}
         search.covering(store, vec_for[r], ranked[: 10 + search.COVERAGE_POOL], scores, 10)
 
-    steps = {"embed_query": step_embed, "count of the scope": step_counts, "dense candidates (k=40)": step_dense,
+    steps = {"embed_query": step_embed, "count of the scope (beside the searches)": step_counts, "dense candidates (k=40)": step_dense,
              "bm25 candidates (k=40) + fusion": step_bm25, "  the three searches side by side": step_both,
              "lines around candidates and seeds": step_lines, "replies' and neighbours' vectors": step_take,
              "replies and neighbours joined": step_replies_and_neighbours,
