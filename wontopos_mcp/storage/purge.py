@@ -199,21 +199,22 @@ class Purges:
                     versions.append((chunks, seal(chunks, _now_us())))
             rewritten = time.monotonic() - started
             if self._local:  # the cleanup too, beside the writers, before their upkeep resumes
-                return self._finish(keys, versions, rewritten, locked, now, chunks, beside=True)
-        return self._finish(keys, versions, rewritten, locked, now, None, beside=False)
+                return self._finish(keys, versions, rewritten, locked, now, chunks)
+        return self._finish(keys, versions, rewritten, locked, now, chunks)
 
     def _finish(
         self, keys: list[str], versions: list[tuple[Any, int]], rewritten: float, locked: float, now: bool,
-        chunks: Any | None, *, beside: bool,
+        chunks: Any | None,
     ) -> dict[str, float] | None:  # fmt: skip
         """Step 2, once the rewrite is ``retain`` old: every version before the purge's own
-        commit removed, then the markers. ``beside`` (a local directory; the caller holds
-        the maintenance exclusion): the cleanup runs outside the write lock, as Lance allows
+        commit removed, then the markers. On a local directory (the caller holds the
+        maintenance exclusion) the cleanup runs outside the write lock, as Lance allows
         beside writers (a file no version names yet, an append's in progress, is kept for 7
         days; only the files of the removed versions go), so no write waits behind it (at 1M
         rows it unlinks the old data and index files: 0.3 s in the write lock, measured), and
         no upkeep round cleans meanwhile; what the writes appended meanwhile is merged before
         the exclusion goes. Else (object storage) inside the lease and the write lock."""
+        beside = self._local
         with self._merges_beside() if beside else contextlib.nullcontext():
             if self._stop.wait(self.retain.total_seconds()) and not now:
                 return None  # closing: the markers stay, and the next process to open finishes
@@ -230,7 +231,7 @@ class Purges:
                         removed = sum(cleanup(table, before) for table, before in versions)
                         self._delete(registry_keys_in(keys))
                 cleaned = time.monotonic() - begun
-        if chunks is not None:
+        if beside and chunks is not None:
             self._catch_up(chunks)
         log.info(
             "purge: rewrite %.0f ms (%.0f ms in the write lock), cleanup %.0f ms (%d old versions)",
