@@ -47,6 +47,7 @@ from wontopos_mcp.engine import ranking as search
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.model.embeddings import ModelLoader, load_embedder
 from wontopos_mcp.rules.query_names import query_without_name
+from wontopos_mcp.rules.records import RECORD_FIELDS
 from wontopos_mcp.rules.restatement import restatement_key
 from wontopos_mcp.rules.text import cjk_text, duplicate_key, importance
 from wontopos_mcp.storage.adapter import Store
@@ -399,12 +400,15 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         ).context_matches
 
     lines: dict[int, Any] = {}
+    fields: dict[int, Any] = {}
 
     def step_lines(r: int) -> None:
         rows = [c.row for c in cands[r].values()]
+        beside = store.chunks.take_beside([row["_rowid"] for row in rows], RECORD_FIELDS)
         lines[r] = search.Lines.around_replies(
             store, rows, search.reply_seeds(seeds[r], cands[r]), base=current, scope=alice
         )
+        fields[r] = beside.result()
 
     def step_take(r: int) -> None:
         lines[r].take_ahead(store, cands[r], search.reply_seeds(seeds[r], cands[r]), search.CANDIDATE_KEYS)
@@ -419,13 +423,13 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     def step_fields(r: int) -> None:
         ranked = sorted((c for c in cands[r].values() if c.in_scope), key=lambda c: -c.fused)
         scores = {c.row["memory_id"]: c.fused for c in ranked}
-        search.covering(store, vec_for[r], ranked[: 10 + search.COVERAGE_POOL], scores, 10)
+        search.covering(store, vec_for[r], ranked[: 10 + search.COVERAGE_POOL], scores, 10, fields=fields[r])
 
     steps = {"embed_query": step_embed, "count of the scope (beside the searches)": step_counts, "dense candidates (k=40)": step_dense,
              "bm25 candidates (k=40) + fusion": step_bm25, "  the three searches side by side": step_both,
-             "lines around candidates and seeds": step_lines, "replies' and neighbours' vectors": step_take,
+             "lines, the candidates' records beside": step_lines, "replies' and neighbours' vectors": step_take,
              "replies and neighbours joined": step_replies_and_neighbours,
-             "covering selection + memory fields of the 10": step_fields}  # fmt: skip
+             "covering selection (+ records not read)": step_fields}  # fmt: skip
     step_times: dict[str, list[float]] = {k: [] for k in steps}
     for r in range(min(args.rounds, 15)):
         for name, fn in steps.items():  # in order: each step needs the previous one
@@ -435,9 +439,9 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     print("  memory_search speaker=Alice, step by step (search.py internals, same calls):")
     for name, ts in step_times.items():
         print(f"    {name:<36}{ms(ts)}")
-    runs = ("embed_query", "  the three searches side by side", "lines around candidates and seeds",
+    runs = ("embed_query", "  the three searches side by side", "lines, the candidates' records beside",
             "replies' and neighbours' vectors", "replies and neighbours joined",
-            "covering selection + memory fields of the 10")  # fmt: skip
+            "covering selection (+ records not read)")  # fmt: skip
     path = sum(statistics.median(step_times[name]) for name in runs)
     print(f"    the neighbours' read added {statistics.median(neighbour_rows):,.0f} neighbours (median) with their "
           f"vectors; the steps memory_search runs ({', '.join(n.strip() for n in runs)}) sum to {path * 1000:.1f} ms")  # fmt: skip

@@ -64,7 +64,8 @@ ranker fitted on the candidates' features (no gain on the held-out half).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +160,7 @@ def search_memories(
     it too (None: the current memories), so a past moment ranks as a search made then.
     """
     k = max(limit * 4, _CANDIDATE_FLOOR)
+    fields: Future[dict[int, ChunkRow]] | None = None  # the candidates' records, read beside the lines
     if mode == "vector":
         scope_rows = store.chunks.count(where)
         if scope_rows == 0:
@@ -177,6 +179,8 @@ def search_memories(
         context_bm25 = _best_bm25(found.context_matches if wide is not None else found.matches)
         candidates = dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
         add_bm25(vector, found.matches, candidates)
+        # The winners are mostly among these: their records are read beside the lines read.
+        fields = store.chunks.take_beside([c.row["_rowid"] for c in candidates.values()], RECORD_FIELDS)
         if mode == "bm25":
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
@@ -198,9 +202,10 @@ def search_memories(
         (c for c in candidates.values() if c.in_scope),
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
     )
+    taken = fields.result() if fields is not None else None
     if mode == "hybrid" and COVERAGE and len(ranked) > 1:
-        return covering(store, vector, ranked[: limit + COVERAGE_POOL], scores, limit)
-    return _with_memory_fields(store, ranked[:limit])
+        return covering(store, vector, ranked[: limit + COVERAGE_POOL], scores, limit, fields=taken)
+    return _with_memory_fields(store, ranked[:limit], taken)
 
 
 def candidate_searches(
@@ -218,8 +223,9 @@ def candidate_searches(
 
 
 def covering(
-    store: Store, vector: Any, ranked: list[Candidate], scores: dict[str, float], limit: int
-) -> list[tuple[ChunkRow, float]]:
+    store: Store, vector: Any, ranked: list[Candidate], scores: dict[str, float], limit: int,
+    *, fields: Mapping[int, ChunkRow] | None = None,
+) -> list[tuple[ChunkRow, float]]:  # fmt: skip
     """``limit`` of ``ranked`` (best first) as (memory row, cosine), each next one the best
     once its closeness to those already chosen is taken off: its highest cosine to one of
     them, standardised over the candidates left, times ``COVERAGE``. The first is the
@@ -227,12 +233,13 @@ def covering(
 
     A candidate's vector is its chunk's, as the search that found it read it (one from a
     search that read none is read here); then the winners' memory fields are read, and a
-    winner forgotten meanwhile is left out and the choice made again. Public for
-    ``bench/scale.py``'s step breakdown."""
+    winner forgotten meanwhile is left out and the choice made again (``fields``: rows with
+    the memory fields read already, by row id). Public for ``bench/scale.py``'s step
+    breakdown."""
     ranked = _with_vectors(store, vector, ranked)
     while ranked:
         chosen = [ranked[i] for i in _cover(ranked, scores, limit)]
-        answer = _with_memory_fields(store, chosen)
+        answer = _with_memory_fields(store, chosen, fields)
         if len(answer) == len(chosen):
             return answer
         kept = {row["memory_id"] for row, _ in answer}
@@ -283,27 +290,33 @@ def _cover(ranked: list[Candidate], scores: dict[str, float], limit: int) -> lis
     return chosen
 
 
-def _with_memory_fields(store: Store, ranked: list[Candidate]) -> list[tuple[ChunkRow, float]]:
-    """The winners' memory rows, best first, with their cosine similarity."""
+def _with_memory_fields(
+    store: Store, ranked: list[Candidate], fields: Mapping[int, ChunkRow] | None = None
+) -> list[tuple[ChunkRow, float]]:
+    """The winners' memory rows, best first, with their cosine similarity (``fields``: as
+    for ``fetch_by_row_ids``' ``taken``)."""
     if not ranked:
         return []
     wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
-    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS)
+    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS, fields)
     return [(rows[c.row["memory_id"]][0], c.dense) for c in ranked if c.row["memory_id"] in rows]
 
 
 def fetch_by_row_ids(
-    store: Store, store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...]
-) -> dict[str, list[ChunkRow]]:
+    store: Store, store_key: str, wanted: dict[str, list[int]], columns: tuple[str, ...],
+    taken: Mapping[int, ChunkRow] | None = None,
+) -> dict[str, list[ChunkRow]]:  # fmt: skip
     """Chunk rows of these memories (memory id -> row ids of its chunks, as a query gave
     them a moment ago) read by row id, ~5x faster than by a filter at 1M rows. Each row
     is checked; a memory any of whose rows moved (compaction) or went (a delete) since
-    is looked up by its id instead (all its chunks).
+    is looked up by its id instead (all its chunks). ``taken``: rows with ``columns``
+    read already (a take of this search's), by row id: only the others are read.
 
     Public because its promise, right rows from stale row ids, is its own: a test keeps
     row ids across a compaction it forces and hands them here, which no search can do."""
     columns = columns if "memory_id" in columns else (*columns, "memory_id")
-    taken = store.chunks.take([rid for rids in wanted.values() for rid in rids], columns)
+    held = taken or {}
+    taken = {**held, **store.chunks.take([rid for rids in wanted.values() for rid in rids if rid not in held], columns)}
     found: dict[str, list[ChunkRow]] = {}
     for mid, rids in wanted.items():
         rows = [taken.get(rid) for rid in rids]
