@@ -202,6 +202,8 @@ class Knobs:
     adjacent: float = 0.0  # a candidate within two turns of a chosen one in its conversation loses this much
     mmr_pool: int = getattr(product, "COVERAGE_POOL", 0)  # >0: it picks among the best ``limit`` + this many
     gate: str = ""  # "several": the variant's switches only for questions that ask for several things
+    length_prior: float = 0.0  # added per log(chunks) of a memory: a longer turn says more
+    centroid: float = 0.0  # a memory's cosine: this share of its mean chunk vector's, the rest its best chunk's
 
 
 @dataclass
@@ -219,6 +221,11 @@ def _best_chunk(s: Search, mid: str, cos: np.ndarray) -> tuple[float, int]:
     rows = s.store.by_mid[mid]
     best = max(rows, key=lambda r: cos[r])
     return float(cos[best]), best
+
+
+def _centroid_cosine(s: Search, mid: str) -> float:
+    centre = s.store.vectors[s.store.by_mid[mid]].mean(axis=0)
+    return float(centre @ s.vector / (np.linalg.norm(centre) or 1.0))
 
 
 FEATURES = ("dense", "bm25", "prev", "next", "lift", "named", "sess_n", "sess_mean", "sess_second", "dense_raw")
@@ -296,6 +303,9 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
                 if other in newcomers and -offset in weights:
                     newcomers[other].in_scope = True
                     neighbours.setdefault(other, []).append((-offset, mid))
+    if kn.centroid:
+        for c in (*cands.values(), *newcomers.values()):
+            c.dense = (1 - kn.centroid) * c.dense + kn.centroid * _centroid_cosine(s, c.mid)
     items = list(cands.values())
     dense = np.array([c.dense for c in items])
     bm25 = np.array([c.bm25 for c in items])
@@ -331,6 +341,10 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         if s.named and cands[mid].in_scope and st.speaker_of[mid] in s.named:
             scores[mid] += kn.named_boost
             base[mid] += kn.named_boost
+        if kn.length_prior:
+            prior = kn.length_prior * float(np.log(len(st.by_mid[mid])))
+            scores[mid] += prior
+            base[mid] += prior
     pool = [c for c in cands.values() if c.in_scope]
     if features is not None:
         for c in pool:
@@ -440,6 +454,23 @@ VARIANTS: dict[str, Knobs] = {
     "g-decay0.5": Knobs(lift_decay=0.5, gate="several"),
     "g-mmr0.4": Knobs(mmr=0.4, gate="several"),
     "g-lift0.3": Knobs(session_lift=0.3, gate="several"),
+    "named0.5": Knobs(named_boost=0.5),
+    "named1.5": Knobs(named_boost=1.5),
+    "named2": Knobs(named_boost=2.0),
+    "prev0.6": Knobs(neighbour_weights=((-1, 0.6), (1, 0.1))),
+    "next0.2": Knobs(neighbour_weights=((-1, 0.5), (1, 0.2))),
+    "next0": Knobs(neighbour_weights=((-1, 0.5),)),
+    "prev2": Knobs(neighbour_weights=((-1, 0.5), (1, 0.1), (-2, 0.1))),
+    "seeds20": Knobs(reply_seeds=20),
+    "seeds5": Knobs(reply_seeds=5),
+    "span8": Knobs(span=8),
+    "c0.1p30": Knobs(mmr_pool=30),
+    "c0.05p20": Knobs(mmr=0.05),
+    "len0.1": Knobs(length_prior=0.1),
+    "len0.2": Knobs(length_prior=0.2),
+    "len0.4": Knobs(length_prior=0.4),
+    "cent0.2": Knobs(centroid=0.2),
+    "cent0.4": Knobs(centroid=0.4),
 }
 
 
