@@ -441,3 +441,24 @@ def test_rows_read_by_a_row_id_that_compaction_moved_are_still_the_right_memorie
     for i, m in enumerate(ids[1:], start=1):
         assert [row["content"] for row in fetched[m]] == [f"Note {i}: the boiler was serviced on day {i}."]
     service.close()
+
+
+def test_rows_a_search_read_beside_are_used_and_a_stale_one_is_looked_up_again(tmp_path: Path, embedder: Any) -> None:
+    """Search reads its candidates' records while it reads their lines, and hands them to
+    the winners' read: a row handed in is not read again, and one that is no longer the
+    memory's (its row id moved) is looked up by the memory's id."""
+    service = make_service(tmp_path / "db", embedder)
+    store = service.store
+    ids = [service.memory_add(f"Note {i}: the gate code changed on day {i}.", user_id=STORE)["id"] for i in range(3)]
+    seen = {
+        r["memory_id"]: r["_rowid"] for r in store.chunks.rows(in_store(STORE), columns=("memory_id",), row_ids=True)
+    }
+    held = {
+        seen[ids[0]]: {"memory_id": ids[0], "content": "as the search read it"},
+        seen[ids[1]]: {"memory_id": ids[2], "content": "another memory's row"},
+    }
+    fetched = search.fetch_by_row_ids(store, STORE, {m: [seen[m]] for m in ids}, ("content",), held)
+    assert [row["content"] for row in fetched[ids[0]]] == ["as the search read it"]
+    assert [row["content"] for row in fetched[ids[1]]] == ["Note 1: the gate code changed on day 1."]
+    assert [row["content"] for row in fetched[ids[2]]] == ["Note 2: the gate code changed on day 2."]
+    service.close()

@@ -316,10 +316,11 @@ def fetch_by_row_ids(
     row ids across a compaction it forces and hands them here, which no search can do."""
     columns = columns if "memory_id" in columns else (*columns, "memory_id")
     held = taken or {}
-    taken = {**held, **store.chunks.take([rid for rids in wanted.values() for rid in rids if rid not in held], columns)}
+    unread = [rid for rids in wanted.values() for rid in rids if rid not in held]
+    by_row_id = {**held, **store.chunks.take(unread, columns)}
     found: dict[str, list[ChunkRow]] = {}
     for mid, rids in wanted.items():
-        rows = [taken.get(rid) for rid in rids]
+        rows = [by_row_id.get(rid) for rid in rids]
         if all(row is not None and row["memory_id"] == mid for row in rows):
             found[mid] = [{**row, "_rowid": rid} for row, rid in zip(rows, rids) if row is not None]
     missing = [mid for mid in wanted if mid not in found]
