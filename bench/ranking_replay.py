@@ -204,6 +204,13 @@ class Knobs:
     gate: str = ""  # "several": the variant's switches only for questions that ask for several things
     length_prior: float = 0.0  # added per log(chunks) of a memory: a longer turn says more
     centroid: float = 0.0  # a memory's cosine: this share of its mean chunk vector's, the rest its best chunk's
+    # sessions that speak of it: the conversations with the most full-text score among the
+    # context's matches (both speakers' words); the best ``talk_take`` turns of the ``talk_top``
+    # best join the candidates, and each candidate gains ``talk_lift`` per unit of its
+    # conversation's standardised full-text mass
+    talk_top: int = 0
+    talk_take: int = 3
+    talk_lift: float = 0.0
 
 
 @dataclass
@@ -269,6 +276,20 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
                 per[conv] += 1
                 d, r = _best_chunk(s, mid, cos)
                 cands[mid] = Cand(mid, d, row=r)
+    talk: dict[Any, float] = defaultdict(float)
+    if kn.talk_top or kn.talk_lift:
+        for mid, score in ((s.context_matches if s.wide else s.matches) or [])[:k]:
+            if (conv := st.conv_of.get(mid)) is not None:
+                talk[conv] += score
+    if kn.talk_top:
+        for conv in sorted(talk, key=lambda c: -talk[c])[: kn.talk_top]:
+            rows = sorted(
+                (r for r in scope_rows if st.conv[r] == conv and st.mids[r] not in cands), key=lambda r: -cos[r]
+            )
+            for r in rows[: kn.talk_take]:
+                if st.mids[r] not in cands:
+                    d, best = _best_chunk(s, st.mids[r], cos)
+                    cands[st.mids[r]] = Cand(st.mids[r], d, row=best)
     for mid, score in s.matches[:k]:
         held = cands.get(mid)
         if held is None:
@@ -330,6 +351,11 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         g: (max(v) if kn.lift_top <= 0 else float(np.mean(sorted(v, reverse=True)[: kn.lift_top])))
         for g, v in by_group.items()
     }
+    if kn.talk_lift:
+        convs = sorted({st.conv_of.get(mid) for mid in cands} - {None})
+        mass = dict(zip(convs, _std(np.array([talk.get(c, 0.0) for c in convs]))))
+        for mid in cands:
+            scores[mid] += kn.talk_lift * mass.get(st.conv_of.get(mid), 0.0)
     base = {mid: scores[mid] for mid in cands}
     share = kn.session_lift
     if kn.flat_gap:
@@ -471,6 +497,19 @@ VARIANTS: dict[str, Knobs] = {
     "len0.4": Knobs(length_prior=0.4),
     "cent0.2": Knobs(centroid=0.2),
     "cent0.4": Knobs(centroid=0.4),
+    "talk2": Knobs(talk_top=2),
+    "talk4": Knobs(talk_top=4),
+    "talk4x5": Knobs(talk_top=4, talk_take=5),
+    "talk6": Knobs(talk_top=6),
+    "talk4x2": Knobs(talk_top=4, talk_take=2),
+    "tlift0.1": Knobs(talk_lift=0.1),
+    "tlift0.2": Knobs(talk_lift=0.2),
+    "talk4+tl0.1": Knobs(talk_top=4, talk_lift=0.1),
+    "tlift0.05": Knobs(talk_lift=0.05),
+    "cent0.3": Knobs(centroid=0.3),
+    "cent0.5": Knobs(centroid=0.5),
+    "cent0.4+tl0.1": Knobs(centroid=0.4, talk_lift=0.1),
+    "cent0.3+tl0.1": Knobs(centroid=0.3, talk_lift=0.1),
 }
 
 
