@@ -283,13 +283,10 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
                 talk[conv] += score
     if kn.talk_top:
         for conv in sorted(talk, key=lambda c: -talk[c])[: kn.talk_top]:
-            rows = sorted(
-                (r for r in scope_rows if st.conv[r] == conv and st.mids[r] not in cands), key=lambda r: -cos[r]
-            )
-            for r in rows[: kn.talk_take]:
-                if st.mids[r] not in cands:
-                    d, best = _best_chunk(s, st.mids[r], cos)
-                    cands[st.mids[r]] = Cand(st.mids[r], d, row=best)
+            turns = {st.mids[r] for r in scope_rows if st.conv[r] == conv and st.mids[r] not in cands}
+            best_first = sorted((_best_chunk(s, mid, cos), mid) for mid in turns)[::-1]
+            for (d, best), mid in best_first[: kn.talk_take]:
+                cands[mid] = Cand(mid, d, row=best)
     for mid, score in s.matches[:k]:
         held = cands.get(mid)
         if held is None:
