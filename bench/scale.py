@@ -423,7 +423,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
     def step_fields(r: int) -> None:
         ranked = sorted((c for c in cands[r].values() if c.in_scope), key=lambda c: -c.fused)
         scores = {c.row["memory_id"]: c.fused for c in ranked}
-        search.covering(store, vec_for[r], ranked[: 10 + search.COVERAGE_POOL], scores, 10, fields=fields[r])
+        search.covering(store, vec_for[r], ranked[: 10 + search.COVERAGE_POOL], scores, 10, taken=fields[r])
 
     steps = {"embed_query": step_embed, "count of the scope (beside the searches)": step_counts, "dense candidates (k=40)": step_dense,
              "bm25 candidates (k=40) + fusion": step_bm25, "  the three searches side by side": step_both,

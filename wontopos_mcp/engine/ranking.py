@@ -130,8 +130,9 @@ COVERAGE = 0.1
 COVERAGE_POOL = 20
 _CANDIDATE_FLOOR = 40
 # What candidate searches read: every column read costs time for each row (at 1M rows,
-# 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the winners'
-# memory fields are read once at the end.
+# 40 nearest chunks with all memory fields took 80 ms, with these 35 ms); the candidates'
+# memory fields are read by row id beside the lines read, a winner that was no candidate's
+# at the end.
 CANDIDATE_KEYS = ("memory_id", "user_id", "conversation_id", "seq")
 
 
@@ -166,7 +167,7 @@ def search_memories(
     it too (None: the current memories), so a past moment ranks as a search made then.
     """
     k = max(limit * 4, _CANDIDATE_FLOOR)
-    fields: Future[dict[int, ChunkRow]] | None = None  # the candidates' records, read beside the lines
+    records: Future[dict[int, ChunkRow]] | None = None  # the candidates' records, read beside the lines
     if mode == "vector":
         scope_rows = store.chunks.count(where)
         if scope_rows == 0:
@@ -186,7 +187,7 @@ def search_memories(
         candidates = dense_candidates(store, vector, where, limit, scope_rows, first=found.nearest, keys=keys)
         add_bm25(vector, found.matches, candidates)
         # The winners are mostly among these: their records are read beside the lines read.
-        fields = store.chunks.take_beside([c.row["_rowid"] for c in candidates.values()], RECORD_FIELDS)
+        records = store.chunks.take_beside([c.row["_rowid"] for c in candidates.values()], RECORD_FIELDS)
         if mode == "bm25":
             scores = {mid: c.bm25 for mid, c in candidates.items()}
         else:
@@ -208,9 +209,9 @@ def search_memories(
         (c for c in candidates.values() if c.in_scope),
         key=lambda c: (-scores[c.row["memory_id"]], -c.dense, -c.row["seq"]),
     )
-    taken = fields.result() if fields is not None else None
+    taken = records.result() if records is not None else None
     if mode == "hybrid" and COVERAGE and len(ranked) > 1:
-        return covering(store, vector, ranked[: limit + COVERAGE_POOL], scores, limit, fields=taken)
+        return covering(store, vector, ranked[: limit + COVERAGE_POOL], scores, limit, taken=taken)
     return _with_memory_fields(store, ranked[:limit], taken)
 
 
@@ -230,7 +231,7 @@ def candidate_searches(
 
 def covering(
     store: Store, vector: Any, ranked: list[Candidate], scores: dict[str, float], limit: int,
-    *, fields: Mapping[int, ChunkRow] | None = None,
+    *, taken: Mapping[int, ChunkRow] | None = None,
 ) -> list[tuple[ChunkRow, float]]:  # fmt: skip
     """``limit`` of ``ranked`` (best first) as (memory row, cosine), each next one the best
     once its closeness to those already chosen is taken off: its highest cosine to one of
@@ -239,13 +240,13 @@ def covering(
 
     A candidate's vector is its chunk's, as the search that found it read it (one from a
     search that read none is read here); then the winners' memory fields are read, and a
-    winner forgotten meanwhile is left out and the choice made again (``fields``: rows with
+    winner forgotten meanwhile is left out and the choice made again (``taken``: rows with
     the memory fields read already, by row id). Public for ``bench/scale.py``'s step
     breakdown."""
     ranked = _with_vectors(store, vector, ranked)
     while ranked:
         chosen = [ranked[i] for i in _cover(ranked, scores, limit)]
-        answer = _with_memory_fields(store, chosen, fields)
+        answer = _with_memory_fields(store, chosen, taken)
         if len(answer) == len(chosen):
             return answer
         kept = {row["memory_id"] for row, _ in answer}
@@ -297,14 +298,14 @@ def _cover(ranked: list[Candidate], scores: dict[str, float], limit: int) -> lis
 
 
 def _with_memory_fields(
-    store: Store, ranked: list[Candidate], fields: Mapping[int, ChunkRow] | None = None
+    store: Store, ranked: list[Candidate], taken: Mapping[int, ChunkRow] | None = None
 ) -> list[tuple[ChunkRow, float]]:
-    """The winners' memory rows, best first, with their cosine similarity (``fields``: as
-    for ``fetch_by_row_ids``' ``taken``)."""
+    """The winners' memory rows, best first, with their cosine similarity (``taken``: as
+    for ``fetch_by_row_ids``)."""
     if not ranked:
         return []
     wanted = {c.row["memory_id"]: [c.row["_rowid"]] for c in ranked}
-    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS, fields)
+    rows = fetch_by_row_ids(store, ranked[0].row["user_id"], wanted, RECORD_FIELDS, taken)
     return [(rows[c.row["memory_id"]][0], c.dense) for c in ranked if c.row["memory_id"] in rows]
 
 

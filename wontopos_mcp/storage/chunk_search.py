@@ -157,12 +157,15 @@ class ChunkReads:
     def take_beside(self, row_ids: Sequence[int], columns: Sequence[str]) -> Future[dict[int, ChunkRow]]:
         """``take``, started now and answered by the future: it reads while the caller
         makes its next read (LanceDB runs both at once)."""
-        return begin(self._take(self._table(), row_ids, columns))
+        table = self._table()
+        if table is None or not row_ids:  # nothing to read: no trip to the loop
+            done: Future[dict[int, ChunkRow]] = Future()
+            done.set_result({})
+            return done
+        return begin(self._take(table, row_ids, columns))
 
     @staticmethod
-    async def _take(table: Any | None, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, ChunkRow]:
-        if table is None or not row_ids:
-            return {}
+    async def _take(table: Any, row_ids: Sequence[int], columns: Sequence[str]) -> dict[int, ChunkRow]:
         query = table.take_row_ids(sorted(set(row_ids))).select([*columns]).with_row_id()
         return {row.pop("_rowid"): row for row in as_rows(await query.to_arrow())}
 
