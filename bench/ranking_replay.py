@@ -18,6 +18,11 @@ the product.
 
     PYTHONPATH=. .venv/bin/python bench/ranking_replay.py /tmp/rdump --check
     PYTHONPATH=. .venv/bin/python bench/ranking_replay.py /tmp/rdump --variants lift0.4,prf
+    PYTHONPATH=. .venv/bin/python bench/ranking_replay.py /tmp/rdump --table
+
+``--table`` prints what the harnesses themselves answered in the dump's run (no replay): the
+table of ``dev_sets.py``, then each set's single-speaker questions by number of evidence turns
+and by category, with R@5, R@10 and the share of evidence anywhere in the top 20.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import numpy as np
 from wontopos_mcp.engine import ranking as product
 
 SETS = ("locomo", "friendsqa", "longmemeval")
+EVAL = Path(__file__).resolve().parents[2] / "shared" / "eval"
 
 
 # --------------------------------------------------------------------------- the dump
@@ -542,6 +548,49 @@ def table(questions: dict[str, list[Question]], names: list[str], rankings: dict
         )
 
 
+def harness_tables(folder: Path, names: list[str]) -> None:
+    """The harnesses' own figures from the dump's run, as ``dev_sets.py`` prints them, then split."""
+    sys.path.insert(0, str(EVAL))
+    import dev_sets  # the shared harness's table: the same figures, the same rounding
+
+    results = {n: json.loads((folder / f"{n}.json").read_text()) for n in names if (folder / f"{n}.json").exists()}
+    rows = {n: dev_sets.figures(n, data) for n, data in results.items()}
+    print(f"{'set':12s} {'filter R@5':>10s} {'no filter R@5':>13s} {'filter MRR':>10s} {'n':>11s} {'violations':>10s}")
+    for n, r in rows.items():
+        print(f"{n:12s} {r['filter_R@5']:10.1f} {r['nofilter_R@5']:13.1f} {r['filter_MRR']:10.3f} "
+              f"{str(r['n_filter']) + '/' + str(r['n_nofilter']):>11s} {r['violations']:10d}")  # fmt: skip
+    for key, label in (("filter_R@5", "filter R@5"), ("nofilter_R@5", "no filter R@5")):
+        print(f"macro {label}: {np.mean([r[key] for r in rows.values()]):.1f}")
+    for n, data in results.items():  # the session-level recall a harness counts (LongMemEval's Sd@5)
+        _, _, _, filt, nofilt = dev_sets.SETS[n]
+        for cfg in (filt, nofilt):
+            if (t := data["configs"][cfg[0]][cfg[1]][cfg[2]]).get("Sd@5") is not None:
+                print(f"{n} {cfg[0]} Sd@5: {100 * t['Sd@5']:.1f}")
+    print("\nsingle-speaker questions: R@5 / R@10 / evidence in the top 20 (n), filter | no filter")
+    for n, data in results.items():
+        _, _, _, filt, nofilt = dev_sets.SETS[n]
+        group = filt[2]  # "all_categories" or "all_types"; the split by category beside it
+        split = "by_category" if group == "all_categories" else "by_type"
+        configs = data["configs"]
+        subsets = [s for s in ("single", "single_one_evidence", "single_several_evidence") if s in configs[filt[0]]]
+        for subset in subsets:
+            parts = {cfg: configs[cfg].get(subset, {}) for cfg in (filt[0], nofilt[0])}
+            kinds = [group, *sorted(parts[filt[0]].get(split, {}))]
+            for kind in kinds:
+                cells = []
+                for cfg in (filt[0], nofilt[0]):
+                    t = parts[cfg].get(kind) or parts[cfg].get(split, {}).get(kind)
+                    # the top 20 (--kmax 20): R@20 where a harness counts it, else its R@25 (20 returned)
+                    top = t and t.get("R@20", t.get("R@25"))
+                    cells.append(
+                        f"{100 * t['R@5']:5.1f} / {100 * t['R@10']:5.1f} / {100 * top:5.1f} (n {t['n']})" if t else "-"
+                    )
+                name = "all" if kind == group else kind
+                print(
+                    f"  {n:12s} {subset.replace('single_', '').replace('_', ' '):18s} {name:24s} " + " | ".join(cells)
+                )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dump", type=Path)
@@ -549,7 +598,11 @@ def main() -> int:
     ap.add_argument("--variants", default="")
     ap.add_argument("--check", action="store_true", help="count searches where the replica differs from the product")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--table", action="store_true", help="the harnesses' own figures of the dump's run, split")
     a = ap.parse_args()
+    if a.table:
+        harness_tables(a.dump, a.sets.split(","))
+        return 0
     if a.list:
         for name, kn in VARIANTS.items():
             print(name, kn)
