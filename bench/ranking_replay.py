@@ -72,6 +72,16 @@ class Snapshot:
         self.conv_of = {mid: self.conv[rows[0]] for mid, rows in self.by_mid.items()}
         self.speaker_of = {mid: self.speaker[rows[0]] for mid, rows in self.by_mid.items()}
 
+    def centroids(self) -> dict[str, np.ndarray]:
+        """Each conversation's mean chunk vector, unit length (computed once per store)."""
+        if not hasattr(self, "_centroids"):
+            sums: dict[str, np.ndarray] = {}
+            for i, conv in enumerate(self.conv):
+                if conv is not None:
+                    sums[conv] = sums.get(conv, 0.0) + self.vectors[i]
+            self._centroids = {c: v / (np.linalg.norm(v) or 1.0) for c, v in sums.items()}
+        return self._centroids
+
     def around(self, mid: str, offset: int, span: int) -> str | None:
         """The memory ``offset`` turns from ``mid`` in its conversation, at most ``span`` apart in seq."""
         if mid not in self.place:
@@ -217,6 +227,16 @@ class Knobs:
     talk_top: int = 0
     talk_take: int = 3
     talk_lift: float = 0.0
+    # sessions near it by meaning: each conversation's mean vector (every turn of it, both
+    # speakers); the best ``sess_take`` in-scope turns of the ``sess_top`` nearest join the
+    # candidates, and each candidate gains ``sess_lift`` per unit of its conversation's
+    # standardised closeness
+    sess_top: int = 0
+    sess_take: int = 3
+    sess_lift: float = 0.0
+    sess_apart: bool = False  # the turns they add are scored against the other candidates, not counted in them
+    replies_apart: bool = False  # the replies too
+    bm25_apart: bool = False  # the full-text matches that are no dense candidates too
 
 
 @dataclass
@@ -282,22 +302,23 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
                 per[conv] += 1
                 d, r = _best_chunk(s, mid, cos)
                 cands[mid] = Cand(mid, d, row=r)
+    extra: set[str] = set()  # turns added by a session-level source (``sess_apart``)
     talk: dict[Any, float] = defaultdict(float)
     if kn.talk_top or kn.talk_lift:
         for mid, score in ((s.context_matches if s.wide else s.matches) or [])[:k]:
             if (conv := st.conv_of.get(mid)) is not None:
                 talk[conv] += score
-    if kn.talk_top:
-        for conv in sorted(talk, key=lambda c: -talk[c])[: kn.talk_top]:
-            turns = {st.mids[r] for r in scope_rows if st.conv[r] == conv and st.mids[r] not in cands}
-            best_first = sorted((_best_chunk(s, mid, cos), mid) for mid in turns)[::-1]
-            for (d, best), mid in best_first[: kn.talk_take]:
-                cands[mid] = Cand(mid, d, row=best)
+    near_conv: dict[Any, float] = {}
+    if kn.sess_top or kn.sess_lift:
+        centres = st.centroids()
+        near_conv = {conv: float(v @ s.vector) for conv, v in centres.items()}
     for mid, score in s.matches[:k]:
         held = cands.get(mid)
         if held is None:
             r = st.by_mid[mid][0]
             held = cands[mid] = Cand(mid, float(cos[r]), row=r)
+            if kn.bm25_apart:
+                extra.add(mid)
         held.bm25 = max(held.bm25, score)
     context = s.context_matches if s.wide else s.matches
     context_bm25: dict[str, float] = {}
@@ -310,6 +331,17 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
             if reply is not None and reply in s.scope and reply not in cands:
                 d, r = _best_chunk(s, reply, cos)
                 cands[reply] = Cand(reply, d, row=r)
+                if kn.replies_apart:
+                    extra.add(reply)
+    # sessions that speak of it, after the full-text matches and the replies (as the product would add them)
+    for mass, top, take in ((near_conv, kn.sess_top, kn.sess_take), (talk, kn.talk_top, kn.talk_take)):
+        for conv in sorted(mass, key=lambda c: -mass[c])[:top]:
+            turns = {st.mids[r] for r in scope_rows if st.conv[r] == conv and st.mids[r] not in cands}
+            best_first = sorted((_best_chunk(s, mid, cos), mid) for mid in turns)[::-1]
+            for (d, best), mid in best_first[:take]:
+                cands[mid] = Cand(mid, d, row=best)
+                if kn.sess_apart:
+                    extra.add(mid)
     weights = dict(kn.neighbour_weights)
     neighbours: dict[str, list[tuple[int, str]]] = {}
     for mid, c in list(cands.items()):
@@ -330,7 +362,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     if kn.centroid:
         for c in (*cands.values(), *newcomers.values()):
             c.dense = (1 - kn.centroid) * c.dense + kn.centroid * _centroid_cosine(s, c.mid)
-    items = list(cands.values())
+    items = [c for c in cands.values() if c.mid not in extra]
     dense = np.array([c.dense for c in items])
     bm25 = np.array([c.bm25 for c in items])
     for c, d, b in zip(items, _std(dense), _std(bm25)):
@@ -338,6 +370,10 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         c.z = (float(d), float(b))
     d_mean, d_std = dense.mean(), dense.std() or 1.0
     b_mean, b_std = bm25.mean(), bm25.std() or 1.0
+    for mid in extra:
+        c = cands[mid]
+        c.z = ((c.dense - d_mean) / d_std, (c.bm25 - b_mean) / b_std)
+        c.fused = float(kn.dense_weight * c.z[0] + kn.bm25_weight * c.z[1])
     for mid, c in newcomers.items():
         c.z = ((c.dense - d_mean) / d_std, (c.bm25 - b_mean) / b_std)
         c.fused = float(kn.dense_weight * c.z[0] + kn.bm25_weight * c.z[1])
@@ -359,6 +395,11 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         mass = dict(zip(convs, _std(np.array([talk.get(c, 0.0) for c in convs]))))
         for mid in cands:
             scores[mid] += kn.talk_lift * mass.get(st.conv_of.get(mid), 0.0)
+    if kn.sess_lift:
+        convs = sorted({st.conv_of.get(mid) for mid in cands} - {None})
+        closeness = dict(zip(convs, _std(np.array([near_conv.get(c, 0.0) for c in convs]))))
+        for mid in cands:
+            scores[mid] += kn.sess_lift * closeness.get(st.conv_of.get(mid), 0.0)
     base = {mid: scores[mid] for mid in cands}
     share = kn.session_lift
     if kn.flat_gap:
@@ -513,6 +554,29 @@ VARIANTS: dict[str, Knobs] = {
     "cent0.5": Knobs(centroid=0.5),
     "cent0.4+tl0.1": Knobs(centroid=0.4, talk_lift=0.1),
     "cent0.3+tl0.1": Knobs(centroid=0.3, talk_lift=0.1),
+    "sess2": Knobs(sess_top=2),
+    "sess4": Knobs(sess_top=4),
+    "sess4x5": Knobs(sess_top=4, sess_take=5),
+    "sess8x2": Knobs(sess_top=8, sess_take=2),
+    "sess4x1": Knobs(sess_top=4, sess_take=1),
+    "sess2a": Knobs(sess_top=2, sess_apart=True),
+    "sess4a": Knobs(sess_top=4, sess_apart=True),
+    "sess4x5a": Knobs(sess_top=4, sess_take=5, sess_apart=True),
+    "sess8x3a": Knobs(sess_top=8, sess_apart=True),
+    "talk4a": Knobs(talk_top=4, sess_apart=True),
+    "repa": Knobs(replies_apart=True),
+    "bma": Knobs(bm25_apart=True),
+    "talk4a+repa": Knobs(talk_top=4, sess_apart=True, replies_apart=True),
+    "talk2a": Knobs(talk_top=2, sess_apart=True),
+    "talk6a": Knobs(talk_top=6, sess_apart=True),
+    "talk4x2a": Knobs(talk_top=4, talk_take=2, sess_apart=True),
+    "talk4x5a": Knobs(talk_top=4, talk_take=5, sess_apart=True),
+    "talk4a+sess2": Knobs(talk_top=4, sess_top=2, sess_apart=True),
+    "sess2x1": Knobs(sess_top=2, sess_take=1),
+    "slift0.1": Knobs(sess_lift=0.1),
+    "slift0.2": Knobs(sess_lift=0.2),
+    "slift0.4": Knobs(sess_lift=0.4),
+    "sess4+sl0.2": Knobs(sess_top=4, sess_lift=0.2),
 }
 
 
