@@ -237,6 +237,9 @@ class Knobs:
     sess_apart: bool = False  # the turns they add are scored against the other candidates, not counted in them
     replies_apart: bool = False  # the replies too
     bm25_apart: bool = False  # the full-text matches that are no dense candidates too
+    same_prev: float = 0.0  # a share of the fused score of the same speaker's turn before (see same_reach)
+    same_reach: int = 4
+    norm: str = ""  # how each signal is standardised over the candidates ("": mean and deviation; see _centre)
 
 
 @dataclass
@@ -347,6 +350,14 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     for mid, c in list(cands.items()):
         if c.in_scope:
             neighbours[mid] = [(o, n) for o in weights if (n := st.around(mid, o, kn.span)) is not None]
+            if kn.same_prev:  # the same speaker's turn before, within ``same_reach`` turns (not the one just before)
+                for back in range(2, kn.same_reach + 1):
+                    n = st.around(mid, -back, kn.span)
+                    if n is not None and st.speaker_of[n] == st.speaker_of[mid]:
+                        neighbours[mid].append((_SAME_SPEAKER, n))
+                        break
+    if kn.same_prev:
+        weights[_SAME_SPEAKER] = kn.same_prev
     newcomers: dict[str, Cand] = {}
     for around in neighbours.values():
         for _, n in around:
@@ -365,11 +376,16 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     items = [c for c in cands.values() if c.mid not in extra]
     dense = np.array([c.dense for c in items])
     bm25 = np.array([c.bm25 for c in items])
-    for c, d, b in zip(items, _std(dense), _std(bm25)):
+    if kn.norm:
+        (d_mean, d_std), (b_mean, b_std) = _centre(dense, kn.norm), _centre(bm25, kn.norm)
+        z_dense, z_bm25 = (dense - d_mean) / d_std, (bm25 - b_mean) / b_std
+    else:
+        z_dense, z_bm25 = _std(dense), _std(bm25)
+        d_mean, d_std = dense.mean(), dense.std() or 1.0
+        b_mean, b_std = bm25.mean(), bm25.std() or 1.0
+    for c, d, b in zip(items, z_dense, z_bm25):
         c.fused = float(kn.dense_weight * d + kn.bm25_weight * b)
         c.z = (float(d), float(b))
-    d_mean, d_std = dense.mean(), dense.std() or 1.0
-    b_mean, b_std = bm25.mean(), bm25.std() or 1.0
     for mid in extra:
         c = cands[mid]
         c.z = ((c.dense - d_mean) / d_std, (c.bm25 - b_mean) / b_std)
@@ -469,6 +485,24 @@ def asks_for_several(question: str) -> bool:
     return bool(_PLURAL_CUES.search(question))
 
 
+_SAME_SPEAKER = -1000  # the neighbour offset that stands for the same speaker's turn before
+
+
+def _centre(values: np.ndarray, how: str) -> tuple[float, float]:
+    """A centre and a spread for standardising one signal over the candidates (``Knobs.norm``)."""
+    if how == "robust":  # median and scaled median absolute deviation
+        centre = float(np.median(values))
+        spread = 1.4826 * float(np.median(np.abs(values - centre)))
+    elif how == "minmax":
+        centre, spread = float(values.min()), float(values.max() - values.min())
+    elif how.startswith("top"):  # mean and deviation of the best n
+        best = np.sort(values)[::-1][: int(how[3:])]
+        centre, spread = float(best.mean()), float(best.std())
+    else:
+        raise ValueError(how)
+    return centre, (spread if spread > 1e-9 else 1.0)
+
+
 def _std(values: np.ndarray) -> np.ndarray:
     spread = values.std()
     return (values - values.mean()) / spread if spread > 1e-9 else np.zeros_like(values)
@@ -566,6 +600,13 @@ VARIANTS: dict[str, Knobs] = {
     "talk4a": Knobs(talk_top=4, sess_apart=True),
     "repa": Knobs(replies_apart=True),
     "bma": Knobs(bm25_apart=True),
+    "robust": Knobs(norm="robust"),
+    "minmax": Knobs(norm="minmax"),
+    "top20": Knobs(norm="top20"),
+    "top10": Knobs(norm="top10"),
+    "same0.2": Knobs(same_prev=0.2),
+    "same0.4": Knobs(same_prev=0.4),
+    "same0.2r8": Knobs(same_prev=0.2, same_reach=8),
     "talk4a+repa": Knobs(talk_top=4, sess_apart=True, replies_apart=True),
     "talk2a": Knobs(talk_top=2, sess_apart=True),
     "talk6a": Knobs(talk_top=6, sess_apart=True),
