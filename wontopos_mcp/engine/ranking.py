@@ -63,15 +63,17 @@ vector (FriendsQA 72.0 -> 72.8, LongMemEval with the filter 89.7 -> 87.9); a pri
 longer turns; the named speaker's boost at 0.5 / 1.5 / 2; other neighbour weights, spans
 and reply seeds; the conversations with the most full-text score among the context's
 matches adding their best turns (LongMemEval without a filter 71.3 -> 74.7, FriendsQA with
-the filter 72.0 -> 71.7) or lifting their turns. Later still (the same dump, stop 50): the
-conversations nearest the query by their mean vector adding their best turns (FriendsQA with
-the filter 72.0 -> 71.7 for 4 conversations, unchanged for 2, LongMemEval without a filter
-unchanged) or lifting their turns (0.2: LongMemEval with the filter 89.7 -> 87.9); either
-source's turns scored against the other candidates without joining their standardisation
-(every set within +0.1: not worth a read); the full-text matches that are no dense candidate
-kept out of it too (LoCoMo 80.0 / 71.3 -> 79.3 / 69.5); each signal standardised by its median
-and deviation, its range or its best 10 / 20 (LongMemEval with the filter 89.7 -> 74.1-87.9);
-a share of the same speaker's turn before (0.2: LongMemEval 89.7 / 71.3 -> 87.9 / 69.5).
+the filter 72.0 -> 71.7) or lifting their turns. Later still (the same dump, stop 50), with
+a session-level source's turns added after the full-text matches and the replies, where a
+product would add them (the LongMemEval gain above came from adding them before; after, it
+stays 71.3): the conversations nearest the query by their mean vector adding their best
+turns (2 or 4 conversations: LoCoMo with the filter 80.0 -> 79.9, FriendsQA 72.0 -> 71.7) or
+lifting their turns (0.2: LongMemEval with the filter 89.7 -> 87.9); either source's turns
+scored against the other candidates without joining their standardisation (every set within
++0.1: not worth a read); the full-text matches that are no dense candidate kept out of it
+(LoCoMo 80.0 / 71.3 -> 79.3 / 69.5); each signal standardised by its median and deviation,
+its range or its best 10 / 20 (LongMemEval with the filter 89.7 -> 74.1-87.9); a share of the
+same speaker's turn before (0.2: LongMemEval 89.7 / 71.3 -> 87.9 / 69.5).
 
 ``similarity`` in answers stays the cosine of the best chunk; the order is the score's.
 """
