@@ -305,7 +305,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
                 per[conv] += 1
                 d, r = _best_chunk(s, mid, cos)
                 cands[mid] = Cand(mid, d, row=r)
-    extra: set[str] = set()  # turns added by a session-level source (``sess_apart``)
+    extra: set[str] = set()  # scored against the others, outside their standardisation (the ``*_apart`` switches)
     talk: dict[Any, float] = defaultdict(float)
     if kn.talk_top or kn.talk_lift:
         for mid, score in ((s.context_matches if s.wide else s.matches) or [])[:k]:
