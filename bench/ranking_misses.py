@@ -2,8 +2,9 @@
 
 Evaluation only, never in CI. For the questions whose answer lies in several turns (or in
 one, ``--one``), with or without the speaker filter, every evidence turn the product's top
-5 missed is placed: in its top 20 or not; among the 40 best of the scope by cosine, among
-the 40 best full-text matches (the product's candidates), or in neither; in a conversation
+5 missed is placed: in its top 20 or not; among the product's candidates (the memories of
+the k nearest chunk rows of the scope by cosine, and the k best full-text matches, k as the
+product takes it for the search's limit: 80 at the harnesses' 20), or in neither; in a conversation
 that a top-5 result comes from, or within two turns of one. So the next ranking change can
 be aimed at the misses it can reach: a re-ranking helps only the candidates, a candidate
 source only the others.
@@ -23,7 +24,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ranking_replay  # beside this script (bench/ is no package)
 
-CANDIDATES = 40  # what each of the product's candidate searches reads (k = 40 at limit 10)
 ORDER = (
     "found in the top 5", "missed", "  in the top 20", "  outside the scope", "  a candidate by cosine",
     "  a candidate by full text", "  a candidate by neither", "  in a conversation of the top 5",
@@ -49,9 +49,12 @@ def main() -> int:
         top = search.product[:5]
         top_conversations = {store.conv_of.get(mid) for mid in top}
         memory_of = {turn: mid for mid, turns in store.turns.items() for turn in turns}
-        best = {mid: max(float(search.cos[r]) for r in store.by_mid[mid]) for mid in search.scope}
+        k = max(search.limit * 4, ranking_replay.Knobs().floor)  # what each candidate search reads
+        best = {mid: ranking_replay.best_chunk(search, mid, search.cos)[0] for mid in search.scope}
         by_cosine = {mid: n for n, mid in enumerate(sorted(best, key=lambda m: -best[m]))}
-        by_text = {mid: n for n, (mid, _) in enumerate(search.matches)}
+        scope_rows = [i for i, mid in enumerate(store.mids) if mid in search.scope]
+        nearest = {store.mids[i] for i in sorted(scope_rows, key=lambda i: -search.cos[i])[:k]}
+        by_text = {mid for mid, _ in search.matches[:k]}
         for turn in q.evidence:
             mid = memory_of.get(turn)
             if mid is None:
@@ -65,7 +68,7 @@ def main() -> int:
             if mid not in search.scope:
                 counts["  outside the scope"] += 1
                 continue
-            dense, text = by_cosine[mid] < CANDIDATES, by_text.get(mid, CANDIDATES) < CANDIDATES
+            dense, text = mid in nearest, mid in by_text
             counts["  a candidate by cosine"] += dense
             counts["  a candidate by full text"] += text
             counts["  a candidate by neither"] += not dense and not text

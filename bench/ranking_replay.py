@@ -253,7 +253,8 @@ class Cand:
     z: tuple[float, float] = (0.0, 0.0)  # dense and full-text scores, standardised over the candidates
 
 
-def _best_chunk(s: Search, mid: str, cos: np.ndarray) -> tuple[float, int]:
+def best_chunk(s: Search, mid: str, cos: np.ndarray) -> tuple[float, int]:
+    """A memory's cosine (its best chunk's) and that chunk's row."""
     rows = s.store.by_mid[mid]
     best = max(rows, key=lambda r: cos[r])
     return float(cos[best]), best
@@ -279,7 +280,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     if kn.prf:
         first = rank(s, replace(kn, prf=0.0))[: kn.prf_top]
         if first:
-            centre = np.mean([st.vectors[_best_chunk(s, m, cos)[1]] for m in first], axis=0)
+            centre = np.mean([st.vectors[best_chunk(s, m, cos)[1]] for m in first], axis=0)
             moved = s.vector + kn.prf * centre
             cos = st.vectors @ (moved / np.linalg.norm(moved))
     limit = s.limit
@@ -303,7 +304,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
             conv = st.conv[i]
             if mid not in cands and per[conv] < kn.conv_quota:
                 per[conv] += 1
-                d, r = _best_chunk(s, mid, cos)
+                d, r = best_chunk(s, mid, cos)
                 cands[mid] = Cand(mid, d, row=r)
     extra: set[str] = set()  # scored against the others, outside their standardisation (the ``*_apart`` switches)
     talk: dict[Any, float] = defaultdict(float)
@@ -332,7 +333,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         for seed in seeds:
             reply = st.around(seed, 1, kn.span)
             if reply is not None and reply in s.scope and reply not in cands:
-                d, r = _best_chunk(s, reply, cos)
+                d, r = best_chunk(s, reply, cos)
                 cands[reply] = Cand(reply, d, row=r)
                 if kn.replies_apart:
                     extra.add(reply)
@@ -340,7 +341,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     for mass, top, take in ((near_conv, kn.sess_top, kn.sess_take), (talk, kn.talk_top, kn.talk_take)):
         for conv in sorted(mass, key=lambda c: -mass[c])[:top]:
             turns = {st.mids[r] for r in scope_rows if st.conv[r] == conv and st.mids[r] not in cands}
-            best_first = sorted((_best_chunk(s, mid, cos), mid) for mid in turns)[::-1]
+            best_first = sorted((best_chunk(s, mid, cos), mid) for mid in turns)[::-1]
             for (d, best), mid in best_first[:take]:
                 cands[mid] = Cand(mid, d, row=best)
                 if kn.sess_apart:
@@ -362,7 +363,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     for around in neighbours.values():
         for _, n in around:
             if n not in cands and n not in newcomers:
-                d, r = _best_chunk(s, n, cos)
+                d, r = best_chunk(s, n, cos)
                 newcomers[n] = Cand(n, d, bm25=context_bm25.get(n, 0.0), in_scope=False, row=r)
     if not s.wide:
         for mid, around in list(neighbours.items()):
