@@ -35,6 +35,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +73,14 @@ class Snapshot:
         self.conv_of = {mid: self.conv[rows[0]] for mid, rows in self.by_mid.items()}
         self.speaker_of = {mid: self.speaker[rows[0]] for mid, rows in self.by_mid.items()}
 
+    @cached_property
     def centroids(self) -> dict[str, np.ndarray]:
         """Each conversation's mean chunk vector, unit length (computed once per store)."""
-        if not hasattr(self, "_centroids"):
-            sums: dict[str, np.ndarray] = {}
-            for i, conv in enumerate(self.conv):
-                if conv is not None:
-                    sums[conv] = sums.get(conv, 0.0) + self.vectors[i]
-            self._centroids = {c: v / (np.linalg.norm(v) or 1.0) for c, v in sums.items()}
-        return self._centroids
+        sums: dict[str, np.ndarray] = {}
+        for i, conv in enumerate(self.conv):
+            if conv is not None:
+                sums[conv] = sums.get(conv, 0.0) + self.vectors[i]
+        return {c: v / (np.linalg.norm(v) or 1.0) for c, v in sums.items()}
 
     def around(self, mid: str, offset: int, span: int) -> str | None:
         """The memory ``offset`` turns from ``mid`` in its conversation, at most ``span`` apart in seq."""
@@ -314,7 +314,7 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
                 talk[conv] += score
     near_conv: dict[Any, float] = {}
     if kn.sess_top or kn.sess_lift:
-        centres = st.centroids()
+        centres = st.centroids
         near_conv = {conv: float(v @ s.vector) for conv, v in centres.items()}
     for mid, score in s.matches[:k]:
         held = cands.get(mid)
