@@ -44,7 +44,8 @@ WINGS: dict[str, set[str]] = {
     "verbs": {"errors", "contract"},
     "model": {"errors"},
     "storage": {"errors", "rules", "model"},
-    "engine": {"errors", "rules", "contract", "model", "storage"},
+    "imports": {"errors", "rules"},
+    "engine": {"errors", "rules", "contract", "model", "storage", "imports"},
     "config": {"errors", "rules", "model"},
     "logs": set(),
     "version": set(),
@@ -61,7 +62,7 @@ WINGS: dict[str, set[str]] = {
 # for the other to reach (``rules.json_values``, once ``mcp.jsonrpc``'s); what the command
 # line serves is handed to it from above (``launch``).
 MOUNTED = {"wontopos_mcp.mcp.server", "wontopos_mcp.mcp.transport"}
-CORE = ("rules", "contract", "model", "storage", "engine")
+CORE = ("rules", "contract", "model", "storage", "imports", "engine")
 FACES = ("mcp", "http", "cli", "library")
 FORBIDDEN_IN_CORE = ("mcp", "starlette", "uvicorn", "anyio", "pydantic")
 
