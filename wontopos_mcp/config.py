@@ -263,3 +263,11 @@ def _shown(text: str) -> str:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def machine_zone() -> str:
+    """The machine's IANA time zone, from where ``/etc/localtime`` points (``UTC`` when it
+    names none): what an import reads local times in unless told (``--tz``)."""
+    target = os.path.realpath("/etc/localtime")
+    marker = "/zoneinfo/"
+    return target.split(marker, 1)[1] if marker in target else "UTC"

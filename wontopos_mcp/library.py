@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -33,6 +34,7 @@ from wontopos_mcp.rules.answers import (
     JSON,
     BySpeakerAnswer,
     HistoryTurn,
+    ImportSummaryAnswer,
     LineageAnswer,
     MemoryAddAnswer,
     MemoryAddMessagesAnswer,
@@ -55,9 +57,10 @@ from wontopos_mcp.rules.answers import (
     StoreInfo,
 )
 from wontopos_mcp.rules.conversation import turn_messages
+from wontopos_mcp.rules.import_options import import_options
 from wontopos_mcp.verbs import speak
 
-from .config import Settings
+from .config import Settings, machine_zone
 from .contract import METADATA_NAMES, operation, split_metadata
 from .errors import InvalidRequestError, WontoposError
 
@@ -243,6 +246,47 @@ class Memory:
         """Many memories ({content, speaker?, category?, event_date?, conversation_id?,
         created_at?}) in one batch: one embedding pass, one commit (imports)."""
         return self._service.memory_add_batch(items, user_id)
+
+    def import_conversations(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        format: str = "auto",
+        user_id: str | None = None,
+        as_: Mapping[str, str] | Sequence[str] | None = None,
+        skip: Sequence[str] | None = None,
+        register: bool = False,
+        user_name: str | None = None,
+        tz: str | None = None,
+        start: str | None = None,
+        dry_run: bool = False,
+    ) -> ImportSummaryAnswer:
+        """Import a chat export, assistant history or transcript (a file, a folder or a
+        ``.zip``), every message under the person who wrote it; the summary. Names resolve
+        before anything is stored: ``as_`` maps an export's name to a speaker (``"me"``,
+        ``"-"`` for untagged), ``skip`` leaves people out, ``register`` registers the rest;
+        an unresolved name refuses the import (``InvalidRequestError``, ``unresolved`` in
+        ``details``). ``dry_run`` stores nothing and says who is who."""
+        from wontopos_mcp.imports.messages import BadExport
+        from wontopos_mcp.imports.sources import open_source
+
+        options = import_options(
+            format=format, as_=as_, skip=skip, register=register, user_name=user_name, tz=tz, start=start,
+            dry_run=dry_run, local_zone=machine_zone(),
+        )  # fmt: skip
+        if options.format == "jsonl":
+            raise InvalidRequestError(
+                "the JSON Lines export is imported with the command line (wontopos-mcp import FILE)", field="format"
+            )
+        try:
+            source = open_source(path)
+        except BadExport as exc:
+            raise InvalidRequestError(
+                f"{os.fspath(path)}: {exc.place}: {exc.reason}", field="path", place=exc.place
+            ) from None
+        except OSError as exc:
+            raise InvalidRequestError(f"{os.fspath(path)}: {exc.strerror or exc}", field="path") from None
+        return self._service.import_conversations(source, options, user_id)
 
     def update(self, old_memory_id: str, new_content: str, user_id: str | None = None) -> MemorySupersedeAnswer:
         """Supersede a memory whose fact changed."""

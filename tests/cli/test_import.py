@@ -273,10 +273,10 @@ def test_a_batch_refused_as_a_whole_is_written_line_by_line_skipping_only_the_li
 
 def test_a_missing_file_is_one_line_and_creates_no_store(wontopos: Any, tmp_path: Path) -> None:
     code, out, err = wontopos("import", str(tmp_path / "nothing.jsonl"), "--user", "copy")
-    assert code == 1
+    assert code == 2
     assert out == ""
     assert err.count("\n") == 1
-    assert err.startswith("wontopos-mcp: No such file or directory: ")
+    assert err.startswith(f"wontopos-mcp: import: {tmp_path / 'nothing.jsonl'}: No such file or directory")
     assert "copy" not in [s["user_id"] for s in json.loads(wontopos("stores", "list", "--json")[1])["stores"]]
 
 

@@ -9,6 +9,7 @@ One grammar, ``wontopos-mcp NOUN VERB [NAME] [--user STORE]``::
     wontopos-mcp search "what did Bob say?" --user alice --speaker Bob
     wontopos-mcp export --user alice --out alice.jsonl
     wontopos-mcp import alice.jsonl --user alice-copy
+    wontopos-mcp import chat.txt --user family --format whatsapp --register
     wontopos-mcp stats --user alice
     wontopos-mcp reindex --embed-model NAME
 
@@ -47,6 +48,7 @@ from wontopos_mcp.rules.answers import MemoryRecord
 from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS
 from wontopos_mcp.verbs import render, speak
 
+from .conversations import JSONL, add_import_arguments, import_conversation_file, is_jsonl_export
 from .exits import EXIT_BAD_SETTING, EXIT_REFUSED
 from .importing import IMPORT_BATCH, import_file
 
@@ -263,10 +265,13 @@ def add_commands(
 
     imported = command(
         "import",
-        "read memories from a JSON Lines export into a store (created if missing)",
-        "wontopos-mcp import alice.jsonl --user alice-copy",
+        "bring conversations in: a chat export (WhatsApp, Telegram, Slack, Discord), an assistant history "
+        "(ChatGPT, Claude, Claude Code), a meeting transcript (vtt, srt, text), or this product's JSON Lines "
+        "export; every message under the person who wrote it (the store is created if missing)",
+        "wontopos-mcp import 'WhatsApp Chat with Ana.txt' --user family --register --dry-run",
     )
-    imported.add_argument("file", help="the export file ('-' for stdin)")
+    imported.add_argument("files", nargs="+", metavar="PATH", help="export files or folders ('-': JSON Lines on stdin)")
+    add_import_arguments(imported)
     batch = Param("--batch", "", low=1, high=MAX_BATCH_ITEMS)
     imported.add_argument(
         "--batch", type=ranged(batch), default=IMPORT_BATCH, metavar="N",
@@ -537,8 +542,21 @@ def _write_jsonl(service: MemoryService, user_id: str | None, out: TextIO, speak
 
 
 def _import(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
-    """Import an export in batches; exit code 1 when a line was skipped."""
-    summary = import_file(service, args["file"], args["user_id"], batch=args["batch"])
+    """Import each PATH: a conversation export (``conversations``), or this product's JSON
+    Lines (``--format jsonl``, detected, or ``-``); the worst exit code of the files."""
+    worst = 0
+    for path in args["files"]:
+        if path == "-" or args["format"] == JSONL or (args["format"] == "auto" and is_jsonl_export(path)):
+            code = _import_lines(service, path, args, out)
+        else:
+            code = import_conversation_file(service, path, args, out)
+        worst = max(worst, code)
+    return worst
+
+
+def _import_lines(service: MemoryService, path: str, args: dict[str, Any], out: TextIO) -> int:
+    """Import a JSON Lines export in batches; exit code 1 when a line was skipped."""
+    summary = import_file(service, path, args["user_id"], batch=args["batch"])
     skipped = summary["skipped"]
     for skip in skipped:
         _say(f"import: skipped line {skip['line']}: {skip['reason']}")

@@ -33,6 +33,7 @@ from wontopos_mcp.rules.answers import (
     JSON,
     BySpeakerAnswer,
     HistoryAnswer,
+    ImportSummaryAnswer,
     LineageAnswer,
     MemoryAddAnswer,
     MemoryAddMessagesAnswer,
@@ -59,12 +60,14 @@ from wontopos_mcp.rules.answers import (
 from wontopos_mcp.rules.batch_items import Origin
 from wontopos_mcp.rules.dates import to_us
 from wontopos_mcp.rules.idempotency import Idempotency
-from wontopos_mcp.rules.names import DEFAULT_SPEAKER_LIMIT
+from wontopos_mcp.rules.names import DEFAULT_SPEAKER_LIMIT, check_store_id
 from wontopos_mcp.rules.redaction import Redactor
 
 from .batch_writes import BatchWrites
 from .bootstrap import StartupSettings, parts
 from .commits import Commits
+from .conversation_import import ConversationImport
+from .conversation_import import Progress as ImportProgress
 from .memories import Memories
 from .reads import Reads
 from .registry import Registry
@@ -76,7 +79,9 @@ from .writes import Writes
 
 if TYPE_CHECKING:
     from wontopos_mcp.errors import ConfigError
+    from wontopos_mcp.imports.sources import Source
     from wontopos_mcp.model.embeddings import ModelLoader
+    from wontopos_mcp.rules.import_options import ImportOptions
     from wontopos_mcp.storage.adapter import Store
 
     from .reindexing import Progress, Step
@@ -348,6 +353,20 @@ class MemoryService:
         return self._batches.memory_add_batch(
             items, user_id, idempotency=idempotency, origins=origins, redacted=redacted
         )
+
+    def import_conversations(
+        self,
+        source: Source,
+        options: ImportOptions,
+        user_id: JSON = None,
+        *,
+        progress: ImportProgress | None = None,
+    ) -> ImportSummaryAnswer:
+        """A chat export or transcript stored message by message under its speakers
+        (``conversation_import``); a dry run stores nothing and says who is who."""
+        store = None if user_id is None else check_store_id(user_id)
+        importer = ConversationImport(self._stores, self._batches, self.idempotency, self.now_us)
+        return importer.run(source, store, options, progress)
 
     def memory_add_bulk(
         self,

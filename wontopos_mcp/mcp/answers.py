@@ -92,6 +92,8 @@ def _model_type(hint: Any) -> Any:
     origin, args = get_origin(hint), get_args(hint)
     if origin is list:
         return list[_model_type(args[0])]  # type: ignore[misc]  # built at run time
+    if origin is dict:  # counts by kind or by speaker
+        return dict[args[0], _model_type(args[1])]  # type: ignore[misc,valid-type]  # built at run time
     if origin in (Union, types.UnionType):
         return Union[tuple(_model_type(arg) for arg in args)]  # noqa: UP007 - built at run time
     if origin is Literal or not args:

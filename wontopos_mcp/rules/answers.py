@@ -190,6 +190,54 @@ class ImportResult(TypedDict):
     reason: NotRequired[Annotated[str, Doc("refused: why, for a human.")]]
 
 
+class ImportPersonAnswer(TypedDict):
+    """One person of an imported conversation and what their name resolves to."""
+
+    name: Annotated[str, Doc("The name as the export writes it; for an assistant history's roles, the role.")]
+    role: Annotated[str, Doc("person (a named participant), assistant (stored as me) or user (the history's owner).")]
+    messages: Annotated[int, Doc("Messages of this person in the conversation.", ge=0)]
+    resolves: Annotated[
+        str,
+        Doc(
+            "registered (the speaker of that name), mapped (as / user_name), register (registered by this "
+            "import), me, untagged, or unresolved (refuses the import)."
+        ),
+    ]
+    speaker: NotRequired[Annotated[str, Doc("The speaker the messages are stored under; absent: untagged.")]]
+    reason: NotRequired[Annotated[str, Doc("unresolved: why, for a human.")]]
+
+
+class ImportConversationAnswer(TypedDict):
+    """One conversation of an import: its people, time span and skips."""
+
+    conversation_id: Annotated[str, Doc("<format>:<the export's own id or name>, as the memories carry it.")]
+    title: NotRequired[Annotated[str, Doc("The conversation's name in the export, when it has one.")]]
+    messages: Annotated[int, Doc("Messages kept (to store).", ge=0)]
+    people: list[ImportPersonAnswer]
+    first: NotRequired[Annotated[str, Doc("The earliest message time (UTC).")]]
+    last: NotRequired[Annotated[str, Doc("The latest message time (UTC).")]]
+    skipped: Annotated[dict[str, int], Doc("Messages left out, by kind (system, media, deleted, tool...).")]
+
+
+class ImportSummaryAnswer(TypedDict):
+    """``import`` of a conversation export (CLI, library, REST): what was read and stored."""
+
+    user_id: str
+    file: Annotated[str, Doc("The file's name.")]
+    format: Annotated[str, Doc("The format read (auto: the one detected).")]
+    dry_run: Annotated[bool, Doc("true: read and resolved, nothing stored.")]
+    tz: Annotated[str, Doc("The zone local times were read in.")]
+    messages: Annotated[int, Doc("Messages kept, over every conversation.", ge=0)]
+    stored: Annotated[int, Doc("Memories stored by this run.", ge=0)]
+    duplicates: Annotated[int, Doc("Messages that restated a current memory and were not stored.", ge=0)]
+    already_imported: Annotated[int, Doc("Messages an earlier import stored already.", ge=0)]
+    refused: Annotated[int, Doc("Messages the store refused (their speaker removed meanwhile...).", ge=0)]
+    skipped: Annotated[dict[str, int], Doc("Messages left out, by kind.")]
+    speakers: Annotated[dict[str, int], Doc("Memories stored by this run, per speaker ((untagged) for none).")]
+    registered: NotRequired[Annotated[list[str], Doc("Speakers this import registered.")]]
+    conversations: list[ImportConversationAnswer]
+
+
 class MemoryBatchAnswer(TypedDict):
     """``add_bulk`` / ``add_many`` (REST ``bulk-store``, the library): many memories in one commit."""
 
