@@ -1,0 +1,355 @@
+"""ChatGPT's ``conversations.json`` (Settings, Data controls, Export data): one JSON list of conversations.
+
+Each conversation is ``{id, conversation_id, title, create_time, update_time, mapping,
+current_node, ...}``; ``mapping`` is a tree of nodes ``{id, message, parent, children}``,
+because every edit and every regenerated answer starts a branch. The app shows one branch,
+the one ending at ``current_node``: this reader walks ``parent`` up from there to the root
+and yields that path root first, so an answer the person regenerated away never becomes a
+memory. (A conversation without ``current_node``: the branch ending at its latest leaf.)
+
+Who: ``author.role`` ``user`` is the history's owner (role ``user``, no name), ``assistant``
+the AI (role ``assistant``). Skipped, by kind: ``hidden`` for ``system`` messages and what
+the app hides (``metadata.is_visually_hidden_from_conversation``, custom instructions'
+``is_user_system_message``, ``is_contextual_answers_system_message``, the
+``user_editable_context`` and ``model_editable_context`` contents); ``tool`` for the ``tool``
+role, an assistant message addressed to a tool (``recipient`` not ``all``) and the contents
+that are not prose (``code``, ``execution_output``, ``tether_browsing_display``,
+``tether_quote``, ``system_error``...); ``thinking`` for ``thoughts``, ``reasoning_recap``
+and the ``analysis`` channel; ``empty`` for a message without text. Text: the string
+``parts`` of ``text`` and ``multimodal_text``, one per line; an image part
+(``image_asset_pointer``) and a file of ``metadata.attachments`` become ``[attachment:
+name]`` (the uploaded file's name when the message lists it, else the pointer's file id); a
+voice message's ``audio_transcription`` is its text.
+
+Time: ``create_time``, Unix seconds (UTC). A message whose ``create_time`` is null has no
+time: borrowing the conversation's start would date a reply written a week later to its
+first minute. Ids: the message's ``id`` and the conversation's ``id`` (else
+``conversation_id``); the title is ``title``.
+
+Streaming: the list is read with ``ijson``'s event parser, one conversation in memory at a
+time (a conversation's tree has to be whole to find its branch). Events, not
+``ijson.items``: ``items`` builds a prefix string per nesting level, and a few hundred
+kilobytes of ``[[[[`` then exhaust memory; here nesting deeper than ``MAX_DEPTH`` refuses
+the file. :func:`json_list_items` is shared with the ``claude`` reader.
+
+Left out: branches the app does not show, DALL-E and code-interpreter images (tool
+messages), canvases (``textdocs/``), feedback and the other files of the export's zip.
+
+Relied on: the export layout as described by mohamed-chs/convoviz ``docs/dev/chatgpt-spec.md``
+(the unofficial specification: content types, hidden flags, asset pointers, the
+current_node walk) and mitkury/chatgpt-export-parser ``docs/chatgpt-data-export-format.md``
+(branches, custom instructions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any, BinaryIO
+
+from wontopos_mcp.imports.messages import (
+    MAX_MESSAGE_BYTES,
+    SNIFF_BYTES,
+    BadExport,
+    Message,
+    ReadOptions,
+    Role,
+    SkipKind,
+    Skipped,
+)
+from wontopos_mcp.imports.sources import Source
+
+NAME = "chatgpt"
+
+# Nesting a real export never reaches (a message's metadata goes a dozen levels deep).
+MAX_DEPTH = 256
+
+_BOM = b"\xef\xbb\xbf"
+_HIDDEN_FLAGS = (
+    "is_visually_hidden_from_conversation",
+    "is_user_system_message",
+    "is_contextual_answers_system_message",
+)
+_HIDDEN_CONTENT = frozenset({"user_editable_context", "model_editable_context"})
+_THINKING_CONTENT = frozenset({"thoughts", "reasoning_recap"})
+_PROSE_CONTENT = frozenset({"text", "multimodal_text"})
+
+
+def sniff(head: bytes) -> bool:
+    """A JSON list whose first object has ``mapping`` and ``current_node``.
+
+    ``current_node`` comes after the whole ``mapping`` in ChatGPT's key order, so when the
+    first conversation is longer than the head, a mapping node's own keys (``children``,
+    ``author``, ``content_type``) stand in for it."""
+    text = head.removeprefix(_BOM).lstrip()
+    if not text.startswith(b"[") or not text[1:].lstrip().startswith(b"{"):
+        return False
+    if b'"mapping"' not in text:
+        return False
+    return b'"current_node"' in text or all(key in text for key in (b'"children"', b'"author"', b'"content_type"'))
+
+
+def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
+    """The messages of every conversation's visible branch, conversation by conversation."""
+    for number, conversation in json_list_items(source, "conversation"):
+        yield from _conversation(conversation, number)
+
+
+def json_list_items(source: Source, what: str) -> Iterator[tuple[int, Any]]:
+    """Each item of the file's top-level JSON list, numbered from 1, one in memory at a time.
+
+    ``BadExport`` for an empty file, UTF-16 (the exports are UTF-8), a top level that is not
+    a list, nesting deeper than ``MAX_DEPTH``, and any JSON error (a cut file, trailing
+    bytes, invalid UTF-8), placed at the item being read (``what`` names it)."""
+    import ijson
+
+    with source.open() as stream:
+        first = stream.read(SNIFF_BYTES)
+        _check_start(first, what)
+        events = ijson.basic_parse(_Rest(first.removeprefix(_BOM), stream), use_float=True)
+        count, closed = 0, False
+        try:
+            for item in _items(events):
+                if item is _END:
+                    closed = True
+                    continue
+                count += 1
+                yield count, item
+        except ijson.JSONError as exc:
+            place = f"after {what} {count}" if closed else f"{what} {count + 1}"
+            raise BadExport(place, f"not valid JSON ({_json_reason(exc)})") from None
+        except _TooDeep:
+            raise BadExport(f"{what} {count + 1}", f"nested more than {MAX_DEPTH} levels deep") from None
+
+
+def _check_start(first: bytes, what: str) -> None:
+    if first[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in first[:4]:
+        raise BadExport("byte 0", "UTF-16 text; the export is UTF-8")
+    text = first.removeprefix(_BOM).lstrip()
+    if not text:
+        raise BadExport("byte 0", "the file is empty")
+    if not text.startswith(b"["):
+        raise BadExport("byte 0", f"not a JSON list of {what}s")
+
+
+class _Rest:
+    """The stream again from its start, its first bytes already read (and their BOM dropped)."""
+
+    def __init__(self, first: bytes, stream: BinaryIO) -> None:
+        self.first, self.stream = first, stream
+
+    def read(self, size: int = -1) -> bytes:
+        if self.first:
+            if size < 0:
+                size = len(self.first)
+            out, self.first = self.first[:size], self.first[size:]
+            return out
+        return self.stream.read(size)
+
+
+class _TooDeep(Exception):
+    pass
+
+
+_END = object()  # the top-level list closed (what follows it can only be an error)
+
+
+def _items(events: Iterator[tuple[str, Any]]) -> Iterator[Any]:
+    """The items of a top-level list from ``ijson`` events; ``_END`` when the list closes."""
+    stack: list[Any] = []  # the open containers of the current item, outermost first
+    keys: list[Any] = []  # each open container's pending key (dicts)
+    started = False
+    for event, value in events:
+        if not started:  # the top-level list's own "[" (_check_start saw it)
+            started = True
+            continue
+        if event == "map_key":
+            keys[-1] = value
+        elif event in ("start_map", "start_array"):
+            if len(stack) >= MAX_DEPTH:
+                raise _TooDeep
+            new: Any = {} if event == "start_map" else []
+            if stack:
+                _put(stack[-1], keys[-1], new)
+            stack.append(new)
+            keys.append(None)
+        elif event in ("end_map", "end_array"):
+            if not stack:
+                yield _END
+                continue
+            done = stack.pop()
+            keys.pop()
+            if not stack:
+                yield done
+        elif stack:
+            _put(stack[-1], keys[-1], value)
+        else:
+            yield value
+
+
+def _put(container: Any, key: Any, value: Any) -> None:
+    if isinstance(container, dict):
+        container[key] = value
+    else:
+        container.append(value)
+
+
+def _json_reason(exc: Exception) -> str:
+    """The first line of the parser's message (yajl adds the text and a caret below it)."""
+    raw = exc.args[0] if exc.args else exc
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+def _conversation(conversation: Any, number: int) -> Iterator[Message | Skipped]:
+    where = f"conversation {number}"
+    if not isinstance(conversation, dict):
+        raise BadExport(where, "not a JSON object")
+    cid = conversation.get("id") or conversation.get("conversation_id")
+    if not isinstance(cid, str) or not cid:
+        raise BadExport(where, "has no id")
+    title = conversation.get("title")
+    title = title if isinstance(title, str) and title.strip() else None
+    mapping = conversation.get("mapping")
+    if mapping is None:
+        return
+    if not isinstance(mapping, dict):
+        raise BadExport(where, "its mapping is not a JSON object")
+    ordinal = 0
+    for node in _visible_branch(mapping, conversation.get("current_node"), where):
+        message = node.get("message")
+        if message is None:  # the tree's placeholder root: no message at all
+            continue
+        ordinal += 1
+        place = f"{where}, message {ordinal}"
+        if not isinstance(message, dict):
+            raise BadExport(place, "not a JSON object")
+        kind, role, text = _classify(message, place)
+        if kind is not None:
+            yield Skipped(cid, kind, place, title)
+            continue
+        mid = message.get("id") or node.get("id")
+        yield Message(
+            conversation=cid,
+            role=role,
+            author=None,
+            text=text,
+            time=_time(message.get("create_time"), place),
+            message_id=mid if isinstance(mid, str) and mid else None,
+            place=place,
+            title=title,
+        )
+
+
+def _visible_branch(mapping: dict[str, Any], current: Any, where: str) -> list[dict[str, Any]]:
+    """The nodes from the root down to ``current`` (the branch the app shows)."""
+    if current is None:
+        current = _latest_leaf(mapping)
+        if current is None:
+            return []
+    if not isinstance(current, str) or current not in mapping:
+        raise BadExport(where, f"its current_node {current!r} is not in its mapping")
+    branch: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    node_id: Any = current
+    while node_id is not None:
+        if not isinstance(node_id, str) or node_id not in mapping:
+            raise BadExport(where, f"a parent {node_id!r} is not in its mapping")
+        if node_id in seen:
+            raise BadExport(where, "its messages' parents form a loop")
+        seen.add(node_id)
+        node = mapping[node_id]
+        if not isinstance(node, dict):
+            raise BadExport(where, f"node {node_id!r} is not a JSON object")
+        branch.append(node)
+        node_id = node.get("parent")
+    branch.reverse()
+    return branch
+
+
+def _latest_leaf(mapping: dict[str, Any]) -> str | None:
+    """Without ``current_node``: the leaf whose message is newest (the last listed on a tie)."""
+    parents = {node.get("parent") for node in mapping.values() if isinstance(node, dict)}
+    best: tuple[float, int] | None = None
+    found: str | None = None
+    for index, (node_id, node) in enumerate(mapping.items()):
+        if node_id in parents or not isinstance(node, dict):
+            continue
+        message = node.get("message")
+        moment = message.get("create_time") if isinstance(message, dict) else None
+        newest = float(moment) if isinstance(moment, (int, float)) and not isinstance(moment, bool) else float("-inf")
+        key = (newest, index)
+        if best is None or key > best:
+            best, found = key, node_id
+    return found
+
+
+def _classify(message: dict[str, Any], place: str) -> tuple[SkipKind | None, Role, str]:
+    """(the skip kind, or None with the role and text of a message to keep)."""
+    author = message.get("author")
+    role = author.get("role") if isinstance(author, dict) else None
+    metadata = message.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    content = message.get("content")
+    content = content if isinstance(content, dict) else {}
+    content_type = content.get("content_type")
+    kept: Role = "user" if role == "user" else "assistant"
+    if role == "system" or content_type in _HIDDEN_CONTENT or any(metadata.get(flag) for flag in _HIDDEN_FLAGS):
+        return "hidden", kept, ""
+    if role == "tool":
+        return "tool", kept, ""
+    if role not in ("user", "assistant"):
+        return "hidden", kept, ""
+    if content_type in _THINKING_CONTENT or message.get("channel") == "analysis":
+        return "thinking", kept, ""
+    if role == "assistant" and message.get("recipient") not in (None, "all"):
+        return "tool", kept, ""
+    if content_type not in _PROSE_CONTENT:
+        return "tool", kept, ""
+    text = _text(content, metadata)
+    if not text:
+        return "empty", kept, ""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
+        raise BadExport(place, f"a message longer than {MAX_MESSAGE_BYTES:,} bytes: not a chat message")
+    return None, kept, text
+
+
+def _text(content: dict[str, Any], metadata: dict[str, Any]) -> str:
+    """The parts one a line: strings as written, images and files as ``[attachment: name]``."""
+    files = metadata.get("attachments")
+    names: dict[str, str] = {}
+    for file in files if isinstance(files, list) else []:
+        if isinstance(file, dict) and isinstance(file.get("id"), str):
+            name = file.get("name")
+            names[file["id"]] = name if isinstance(name, str) and name.strip() else file["id"]
+    lines: list[str] = []
+    shown: set[str] = set()
+    parts = content.get("parts")
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, str):
+            if part.strip():
+                lines.append(part.strip())
+        elif isinstance(part, dict):
+            kind = part.get("content_type")
+            if kind == "image_asset_pointer":
+                pointer = part.get("asset_pointer")
+                file_id = pointer.split("://", 1)[-1] if isinstance(pointer, str) and pointer else "image"
+                shown.add(file_id)
+                lines.append(f"[attachment: {names.get(file_id, file_id)}]")
+            elif kind == "audio_transcription" or "text" in part:
+                said = part.get("text")
+                if isinstance(said, str) and said.strip():
+                    lines.append(said.strip())
+    lines.extend(f"[attachment: {name}]" for file_id, name in names.items() if file_id not in shown)
+    return "\n".join(lines)
+
+
+def _time(raw: Any, place: str) -> datetime | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise BadExport(place, f"create_time {raw!r} is not a number of seconds")
+    try:
+        return datetime.fromtimestamp(raw, timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise BadExport(place, f"create_time {raw!r} is not a time (out of range)") from None
