@@ -183,3 +183,35 @@ def seconds(stamp: str, place: str) -> float:
         raise BadExport(place, f"{stamp.strip()!r}: minutes and seconds go up to 59")
     fraction = found["f"] or ""
     return hours * 3600 + minutes * 60 + secs + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+
+
+def blocks(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, list[str]]]:
+    """Runs of non-blank lines (a subtitle file's blocks), each with its first line's number.
+
+    A block bigger than ``MAX_MESSAGE_BYTES`` refuses the file: no cue is that long, and
+    the block would otherwise be held whole."""
+    start, size = 0, 0
+    block: list[str] = []
+    for number, line in lines:
+        if not line.strip():
+            if block:
+                yield start, block
+            start, block, size = 0, [], 0
+            continue
+        if not block:
+            start = number
+        size += len(line.encode()) + 1
+        if size > MAX_MESSAGE_BYTES:
+            raise BadExport(f"line {start}", f"a block longer than {MAX_MESSAGE_BYTES:,} bytes: not a subtitle cue")
+        block.append(line)
+    if block:
+        yield start, block
+
+
+def no_speakers(format_name: str, how: str) -> BadExport:
+    """The refusal of a file in which no cue names who speaks."""
+    return BadExport(
+        "the whole file",
+        f"no speaker names: no {format_name} cue says who speaks ({how}); this import stores who said what, "
+        "so a subtitle file without speakers has nothing to attribute",
+    )
