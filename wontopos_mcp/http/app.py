@@ -34,8 +34,10 @@ One pure-ASGI middleware, :class:`Guard`, applies to every route, in this order:
    that declares a body) must say ``Content-Type: application/json`` (parameters such as
    ``charset`` allowed), else 415 with ``field: "content-type"``. A page elsewhere can
    send a cross-site form or ``text/plain`` POST without asking first; it cannot send
-   ``application/json`` so.
-6. The body (``bodies``): a declared length over ``max_body_bytes`` is 413 with
+   ``application/json`` so. The conversation import (``IMPORT_PATH``) takes the export
+   itself: any type but those three (``application/octet-stream`` is what the page sends).
+6. The body (``bodies``): a declared length over ``max_body_bytes`` (32 MiB on the
+   import route) is 413 with
    ``max_bytes`` on any route; the body itself is read before the route runs, only for a
    route that takes one (a POST, PUT, PATCH or DELETE to the REST API or MCP), so only
    after every check above: counted as it arrives, 413 past the limit; not in by
@@ -98,7 +100,17 @@ from wontopos_mcp.mcp.server import build_server
 from wontopos_mcp.mcp.transport import answering_routes, sse_routes
 from wontopos_mcp.version import __version__
 
-from .bodies import BODY_PATHS, BodyBudget, declared_size, read_body, takes_body
+from .bodies import (
+    BODY_PATHS,
+    FORM_TYPES,
+    IMPORT_MAX_BYTES,
+    IMPORT_PATH,
+    BodyBudget,
+    body_limit,
+    declared_size,
+    read_body,
+    takes_body,
+)
 from .rest import rest_routes
 from .wrong_keys import KeyFailures
 
@@ -246,7 +258,7 @@ class Guard:
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         # One body of the largest size allowed always fits (the default budget is 64 MiB).
-        self.budget = BodyBudget(max(body_budget_bytes, max_body_bytes))
+        self.budget = BodyBudget(max(body_budget_bytes, max_body_bytes, IMPORT_MAX_BYTES))
         self.failures = key_failures if key_failures is not None else KeyFailures()
         # Names an Origin may carry besides this server's own: the allow-list only.
         self.origins = [parsed for entry in allowed_hosts if (parsed := _host_entry(entry)) is not None]
@@ -264,10 +276,11 @@ class Guard:
             return
         try:
             self._check(scope)
-            declared_size(scope, self.max_body_bytes)  # 413 on any route, before a byte is read
+            limit = body_limit(scope, self.max_body_bytes)
+            declared_size(scope, limit)  # 413 on any route, before a byte is read
             if takes_body(scope):
                 receive = await read_body(
-                    scope, receive, limit=self.max_body_bytes, budget=self.budget, timeout_s=self.body_timeout_s
+                    scope, receive, limit=limit, budget=self.budget, timeout_s=self.body_timeout_s
                 )
         except WontoposError as exc:
             await error_response(exc)(scope, receive, send)
@@ -299,7 +312,15 @@ class Guard:
             self._check_key(headers)
         if path.startswith(BODY_PATHS) and (scope["method"] == "POST" or _declares_body(headers)):
             sent = headers.get("content-type")
-            if not _is_json(sent):
+            if path == IMPORT_PATH:  # the export itself: any type a form cannot send unasked
+                if sent is None or sent.split(";", 1)[0].strip().lower() in FORM_TYPES:
+                    raise InvalidRequestError(
+                        "send the export as the body with Content-Type: application/octet-stream"
+                        + (f" (not {sent[:100]!r})" if sent else ""),
+                        status=415,
+                        field="content-type",
+                    )
+            elif not _is_json(sent):
                 raise InvalidRequestError(
                     "the request body must be JSON: send Content-Type: application/json"
                     + (f" (not {sent[:100]!r})" if sent else ""),

@@ -332,7 +332,58 @@ def rest_routes(service: MemoryService) -> list[Route]:
         Route(API_PREFIX + path, _handler(service, endpoints), methods=list(endpoints))
         for path, endpoints in by_path.items()
     ]
+    routes.append(Route(API_PREFIX + "/memory/import", _import_handler(service), methods=["POST"]))
     routes += [
         Route(API_PREFIX + path, _not_implemented(name), methods=_ALL_METHODS) for path, name in HOSTED_ONLY.items()
     ]
     return routes
+
+
+# The import route's query string: its options by the engine's names; ``as`` and ``skip``
+# repeat; ``name`` is the file's name (what a one-conversation file's conversation is
+# called, and what refusals name); ``register`` and ``dry_run`` are ``true``/``false``.
+IMPORT_QUERY = ("user_id", "format", "as", "skip", "register", "user_name", "tz", "start", "dry_run", "name")
+
+
+def _import_handler(service: MemoryService) -> Callable[[Request], Any]:
+    """``POST /api/v1/memory/import``: the export as the body, options in the query string,
+    the import's summary as the answer (a dry run first is how the page shows the people)."""
+    from wontopos_mcp.config import machine_zone
+    from wontopos_mcp.imports.messages import BadExport
+    from wontopos_mcp.imports.sources import bytes_source
+    from wontopos_mcp.rules.import_options import import_options
+
+    def flag(value: str | None) -> object:
+        """``true``/``false`` (absent: false); any other text goes on, for the 400 naming it."""
+        if value is None:
+            return False
+        return {"true": True, "false": False}.get(value, value)
+
+    async def handle(request: Request) -> JSONResponse:
+        query = request.query_params
+        unknown = sorted(set(query.keys()) - set(IMPORT_QUERY))
+        if unknown:
+            raise InvalidRequestError(f"unknown query parameter {unknown[0][:60]!r}", field=unknown[0][:60])
+        for key in ("user_id", "format", "user_name", "tz", "start", "name"):
+            if len(query.getlist(key)) > 1:
+                raise InvalidRequestError(f"{key} is given more than once", field=key)
+        options = import_options(
+            format=query.get("format", "auto"), as_=query.getlist("as"), skip=query.getlist("skip"),
+            register=flag(query.get("register")), user_name=query.get("user_name"), tz=query.get("tz"),
+            start=query.get("start"), dry_run=flag(query.get("dry_run")), local_zone=machine_zone(),
+        )  # fmt: skip
+        name = query.get("name") or "upload"
+        body = await request.body()
+        if not body.strip():
+            raise InvalidRequestError(f"{name}: the body is empty: send the export file as the body", field="body")
+        try:
+            source = bytes_source(name, body)
+        except BadExport as exc:
+            raise InvalidRequestError(
+                f"{name}: {exc.place}: {exc.reason}", field="file", file=name, place=exc.place
+            ) from None
+        user_id = query.get("user_id")
+        answer = await anyio.to_thread.run_sync(lambda: service.import_conversations(source, options, user_id))
+        return JSONResponse(answer)
+
+    return handle
