@@ -24,7 +24,11 @@ The memory of one pass stays bounded by the number of messages (an 8-byte digest
 message id or key), never by their text. A message's text is its ``content`` (cut at
 sentence ends when longer than a memory holds), its time its ``event_date`` (UTC), its
 conversation ``<format>:<the export's id>``. The import key stands for the message's own
-id and source: memories have no free metadata, so the id is not shown on the memory.
+id and source: memories have no free metadata, so the id is not shown on the memory. A
+message without an id is keyed by its time as the export writes it (the wall clock, not
+UTC: importing again with another ``tz`` finds the same messages), its author, its text
+and its ordinal among identical ones; a message edited after an import keeps its key
+(its id) and so its first text.
 """
 
 from __future__ import annotations
@@ -280,11 +284,12 @@ class ConversationImport:
             when = None if message.time is None else _utc_text(message.time)
             if message.message_id is not None:
                 identity = ["id", message.message_id]
-            else:
+            else:  # the time as the export wrote it, so another --tz finds the same messages
+                wall = "" if message.time is None else message.time.replace(tzinfo=None).isoformat()
                 who = f"{message.role}:{message.author or ''}"
-                mark = _digest(message.conversation, when or "", who, message.text)
+                mark = _digest(message.conversation, wall, who, message.text)
                 ordinals[mark] += 1
-                identity = ["text", when or "", who, message.text, str(ordinals[mark])]
+                identity = ["text", wall, who, message.text, str(ordinals[mark])]
             pieces = cut_message(message.text)
             for index, piece in enumerate(pieces):
                 key = import_key(fmt, message.conversation, identity + ([f"#{index}"] if len(pieces) > 1 else []))
