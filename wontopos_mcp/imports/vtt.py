@@ -23,7 +23,7 @@ timestamps; cue settings after the timing are ignored; NOTE, STYLE and REGION bl
 skipped without a count (they are no one's words).
 
 A cue naming nobody before anyone has spoken (a title, "[music]") is skipped as ``system``;
-a file in which no cue names anyone is refused (``no speaker names``): SPEC's speaker is the
+a file in which no cue names anyone is refused (``no speaker names``): the speaker is the
 voice or the prefix, and a film's subtitles have neither. A message's time is
 ``options.start`` (when the recording began) plus its first cue's start, and ``None``
 without a start. The conversation is the file's name; cues have no id worth keeping (a
