@@ -66,7 +66,7 @@ from wontopos_mcp.rules.redaction import Redactor
 from .batch_writes import BatchWrites
 from .bootstrap import StartupSettings, parts
 from .commits import Commits
-from .conversation_import import ConversationImport
+from .conversation_import import IMPORT_BATCH, ConversationImport
 from .conversation_import import Progress as ImportProgress
 from .memories import Memories
 from .reads import Reads
@@ -361,11 +361,14 @@ class MemoryService:
         user_id: JSON = None,
         *,
         progress: ImportProgress | None = None,
+        batch: int = IMPORT_BATCH,
     ) -> ImportSummaryAnswer:
         """A chat export or transcript stored message by message under its speakers
-        (``conversation_import``); a dry run stores nothing and says who is who."""
+        (``conversation_import``); a dry run stores nothing and says who is who.
+        ``progress(done, total, counts)`` is called after each batch of ``batch`` messages
+        (an exception it raises stops the import there, as a Ctrl-C would)."""
         store = None if user_id is None else check_store_id(user_id)
-        importer = ConversationImport(self._stores, self._batches, self.idempotency, self.now_us)
+        importer = ConversationImport(self._stores, self._batches, self.idempotency, self.now_us, batch=batch)
         return importer.run(source, store, options, progress)
 
     def memory_add_bulk(

@@ -27,9 +27,9 @@ BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 # REST calls and MCP messages: the paths whose bodies are read, and must be JSON (415).
 BODY_PATHS = ("/api/", "/mcp", "/messages")
 BUSY_RETRY_MS = 1000  # a full budget frees as reads end: within a body deadline at most
-# The conversation import's route takes the export itself as its body (SPEC: up to 32 MiB,
-# this route's own limit, inside the budget of the bodies read at once), in any type but
-# the three a cross-site form may send without asking first.
+# The conversation import's route takes the export itself as its body: up to 32 MiB, this
+# route's own limit (a chat export is bigger than any JSON call), inside the budget of the
+# bodies read at once, in any type but the three a cross-site form may send unasked.
 IMPORT_PATH = "/api/v1/memory/import"
 IMPORT_MAX_BYTES = 32 * 1024 * 1024
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
