@@ -104,7 +104,8 @@ def import_conversation_file(service: MemoryService, path: str, args: dict[str, 
             summary = service.import_conversations(source, options, args["user_id"], progress=progress.update)
         except InvalidRequestError as exc:
             progress.close()
-            return _refused(_refusal_line(exc))
+            line = _refusal_line(exc)
+            return _refused(path + line[len(source.name) :] if line.startswith(source.name + ": ") else line)
     _emit_summary(out, args, summary)
     return 0
 

@@ -11,7 +11,7 @@ person is and stores the messages, in two streaming passes over the export:
    same spelling is that speaker, and ``register`` registers the rest. A name still
    unresolved, or registrations past the store's limit, refuse the whole import with the
    counts (400, ``field: "speaker"``, ``unresolved``); nothing is stored. A dry run ends
-   here and answers what it found.
+   before that refusal and answers what it found, the unresolved names marked so.
 2. **Store.** The export is read again and its messages go to the batch write path
    (``BatchWrites.memory_add_batch``) in batches of ``IMPORT_BATCH``, in conversation
    order, each with its import key (``rules.import_options.import_key``): the export's
@@ -68,6 +68,10 @@ if TYPE_CHECKING:
     from .batch_writes import BatchWrites
     from .stores import Stores
 
+# Formats whose times are the --start given to the import plus a cue's offset, not the
+# file's own: their messages are keyed without a time (speaker, text, ordinal), so a
+# re-import with another or no --start still finds them.
+START_TIMED = frozenset({"vtt", "srt", "transcript"})
 IMPORT_BATCH = 256  # messages per batch write: one embedding pass and one commit each
 Status = Literal["registered", "mapped", "register", "me", "untagged", "skipped", "unresolved"]
 Progress = Callable[[int, int, "Counter[str]"], None]  # (messages done, messages in all, counts so far)
@@ -138,10 +142,10 @@ class ConversationImport:
             ) from None  # fmt: skip
         registered, limit = self._registered(user_id)
         people = self._resolve(conversations, registered, options)
-        self._refuse_unresolved(source.name, people, conversations, registered, limit)
         summary = self._summary(source.name, fmt, user_id, options, conversations, people, skipped)
-        if options.dry_run:
+        if options.dry_run:  # it shows the unresolved names rather than refusing them
             return summary
+        self._refuse_unresolved(source.name, people, conversations, registered, limit)
         if user_id is not None:
             self.stores.store_create(user_id)
         new = sorted({r.speaker for r in people.values() if r.status == "register" and r.speaker is not None})
@@ -285,7 +289,9 @@ class ConversationImport:
             if message.message_id is not None:
                 identity = ["id", message.message_id]
             else:  # the time as the export wrote it, so another --tz finds the same messages
-                wall = "" if message.time is None else message.time.replace(tzinfo=None).isoformat()
+                wall = (
+                    "" if message.time is None or fmt in START_TIMED else message.time.replace(tzinfo=None).isoformat()
+                )
                 who = f"{message.role}:{message.author or ''}"
                 mark = _digest(message.conversation, wall, who, message.text)
                 ordinals[mark] += 1
