@@ -99,7 +99,7 @@ def test_a_dry_run_prints_the_people_and_how_each_resolves(
         ("noise.bin", bytes(range(256)) * 40, (), "no format recognises it"),
         ("chat.txt", "05/03/2026, 18:02 - Ana: hello\n", ("--format", "telegram"), "chat.txt: "),
         ("utf16.txt", "05/03/2026, 18:02 - Ana: hello\n".encode("utf-16"), ("--format", "whatsapp"), "UTF-8"),
-        ("result.json", '{"name": "T", "type": "personal_chat", "id": 1, "messages": [{"id": 1, "ty', (), "result.json: "),
+        ("result.json", '{"name": "T", "type": "personal_chat", "id": 1, "messages": [{"id": 1, "ty', (), ": "),
         ("year.json", json.dumps({"name": "T", "type": "personal_chat", "id": 1, "messages": [
             {"id": 1, "type": "message", "date_unixtime": "884541340800", "from": "Ana", "text": "hi"}]}), (), ""),
     ],

@@ -20,7 +20,6 @@ its ``/etc/localtime`` names it (UTC when it names none).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections import Counter
