@@ -23,6 +23,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -257,14 +258,15 @@ def test_the_files_are_served_without_the_key_with_the_host_and_origin_checks(li
 
 def test_the_files_load_nothing_from_anywhere_else() -> None:
     files = {path.name: path.read_text(encoding="utf-8") for path in UI_FILES.iterdir()}
-    pages = {"index.html", "app.js", "api.js", "dom.js", "export.js", "format.js", "style.css", "favicon.svg"}
+    scripts = {"app.js", "api.js", "dom.js", "export.js", "format.js", "import.js"}
+    pages = {"index.html", "style.css", "favicon.svg", *scripts}
     assert set(files) == pages
     for name, text in files.items():
         text = text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # the icon's namespace: a name, never loaded
         assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", text), name
         assert "innerHTML" not in text, name
         assert "insertAdjacentHTML" not in text, name  # contents are text, never HTML
-    for name in ("app.js", "dom.js", "export.js", "format.js"):
+    for name in ("app.js", "dom.js", "export.js", "format.js", "import.js"):
         for imported in re.findall(r'from "([^"]+)"', files[name]):
             assert imported.startswith("./"), (name, imported)
             assert imported[2:] in files, (name, imported)
@@ -1000,3 +1002,163 @@ def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(brows
             assert [m["content"] for m in stored] == ["planted application/json"]
     finally:
         context.close()
+
+
+# -- importing a conversation -----------------------------------------------------------------------
+
+# A trip chat as WhatsApp's Android export writes it (day first, 24 h): three scripts, a
+# system line, a media line and a message on two lines.
+TRIP_NAME = "WhatsApp Chat with Trip.txt"
+TRIP = """\
+12/04/2026, 09:00 - Messages and calls are end-to-end encrypted. No one outside of this chat can read them.
+12/04/2026, 09:01 - Νίκος: Κλείνω το πλοίο για Νάξο την Παρασκευή.
+12/04/2026, 09:02 - Lena: I'll take care of the rooms near the harbour.
+12/04/2026, 09:03 - 陽菜: 港で会いましょう。
+12/04/2026, 09:04 - Lena: <Media omitted>
+12/04/2026, 09:05 - Νίκος: Το πλοίο φεύγει στις 07:30.
+13/04/2026, 18:20 - Lena: Rooms booked: Harbour View,
+two nights, breakfast included.
+"""
+_NO_SIDEWAYS = "() => document.documentElement.scrollWidth <= window.innerWidth"
+_DROP = """(text) => {
+    const transfer = new DataTransfer();
+    transfer.items.add(new File([text], "WhatsApp Chat with Trip.txt", {type: "text/plain"}));
+    return transfer;
+}"""
+
+
+def _both_widths(page: Any, name: str) -> None:
+    """Screenshots of what the page shows at 1280 and at 390 px (with
+    ``WONTOPOS_UI_SCREENSHOTS``); at 390 px nothing scrolls sideways, shots or not."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate(_NO_SIDEWAYS), name
+    _screenshot(page, f"{name}-390")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _screenshot(page, f"{name}-1280")
+
+
+def _people(page: Any) -> dict[str, tuple[str, str]]:
+    """Each person of the one conversation read: (their messages, how they resolve)."""
+    rows = page.locator("#import-conversations .people > li")
+    return {
+        str(rows.nth(i).locator(".person").inner_text()): (
+            str(rows.nth(i).locator(".count").inner_text()),
+            str(rows.nth(i).locator(".resolves").inner_text()),
+        )
+        for i in range(rows.count())
+    }
+
+
+@pytest.mark.slow
+def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on_their_memories(
+    page: Any, seen: Requests, live: LiveServer, api: httpx.Client
+) -> None:
+    from playwright.sync_api import expect
+
+    store = _store(api, "imported", ("Lena Ortiz",))
+    _add(api, store, "Lena Ortiz likes slow ferries.", speaker="Lena Ortiz")
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _open_store(page, live, store)
+    page.get_by_role("button", name="Import a conversation…").click()
+    expect(page.locator("#import-title")).to_be_focused()
+    expect(page.get_by_label("Time zone of its times")).to_have_value("America/New_York")  # the reader's
+    _both_widths(page, "import-pick")
+
+    # A file the format refuses: the server's refusal, shown as every other one is.
+    page.get_by_label("Format").select_option("telegram")
+    page.set_input_files("#import-file", files=[{"name": TRIP_NAME, "mimeType": "text/plain", "buffer": TRIP.encode()}])
+    box = _notice(page).locator(".error-text")
+    expect(box).to_have_attribute("data-field", "file")
+    expect(box.locator(".error-message")).to_contain_text(TRIP_NAME)
+    expect(box.locator(".error-hint")).to_have_text("Check the file and its format.")
+    expect(page.locator("#import-review")).to_be_hidden()
+
+    # The right format reads the same file again: who is who, nothing stored yet.
+    page.get_by_label("Format").select_option("whatsapp")
+    title = page.locator("#import-review-title")
+    expect(title).to_have_text(f"Who is who in {TRIP_NAME}")
+    expect(title).to_be_focused()
+    expect(_notice(page)).to_be_hidden()
+    expect(page.locator("#import-overview")).to_have_text(
+        "WhatsApp (the .txt of Export chat) · 5 messages in 1 conversation · times read in America/New_York"
+    )
+    expect(page.locator("#import-conversations .facts")).to_contain_text("skipped: 1 media, 1 system")
+    assert _people(page) == {
+        "Νίκος": ("2 messages", "→ Νίκος, registered by this import"),
+        "Lena": ("2 messages", "→ Lena, registered by this import"),
+        "陽菜": ("1 message", "→ 陽菜, registered by this import"),
+    }
+    assert _post(api, "/list", {"user_id": store, "limit": 10})["count"] == 1  # a read stores nothing
+    lena = page.get_by_label("Store the messages of Lena as")
+    expect(lena).to_have_value("register")  # the default
+    lena.select_option(label="Lena Ortiz")  # the same person as a registered speaker
+    assert _people(page)["Lena"] == ("2 messages", "→ Lena Ortiz")
+    page.get_by_label("Store the messages of 陽菜 as").select_option("skip")
+    expect(page.locator("#import-run")).to_have_text("Import 4 messages")
+    page.get_by_label("Store the messages of 陽菜 as").select_option("register")
+    expect(page.locator("#import-choices-hint")).to_contain_text("Registering 2 people makes 3 of the store's 50.")
+    _both_widths(page, "import-review")
+
+    # Import: the upload, then "storing" until the answer (held here to be seen).
+    held: list[Any] = []
+    page.route(re.compile(r"/api/v1/memory/import\?(?!.*dry_run)"), held.append)
+    run = page.get_by_role("button", name="Import 5 messages")
+    run.click()
+    expect(page.locator("#import-progress")).to_be_visible()
+    expect(page.locator("#import-phase")).to_have_text(re.compile(rf"^(Sending {re.escape(TRIP_NAME)}: \d+%|Storing)"))
+    expect(run).to_be_disabled()
+    _both_widths(page, "import-progress")
+    for _ in range(200):  # the route's handler runs while Playwright waits
+        if held:
+            break
+        page.wait_for_timeout(25)
+    (request,) = held
+    request.continue_()
+    done = page.locator("#import-done-title")
+    expect(done).to_have_text(f"Imported {TRIP_NAME} into {store}")
+    expect(done).to_be_focused()
+    expect(page.locator("#import-totals")).to_contain_text("5 memories stored.")
+    expect(page.locator("#import-totals")).to_contain_text("Registered: Νίκος, 陽菜.")
+    expect(page.locator("#import-speakers tbody th")).to_have_text(["Lena Ortiz", "Νίκος", "陽菜"])
+    expect(page.locator("#import-speakers td.count")).to_have_text(["2 memories", "2 memories", "1 memory"])
+    expect(page.locator("#import-progress")).to_be_hidden()
+    expect(_row(page, "Νίκος").locator("td.count")).to_have_text("2 memories")  # the store's counts follow
+    expect(_row(page, "Lena Ortiz").locator("td.count")).to_have_text("3 memories")
+    _both_widths(page, "import-done")
+
+    # What the page sent: the choices as the route's options, the key in a header only.
+    (sent,) = [(url, headers) for method, url, headers in seen.seen if "/import?" in url and "dry_run" not in url]
+    query = parse_qs(urlsplit(sent[0]).query)
+    assert query["as"] == ["Lena=Lena Ortiz"]
+    assert (query["register"], query["format"], query["user_id"]) == (["true"], ["whatsapp"], [store])
+    assert "skip" not in query
+    assert sent[1]["content-type"] == "application/octet-stream"
+    assert sent[1]["x-api-key"] == KEY
+    assert all(KEY not in url for _, url, _ in seen.seen)
+    # ... and what the store now holds, by the REST API.
+    speakers = {s["speaker"]: s["memories"] for s in api.get("/speakers", params={"user_id": store}).json()["speakers"]}
+    assert speakers == {"Lena Ortiz": 3, "Νίκος": 2, "陽菜": 1}
+    said = _by_speaker(api, store, "Lena Ortiz")["memories"]
+    assert "Rooms booked: Harbour View,\ntwo nights, breakfast included." in [m["content"] for m in said]
+    greek = _by_speaker(api, store, "Νίκος")["memories"]
+    assert {m["content"] for m in greek} == {"Κλείνω το πλοίο για Νάξο την Παρασκευή.", "Το πλοίο φεύγει στις 07:30."}
+    assert {m["event_date"] for m in greek} == {"2026-04-12T13:01:00.000000Z", "2026-04-12T13:05:00.000000Z"}
+
+    # The way to what was imported: a speaker's memories, newest first.
+    page.locator("#import-speakers").get_by_role("button", name="Show the memories of Lena Ortiz").click()
+    expect(page.locator("#results-title")).to_have_text("Lena Ortiz: newest first")
+    expect(page.locator("#memories > li")).to_have_count(3)
+    assert set(page.locator("#memories > li .speaker").all_inner_texts()) == {"Lena Ortiz"}
+    assert "Rooms booked: Harbour View,\ntwo nights, breakfast included." in _contents(page)
+    _both_widths(page, "import-landed")
+
+    # The same file dropped again: read, chosen the same way, imported: nothing new.
+    page.get_by_role("button", name="Import another file").click()
+    page.locator("#import-drop").dispatch_event("drop", {"dataTransfer": page.evaluate_handle(_DROP, TRIP)})
+    expect(title).to_have_text(f"Who is who in {TRIP_NAME}")
+    assert _people(page)["Νίκος"] == ("2 messages", "→ Νίκος, registered")
+    page.get_by_label("Store the messages of Lena as").select_option(label="Lena Ortiz")
+    page.get_by_role("button", name="Import 5 messages").click()
+    expect(done).to_have_text(f"Nothing new in {TRIP_NAME}: every message was imported before")
+    expect(page.locator("#import-totals")).to_contain_text("5 messages imported before, not stored again.")
+    assert _post(api, "/list", {"user_id": store, "limit": 10})["count"] == 6

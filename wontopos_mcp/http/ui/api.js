@@ -32,7 +32,8 @@ async function call(method, path, body) {
   const init = { method, headers, credentials: "omit", cache: "no-store", referrerPolicy: "no-referrer" };
   let url = API + path;
   if (method === "GET") {
-    // Only store ids go in a query string (the routes the SDK reads with GET); never the key.
+    // Only store ids go in a query string (the routes the SDK reads with GET, and the
+    // import's options: upload); never the key.
     const query = new URLSearchParams(body || {}).toString();
     if (query) url += `?${query}`;
   } else if (body !== undefined) {
@@ -51,11 +52,47 @@ async function call(method, path, body) {
   } catch {
     answer = null;
   }
-  if (!response.ok) {
-    const error = answer && typeof answer.error === "object" && answer.error ? answer.error : null;
-    throw new ApiError(response.status, error || { type: "http_error", message: `HTTP ${response.status}` });
-  }
+  if (!response.ok) throw refusal(response.status, answer);
   return answer || {};
+}
+
+/** The ApiError of a refused call from its status and parsed body (null when none). */
+function refusal(status, answer) {
+  const error = answer && typeof answer.error === "object" && answer.error ? answer.error : null;
+  return new ApiError(status, error || { type: "http_error", message: `HTTP ${status}` });
+}
+
+/** POST ``file`` itself as the body of ``path`` (the import route: options in the query
+ * string ``params``, a URLSearchParams, never the key). fetch says nothing of an upload's
+ * progress, so this one call is an XMLHttpRequest: ``progress({loaded, total})`` as the
+ * bytes go, then ``progress(null)`` once the server has them all and works on its answer. */
+function upload(path, params, file, progress = () => {}) {
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open("POST", `${API}${path}?${params}`);
+    request.setRequestHeader("Accept", "application/json");
+    request.setRequestHeader("Content-Type", "application/octet-stream"); // never a form's type
+    const secret = key.get();
+    if (secret) request.setRequestHeader("X-API-Key", secret);
+    request.upload.addEventListener("progress", (event) =>
+      progress({ loaded: event.loaded, total: event.lengthComputable ? event.total : file.size }),
+    );
+    request.upload.addEventListener("load", () => progress(null));
+    request.addEventListener("load", () => {
+      let answer = null;
+      try {
+        answer = JSON.parse(request.responseText);
+      } catch {
+        answer = null;
+      }
+      if (request.status >= 200 && request.status < 300) resolve(answer || {});
+      else reject(refusal(request.status, answer));
+    });
+    const lost = () => reject(new ApiError(0, { type: "network_error", message: "the server did not answer" }));
+    request.addEventListener("error", lost);
+    request.addEventListener("abort", lost);
+    request.send(file);
+  });
 }
 
 /** What /healthz says (served without the key), e.g. ``api_key``: "required" or
@@ -83,6 +120,8 @@ export const rest = {
   renameSpeaker: (user_id, speaker, new_name) => call("POST", "/speakers/rename", { user_id, speaker, new_name }),
   mergeSpeakers: (user_id, speaker, into, confirm_records) =>
     call("POST", "/speakers/merge", { user_id, speaker, into, confirm_records }),
+  // And the conversation import: the export file as the body, its options in the query.
+  importFile: (params, file, progress) => upload("/import", params, file, progress),
   bySpeaker: (user_id, speaker, page = {}) =>
     call("POST", "/by-speaker", drop({ user_id, speaker, limit: page.limit, before: page.before, skip_ids: page.skip_ids })),
   list: (user_id, limit, cursor) => call("POST", "/list", drop({ user_id, limit, cursor })),

@@ -1,12 +1,13 @@
 // The memory browser: pick a store, see its speakers with their counts, read one
-// speaker's memories newest first (by_speaker pages), list or search them, and fix what
-// is wrong (forget, supersede, register, rename and remove speakers), every call through
-// the REST API (api.js). Every view is plain HTML controls, so the keyboard reaches all of it.
+// speaker's memories newest first (by_speaker pages), list or search them, fix what
+// is wrong (forget, supersede, register, rename and remove speakers), and import a
+// conversation export (import.js), every call through the REST API (api.js). Every view is plain HTML controls, so the keyboard reaches all of it.
 
 import { ApiError, health, key, rest } from "./api.js";
 import { $, confirmDialog, el, errorBox, memoryItem, renameDialog, show, supersedeDialog, timeElement } from "./dom.js";
 import { download, fileName, speakerMemories, storeMemories } from "./export.js";
 import { excerpt, many } from "./format.js";
+import { closeImport, openImport, wireImport } from "./import.js";
 
 const SPEAKER_PAGE = 20; // by_speaker's largest page
 const LIST_PAGE = 20;
@@ -134,6 +135,7 @@ async function openStore(userId, { focus = false } = {}) {
     else item.removeAttribute("aria-current");
   }
   show($("#results"), false);
+  closeImport(); // an import goes into the store it was opened for
   $("#status").replaceChildren(); // what was said about the store before does not carry over
   await loadSpeakers();
   show($("#store"));
@@ -508,6 +510,7 @@ function wire() {
     sessionStorage.removeItem(STORE_SLOT);
     state.store = null;
     state.view = null;
+    closeImport();
     showLogin();
   });
   $("#create-store-form").addEventListener(
@@ -531,6 +534,8 @@ function wire() {
   $("#search-form").addEventListener("submit", action(submitSearch));
   $("#all-memories").addEventListener("click", action(showAll));
   $("#export-store").addEventListener("click", action(exportStore));
+  $("#open-import").addEventListener("click", action(openImport));
+  wireImport({ store: () => state.store, action, notify, refresh, showSpeaker, showAll });
   $("#older").addEventListener(
     "click",
     action(() => {

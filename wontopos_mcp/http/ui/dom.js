@@ -28,21 +28,30 @@ export function show(node, visible = true) {
 }
 
 const FIELD_WORDS = {
+  as: "people's choices",
+  body: "file",
   confirm_records: "count to confirm",
   content: "text",
   "content-type": "request",
+  file: "file and its format",
+  format: "format",
   limit: "number of results",
   max_results: "number of results",
   memory_id: "memory",
   new_content: "new version",
   new_name: "new name",
   query: "query",
+  register: "people to register",
+  skip: "people left out",
   speaker: "speaker's name",
+  start: "time the recording began",
+  tz: "time zone",
   user_id: "store id",
+  user_name: "history's user",
 };
 
 /** ``text`` as a sentence: a capital first letter and a full stop. */
-function sentence(text) {
+export function sentence(text) {
   const trimmed = String(text || "").trim();
   if (!trimmed) return "";
   const capital = trimmed[0].toLocaleUpperCase() + trimmed.slice(1);
@@ -67,6 +76,10 @@ function hint(status, error) {
   }
   if (error.superseded_by) return "Only the current version of a memory can be superseded.";
   if (Number.isInteger(error.speaker_limit)) return `A store registers at most ${many(error.speaker_limit, "person")}.`;
+  if (Array.isArray(error.unresolved)) {
+    return `Choose for ${many(error.unresolved.length, "person")} of the file: register, the same as a registered speaker, untagged, or left out.`;
+  }
+  if (Number.isInteger(error.max_bytes)) return `At most ${(error.max_bytes / 1048576).toFixed(0)} MiB fit in one request.`;
   if (Number.isInteger(error.max_chars)) return `At most ${many(error.max_chars, "character")} fit.`;
   if (status === 404 && field === "speaker") return `Pick a speaker from the list, or register ${error.speaker ?? "them"} first.`;
   if (status === 404 && field === "user_id") return "Pick a store from the list, or create it.";
