@@ -85,6 +85,7 @@ def make_backend(conv_id: str, speakers: list[str]) -> Any:
             super().__init__(conv_id, speakers)
             self.label = conv_id
             self.turns: dict[str, list[str]] = {}  # memory id -> harness turn ids
+            self.texts: dict[str, str] = {}  # memory id -> its text (whole-turn vectors, offline)
             self.out = open(os.environ[_ENV], "a")  # noqa: SIM115 - closed in close()
             self.snapshot_rows = -1
 
@@ -92,13 +93,15 @@ def make_backend(conv_id: str, speakers: list[str]) -> Any:
             mid = super().add(text, speaker, meta)
             if mid is not None:
                 self.turns.setdefault(mid, []).append(str(meta["id"]))
+                self.texts.setdefault(mid, text)
             return mid
 
         def add_many(self, items: list[Any]) -> Any:
             ids = super().add_many(items)
-            for mid, (_, _, meta) in zip(ids, items):
+            for mid, (text, _, meta) in zip(ids, items):
                 if mid is not None and str(meta["id"]) not in self.turns.get(mid, []):
                     self.turns.setdefault(mid, []).append(str(meta["id"]))
+                    self.texts.setdefault(mid, text)
             return ids
 
         def search(self, query: str, speaker: str | None, k: int) -> Any:
@@ -124,7 +127,7 @@ def make_backend(conv_id: str, speakers: list[str]) -> Any:
                         for r in rows
                     ],
                     "vectors": _b64([r["vector"] for r in rows]),
-                    "turns": self.turns,
+                    "turns": self.turns, "texts": self.texts,
                 }) + "\n")  # fmt: skip
                 self.snapshot_rows = count
             scope = sorted({r["memory_id"] for r in store.chunks.rows(where, columns=("memory_id",))})
