@@ -59,6 +59,10 @@ class Snapshot:
     speaker: list[str | None]
     vectors: np.ndarray
     turns: dict[str, list[str]]
+    texts: dict[str, str] = field(default_factory=dict)  # memory id -> its text (dumps since issue 51)
+    label: str = ""
+    # memory id -> the vector of its whole text, for memories of several chunks (``attach_whole``)
+    whole: dict[str, np.ndarray] = field(default_factory=dict)
     by_mid: dict[str, list[int]] = field(default_factory=dict)  # memory id -> its row indexes
     lines: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # conversation -> (seq, mid)
 
@@ -132,6 +136,7 @@ def load_searches(path: Path) -> Iterator[Search]:
                 [r[0] for r in rows], [r[1] for r in rows], np.array([r[2] for r in rows]),
                 np.array([r[3] for r in rows]), [r[4] for r in rows],
                 vectors.reshape(len(rows), -1) if rows else vectors.reshape(0, 1), d["turns"],
+                d.get("texts", {}), d["store"],
             )  # fmt: skip
             continue
         assert store is not None
@@ -189,6 +194,88 @@ def load_questions(folder: Path, name: str) -> list[Question]:
     return out
 
 
+def _locomo_texts() -> dict[tuple[str, str], str]:
+    """(conversation, turn id) -> the text the LoCoMo harness stored (dumps without texts)."""
+    sys.path.insert(0, str(EVAL))
+    import locomo_speaker_eval as locomo  # the harness's own loader and text
+
+    out = {}
+    for conv in locomo.load_locomo(locomo.DEFAULT_DATA):
+        for t in conv.turns:
+            out[(conv.sample_id, t.dia_id)] = locomo.turn_text(t, "raw", conv)
+    return out
+
+
+def attach_whole(questions: dict[str, list[Question]], cache: Path) -> None:
+    """Give every store of the dump the whole-text vector of each memory of several chunks
+    (what a turn-level row would hold: the anchor's vectors), embedded once by the product's
+    embedder and kept in ``cache`` (text digest -> vector)."""
+    import hashlib
+
+    from wontopos_mcp.config import DEFAULT_MODEL, default_model_cache
+    from wontopos_mcp.model.embeddings import load_embedder
+
+    known: dict[str, np.ndarray] = dict(np.load(cache)) if cache.exists() else {}
+    stores = {id(s.store): s.store for qs in questions.values() for q in qs for s in (q.filter, q.nofilter) if s}
+    locomo: dict[tuple[str, str], str] | None = None
+    wanted: dict[str, str] = {}
+    for st in stores.values():
+        for mid, rows in st.by_mid.items():
+            if len(rows) < 2:
+                continue
+            text = st.texts.get(mid)
+            if text is None:
+                if locomo is None:
+                    locomo = _locomo_texts()
+                conv = st.label.split(":")[0]
+                text = " ".join(locomo.get((conv, t), "") for t in st.turns.get(mid, []))
+            wanted[hashlib.sha1(text.encode()).hexdigest()] = text
+    missing = [k for k in wanted if k not in known]
+    if missing:
+        embedder = load_embedder(DEFAULT_MODEL, str(default_model_cache()))
+        for start in range(0, len(missing), 256):
+            part = missing[start : start + 256]
+            for k, v in zip(part, embedder.embed_passages([wanted[k] for k in part])):
+                known[k] = np.asarray(v, dtype=np.float32)
+            print(f"whole-turn vectors: {min(start + 256, len(missing))} of {len(missing)}", file=sys.stderr)
+        np.savez(cache, **known)
+    for st in stores.values():
+        for mid, rows in st.by_mid.items():
+            if len(rows) < 2:
+                continue
+            text = st.texts.get(mid)
+            if text is None:
+                assert locomo is not None
+                text = " ".join(locomo.get((st.label.split(":")[0], t), "") for t in st.turns.get(mid, []))
+            st.whole[mid] = known[hashlib.sha1(text.encode()).hexdigest()]
+
+
+def whole_cosine(s: Search, mid: str, best: float) -> float:
+    """A memory's cosine by its whole-text vector (``best``, its best chunk's, for a one-chunk memory)."""
+    v = s.store.whole.get(mid)
+    return best if v is None else float(v @ s.vector)
+
+
+def anchor_rank(s: Search, kn: Knobs) -> list[str]:
+    """The anchor's ranking (``backend_plain.py``): LanceDB's hybrid search, the ``limit`` best
+    turns by whole-turn cosine and the ``limit`` best by full text, each inside the scope, fused
+    by reciprocal rank (k = 60). The full-text scores are the product's (LanceDB's BM25 over the
+    product's index), so this replica is close to the anchor, not the anchor itself."""
+    st = s.store
+    scope = [mid for mid in st.by_mid if mid in s.scope]
+    dense = {mid: whole_cosine(s, mid, best_chunk(s, mid, s.cos)[0]) for mid in scope}
+    if kn.anchor_chunks:
+        dense = {mid: best_chunk(s, mid, s.cos)[0] for mid in scope}
+    pool = s.limit * kn.anchor_pool
+    by_dense = sorted(scope, key=lambda m: -dense[m])[:pool]
+    by_text = [mid for mid, _ in s.matches if mid in s.scope][:pool]
+    score: dict[str, float] = defaultdict(float)
+    for ranked in (by_dense, by_text):
+        for r, mid in enumerate(ranked):
+            score[mid] += 1.0 / (60 + r + 1)
+    return sorted(score, key=lambda m: (-score[m], -dense[m]))[: s.limit]
+
+
 # --------------------------------------------------------------------------- the ranking
 @dataclass(frozen=True)
 class Knobs:
@@ -240,6 +327,15 @@ class Knobs:
     same_prev: float = 0.0  # a share of the fused score of the same speaker's turn before (see same_reach)
     same_reach: int = 4
     norm: str = ""  # how each signal is standardised over the candidates ("": mean and deviation; see _centre)
+    # whole-turn vectors (issue 51; ``attach_whole``): a memory's cosine takes this share of its
+    # whole text's cosine (the rest its best chunk's); ``whole_max``: the larger of the two;
+    # ``whole_cands``: the memories nearest by whole text join the candidates (this many)
+    whole: float = 0.0
+    whole_max: bool = False
+    whole_cands: int = 0
+    anchor: bool = False  # the anchor's ranking (``anchor_rank``) instead of the product's
+    anchor_chunks: bool = False  # the anchor with a turn's cosine its best chunk's
+    anchor_pool: int = 1  # the anchor reads limit x this from each search before fusing
 
 
 @dataclass
@@ -271,6 +367,8 @@ FEATURES = ("dense", "bm25", "prev", "next", "lift", "named", "sess_n", "sess_me
 def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = None) -> list[str]:
     """The product's ranking of one search (with the variant switches of ``kn``)."""
     st = s.store
+    if kn.anchor:
+        return anchor_rank(s, kn)
     if kn.gate == "several" and not asks_for_several(s.asked):
         kn = Knobs()
     scope_rows = [i for i, mid in enumerate(st.mids) if mid in s.scope]
@@ -297,6 +395,13 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         if len(cands) >= limit or len(order) < kk:
             break
         kk *= 4
+    if kn.whole_cands:
+        scope_mids = {st.mids[i] for i in scope_rows}
+        near = sorted(scope_mids, key=lambda m: -whole_cosine(s, m, best_chunk(s, m, cos)[0]))
+        for mid in near[: kn.whole_cands]:
+            if mid not in cands:
+                d, r = best_chunk(s, mid, cos)
+                cands[mid] = Cand(mid, d, row=r)
     if kn.conv_quota:
         per: dict[Any, int] = defaultdict(int)
         for i in sorted(scope_rows, key=lambda i: -cos[i]):
@@ -374,6 +479,10 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     if kn.centroid:
         for c in (*cands.values(), *newcomers.values()):
             c.dense = (1 - kn.centroid) * c.dense + kn.centroid * _centroid_cosine(s, c.mid)
+    if kn.whole or kn.whole_max:
+        for c in (*cands.values(), *newcomers.values()):
+            w = whole_cosine(s, c.mid, c.dense)
+            c.dense = max(c.dense, w) if kn.whole_max else (1 - kn.whole) * c.dense + kn.whole * w
     items = [c for c in cands.values() if c.mid not in extra]
     dense = np.array([c.dense for c in items])
     bm25 = np.array([c.bm25 for c in items])
@@ -619,6 +728,16 @@ VARIANTS: dict[str, Knobs] = {
     "slift0.2": Knobs(sess_lift=0.2),
     "slift0.4": Knobs(sess_lift=0.4),
     "sess4+sl0.2": Knobs(sess_top=4, sess_lift=0.2),
+    # issue 51: the anchor, and whole-turn vectors
+    "anchor": Knobs(anchor=True),
+    "anchor-chunks": Knobs(anchor=True, anchor_chunks=True),
+    "anchor-pool4": Knobs(anchor=True, anchor_pool=4),
+    "whole0.5": Knobs(whole=0.5),
+    "whole1": Knobs(whole=1.0),
+    "wholemax": Knobs(whole_max=True),
+    "whole0.5c20": Knobs(whole=0.5, whole_cands=20),
+    "whole1c20": Knobs(whole=1.0, whole_cands=20),
+    "wholemaxc20": Knobs(whole_max=True, whole_cands=20),
 }
 
 
@@ -715,6 +834,8 @@ def main() -> int:
         return 0
     names = ["product", *[v for v in a.variants.split(",") if v]]
     questions = {n: load_questions(a.dump, n) for n in a.sets.split(",") if (a.dump / f"{n}.perq.jsonl").exists()}
+    if any(VARIANTS[n].whole or VARIANTS[n].whole_max or VARIANTS[n].whole_cands or VARIANTS[n].anchor for n in names):
+        attach_whole(questions, a.dump / "whole_vectors.npz")
     searches = [s for qs in questions.values() for q in qs for s in (q.filter, q.nofilter) if s is not None]
     rankings = {name: {id(s): rank(s, VARIANTS[name]) for s in searches} for name in names}
     if a.check:
