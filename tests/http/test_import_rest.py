@@ -95,6 +95,10 @@ def test_a_dry_run_answers_each_conversations_people_and_how_each_resolves_and_s
     assert conversation["first"] == "2026-04-12T06:01:00.000000Z"  # 09:01 in Athens
     assert conversation["last"] == "2026-04-13T15:20:00.000000Z"
     assert _memories(api, "trip-dry") == []
+    # Without register or as, a dry run still answers: the names no one is yet, unresolved.
+    (conversation,) = _ok(_import(api, TRIP.encode(), _trip("trip-dry", ("dry_run", "true"))))["conversations"]
+    people = {p["name"]: p["resolves"] for p in conversation["people"]}
+    assert people == {"Νίκος": "unresolved", "Lena": "registered", "陽菜": "unresolved"}
     speakers = _ok(api.get("/api/v1/memory/speakers", params={"user_id": "trip-dry"}))["speakers"]
     assert [s["speaker"] for s in speakers] == ["Lena"]  # a dry run registers no one
 

@@ -267,7 +267,7 @@ def test_the_files_load_nothing_from_anywhere_else() -> None:
         assert "innerHTML" not in text, name
         assert "insertAdjacentHTML" not in text, name  # contents are text, never HTML
     for name in ("app.js", "dom.js", "export.js", "format.js", "import.js"):
-        for imported in re.findall(r'from "([^"]+)"', files[name]):
+        for imported in re.findall(r'^import\b[^;]*?\bfrom "([^"]+)"', files[name], re.MULTILINE):
             assert imported.startswith("./"), (name, imported)
             assert imported[2:] in files, (name, imported)
 
@@ -1007,7 +1007,8 @@ def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(brows
 # -- importing a conversation -----------------------------------------------------------------------
 
 # A trip chat as WhatsApp's Android export writes it (day first, 24 h): three scripts, a
-# system line, a media line and a message on two lines.
+# system line, a media line, a message on two lines, and someone called "me" (the
+# assistant's reserved name: no import can register it).
 TRIP_NAME = "WhatsApp Chat with Trip.txt"
 TRIP = """\
 12/04/2026, 09:00 - Messages and calls are end-to-end encrypted. No one outside of this chat can read them.
@@ -1018,6 +1019,7 @@ TRIP = """\
 12/04/2026, 09:05 - Νίκος: Το πλοίο φεύγει στις 07:30.
 13/04/2026, 18:20 - Lena: Rooms booked: Harbour View,
 two nights, breakfast included.
+13/04/2026, 18:25 - me: Ich komme auch mit.
 """
 _NO_SIDEWAYS = "() => document.documentElement.scrollWidth <= window.innerWidth"
 _DROP = """(text) => {
@@ -1028,13 +1030,20 @@ _DROP = """(text) => {
 
 
 def _both_widths(page: Any, name: str) -> None:
-    """Screenshots of what the page shows at 1280 and at 390 px (with
-    ``WONTOPOS_UI_SCREENSHOTS``); at 390 px nothing scrolls sideways, shots or not."""
+    """Screenshots of the whole page at 1280 and at 390 px (with
+    ``WONTOPOS_UI_SCREENSHOTS``; scrolled to the top, where the sticky bar belongs, then
+    back); at 390 px nothing scrolls sideways, shots or not."""
+    scrolled = page.evaluate("window.scrollY")
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.evaluate(_NO_SIDEWAYS), name
-    _screenshot(page, f"{name}-390")
+    if SCREENSHOTS:
+        page.evaluate("window.scrollTo(0, 0)")
+        _screenshot(page, f"{name}-390")
     page.set_viewport_size({"width": 1280, "height": 900})
-    _screenshot(page, f"{name}-1280")
+    if SCREENSHOTS:
+        page.evaluate("window.scrollTo(0, 0)")
+        _screenshot(page, f"{name}-1280")
+        page.evaluate(f"window.scrollTo(0, {scrolled})")
 
 
 def _people(page: Any) -> dict[str, tuple[str, str]]:
@@ -1057,11 +1066,15 @@ def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on
 
     store = _store(api, "imported", ("Lena Ortiz",))
     _add(api, store, "Lena Ortiz likes slow ferries.", speaker="Lena Ortiz")
+    console = Console(page)
     page.set_viewport_size({"width": 1280, "height": 900})
     _open_store(page, live, store)
     page.get_by_role("button", name="Import a conversation…").click()
     expect(page.locator("#import-title")).to_be_focused()
     expect(page.get_by_label("Time zone of its times")).to_have_value("America/New_York")  # the reader's
+    page.get_by_label("Format").select_option("vtt")  # a recording's start, no local times
+    expect(page.get_by_label("Recording began")).to_be_visible()
+    expect(page.get_by_label("Time zone of its times")).to_be_hidden()
     _both_widths(page, "import-pick")
 
     # A file the format refuses: the server's refusal, shown as every other one is.
@@ -1069,6 +1082,7 @@ def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on
     page.set_input_files("#import-file", files=[{"name": TRIP_NAME, "mimeType": "text/plain", "buffer": TRIP.encode()}])
     box = _notice(page).locator(".error-text")
     expect(box).to_have_attribute("data-field", "file")
+    expect(page.get_by_label("Recording began")).to_be_hidden()
     expect(box.locator(".error-message")).to_contain_text(TRIP_NAME)
     expect(box.locator(".error-hint")).to_have_text("Check the file and its format.")
     expect(page.locator("#import-review")).to_be_hidden()
@@ -1080,29 +1094,38 @@ def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on
     expect(title).to_be_focused()
     expect(_notice(page)).to_be_hidden()
     expect(page.locator("#import-overview")).to_have_text(
-        "WhatsApp (the .txt of Export chat) · 5 messages in 1 conversation · times read in America/New_York"
+        "WhatsApp (the .txt of Export chat) · 6 messages in 1 conversation · times read in America/New_York"
     )
     expect(page.locator("#import-conversations .facts")).to_contain_text("skipped: 1 media, 1 system")
     assert _people(page) == {
         "Νίκος": ("2 messages", "→ Νίκος, registered by this import"),
         "Lena": ("2 messages", "→ Lena, registered by this import"),
         "陽菜": ("1 message", "→ 陽菜, registered by this import"),
+        "me": ("1 message", "→ untagged"),  # no one can register it: untagged unless chosen otherwise
     }
+    me = page.locator('#import-people li.choice[data-name="me"]')
+    expect(me.locator(".hint")).to_have_text(
+        "Cannot be registered: 'me' is the assistant's reserved name; map this person with as."
+    )
+    expect(me.get_by_role("option")).to_have_text(  # no "register": the name rules refuse it
+        ["Lena Ortiz", "me (the assistant)", "untagged (no speaker)", "leave out (not imported)"]
+    )
     assert _post(api, "/list", {"user_id": store, "limit": 10})["count"] == 1  # a read stores nothing
     lena = page.get_by_label("Store the messages of Lena as")
     expect(lena).to_have_value("register")  # the default
     lena.select_option(label="Lena Ortiz")  # the same person as a registered speaker
     assert _people(page)["Lena"] == ("2 messages", "→ Lena Ortiz")
     page.get_by_label("Store the messages of 陽菜 as").select_option("skip")
-    expect(page.locator("#import-run")).to_have_text("Import 4 messages")
+    expect(page.locator("#import-run")).to_have_text("Import 5 messages")
     page.get_by_label("Store the messages of 陽菜 as").select_option("register")
     expect(page.locator("#import-choices-hint")).to_contain_text("Registering 2 people makes 3 of the store's 50.")
     _both_widths(page, "import-review")
 
     # Import: the upload, then "storing" until the answer (held here to be seen).
     held: list[Any] = []
-    page.route(re.compile(r"/api/v1/memory/import\?(?!.*dry_run)"), held.append)
-    run = page.get_by_role("button", name="Import 5 messages")
+    storing = re.compile(r"/api/v1/memory/import\?(?!.*dry_run)")
+    page.route(storing, lambda route: held.append(route))
+    run = page.get_by_role("button", name="Import 6 messages")
     run.click()
     expect(page.locator("#import-progress")).to_be_visible()
     expect(page.locator("#import-phase")).to_have_text(re.compile(rf"^(Sending {re.escape(TRIP_NAME)}: \d+%|Storing)"))
@@ -1114,13 +1137,14 @@ def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on
         page.wait_for_timeout(25)
     (request,) = held
     request.continue_()
+    page.unroute(storing)
     done = page.locator("#import-done-title")
     expect(done).to_have_text(f"Imported {TRIP_NAME} into {store}")
     expect(done).to_be_focused()
-    expect(page.locator("#import-totals")).to_contain_text("5 memories stored.")
+    expect(page.locator("#import-totals")).to_contain_text("6 memories stored.")
     expect(page.locator("#import-totals")).to_contain_text("Registered: Νίκος, 陽菜.")
-    expect(page.locator("#import-speakers tbody th")).to_have_text(["Lena Ortiz", "Νίκος", "陽菜"])
-    expect(page.locator("#import-speakers td.count")).to_have_text(["2 memories", "2 memories", "1 memory"])
+    expect(page.locator("#import-speakers tbody th")).to_have_text(["Lena Ortiz", "Νίκος", "陽菜", "untagged"])
+    expect(page.locator("#import-speakers td.count")).to_have_text(["2 memories", "2 memories", "1 memory", "1 memory"])
     expect(page.locator("#import-progress")).to_be_hidden()
     expect(_row(page, "Νίκος").locator("td.count")).to_have_text("2 memories")  # the store's counts follow
     expect(_row(page, "Lena Ortiz").locator("td.count")).to_have_text("3 memories")
@@ -1129,7 +1153,7 @@ def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on
     # What the page sent: the choices as the route's options, the key in a header only.
     (sent,) = [(url, headers) for method, url, headers in seen.seen if "/import?" in url and "dry_run" not in url]
     query = parse_qs(urlsplit(sent[0]).query)
-    assert query["as"] == ["Lena=Lena Ortiz"]
+    assert query["as"] == ["Lena=Lena Ortiz", "me=-"]
     assert (query["register"], query["format"], query["user_id"]) == (["true"], ["whatsapp"], [store])
     assert "skip" not in query
     assert sent[1]["content-type"] == "application/octet-stream"
@@ -1143,6 +1167,8 @@ def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on
     greek = _by_speaker(api, store, "Νίκος")["memories"]
     assert {m["content"] for m in greek} == {"Κλείνω το πλοίο για Νάξο την Παρασκευή.", "Το πλοίο φεύγει στις 07:30."}
     assert {m["event_date"] for m in greek} == {"2026-04-12T13:01:00.000000Z", "2026-04-12T13:05:00.000000Z"}
+    last = _post(api, "/list", {"user_id": store, "limit": 10})["memories"][-1]
+    assert (last["content"], last.get("speaker")) == ("Ich komme auch mit.", None)  # untagged
 
     # The way to what was imported: a speaker's memories, newest first.
     page.locator("#import-speakers").get_by_role("button", name="Show the memories of Lena Ortiz").click()
@@ -1155,10 +1181,15 @@ def test_import_a_chat_map_one_person_to_a_speaker_register_the_rest_and_land_on
     # The same file dropped again: read, chosen the same way, imported: nothing new.
     page.get_by_role("button", name="Import another file").click()
     page.locator("#import-drop").dispatch_event("drop", {"dataTransfer": page.evaluate_handle(_DROP, TRIP)})
+    expect(title).to_be_focused()  # read again, not the last review's words
     expect(title).to_have_text(f"Who is who in {TRIP_NAME}")
+    expect(page.locator("#import-file-name")).to_have_text(f"{len(TRIP.encode())} bytes")
     assert _people(page)["Νίκος"] == ("2 messages", "→ Νίκος, registered")
     page.get_by_label("Store the messages of Lena as").select_option(label="Lena Ortiz")
-    page.get_by_role("button", name="Import 5 messages").click()
+    page.get_by_role("button", name="Import 6 messages").click()
     expect(done).to_have_text(f"Nothing new in {TRIP_NAME}: every message was imported before")
-    expect(page.locator("#import-totals")).to_contain_text("5 messages imported before, not stored again.")
-    assert _post(api, "/list", {"user_id": store, "limit": 10})["count"] == 6
+    expect(page.locator("#import-totals")).to_contain_text("6 messages imported before, not stored again.")
+    assert _post(api, "/list", {"user_id": store, "limit": 10})["count"] == 7
+    # Nothing went wrong in the page: the one error is the refused telegram read's 400.
+    assert [e for e in console.errors if "status of 400" not in e] == [], console.errors
+    assert [status for status, url in console.answers if status >= 400] == [400], console.answers
