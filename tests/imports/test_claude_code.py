@@ -145,7 +145,7 @@ def test_an_assistant_line_of_only_redacted_thinking_is_thinking() -> None:
         (line() + b"this is not json\n", "line 2", "not JSON"),
         (line() + b'["type", "user"]\n', "line 2", "not a JSON object"),
         (line() + b'{"type": "user", "x": "\xff"}\n', "line 2", "not UTF-8"),
-        (line() + b"[" * 100_000 + b"]" * 100_000 + b"\n", "line 2", "nested too deeply"),
+        (line() + b"[" * 100_000 + b"]" * 100_000 + b"\n", "line 2", "nested more than 256"),
         (line(timestamp="yesterday"), "line 1", "not an ISO 8601 time"),
         (line(timestamp="30000-01-01T00:00:00Z"), "line 1", "not an ISO 8601 time"),
         (line() + b'{"type": "user", "m": "' + b"x" * MAX_MESSAGE_BYTES + b'"}\n', "line 2", "longer than"),

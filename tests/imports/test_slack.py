@@ -158,7 +158,7 @@ def test_a_folder_without_users_and_channels_is_refused() -> None:
     [
         (
             b'[{"type": "message", "user": "U1", "text": "ok", "ts": "1767348000.1"}, {"type": "mess',
-            "after message 1",
+            "general/2026-01-02.json, message 2",
             "JSON",
         ),
         (b"", "general/2026-01-02.json", "empty"),
@@ -193,7 +193,7 @@ def test_a_message_longer_than_the_limit_is_refused() -> None:
     day = [{"type": "message", "user": "U1", "text": "x" * (MAX_MESSAGE_BYTES + 300_000), "ts": "1.0"}]
     with pytest.raises(BadExport) as caught:
         read(bytes_source("export.zip", zipped(minimal(day), zipfile.ZIP_STORED)))
-    assert caught.value.place == "general/2026-01-02.json"
+    assert caught.value.place == "general/2026-01-02.json, message 1"
     assert "longer than" in caught.value.reason
 
 

@@ -26,11 +26,9 @@ time: borrowing the conversation's start would date a reply written a week later
 first minute. Ids: the message's ``id`` and the conversation's ``id`` (else
 ``conversation_id``); the title is ``title``.
 
-Streaming: the list is read with ``ijson``'s event parser, one conversation in memory at a
-time (a conversation's tree has to be whole to find its branch). Events, not
-``ijson.items``: ``items`` builds a prefix string per nesting level, and a few hundred
-kilobytes of ``[[[[`` then exhaust memory; here nesting deeper than ``MAX_DEPTH`` refuses
-the file. :func:`json_list_items` is shared with the ``claude`` reader.
+Streaming: the list is read through :func:`wontopos_mcp.imports.jsonstream.list_items`, one
+conversation in memory at a time (a conversation's tree has to be whole to find its
+branch), nesting deeper than ``jsonstream.MAX_DEPTH`` refused.
 
 Left out: branches the app does not show, DALL-E and code-interpreter images (tool
 messages), canvases (``textdocs/``), feedback and the other files of the export's zip.
@@ -45,11 +43,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import Any, BinaryIO
+from typing import Any
 
+from wontopos_mcp.imports.jsonstream import BOM, list_items
 from wontopos_mcp.imports.messages import (
     MAX_MESSAGE_BYTES,
-    SNIFF_BYTES,
     BadExport,
     Message,
     ReadOptions,
@@ -61,10 +59,6 @@ from wontopos_mcp.imports.sources import Source
 
 NAME = "chatgpt"
 
-# Nesting a real export never reaches (a message's metadata goes a dozen levels deep).
-MAX_DEPTH = 256
-
-_BOM = b"\xef\xbb\xbf"
 _HIDDEN_FLAGS = (
     "is_visually_hidden_from_conversation",
     "is_user_system_message",
@@ -81,7 +75,7 @@ def sniff(head: bytes) -> bool:
     ``current_node`` comes after the whole ``mapping`` in ChatGPT's key order, so when the
     first conversation is longer than the head, a mapping node's own keys (``children``,
     ``author``, ``content_type``) stand in for it."""
-    text = head.removeprefix(_BOM).lstrip()
+    text = head.removeprefix(BOM).lstrip()
     if not text.startswith(b"[") or not text[1:].lstrip().startswith(b"{"):
         return False
     if b'"mapping"' not in text:
@@ -91,114 +85,9 @@ def sniff(head: bytes) -> bool:
 
 def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     """The messages of every conversation's visible branch, conversation by conversation."""
-    for number, conversation in json_list_items(source, "conversation"):
-        yield from _conversation(conversation, number)
-
-
-def json_list_items(source: Source, what: str) -> Iterator[tuple[int, Any]]:
-    """Each item of the file's top-level JSON list, numbered from 1, one in memory at a time.
-
-    ``BadExport`` for an empty file, UTF-16 (the exports are UTF-8), a top level that is not
-    a list, nesting deeper than ``MAX_DEPTH``, and any JSON error (a cut file, trailing
-    bytes, invalid UTF-8), placed at the item being read (``what`` names it)."""
-    import ijson
-
-    with source.open() as stream:
-        first = stream.read(SNIFF_BYTES)
-        _check_start(first, what)
-        events = ijson.basic_parse(_Rest(first.removeprefix(_BOM), stream), use_float=True)
-        count, closed = 0, False
-        try:
-            for item in _items(events):
-                if item is _END:
-                    closed = True
-                    continue
-                count += 1
-                yield count, item
-        except ijson.JSONError as exc:
-            place = f"after {what} {count}" if closed else f"{what} {count + 1}"
-            raise BadExport(place, f"not valid JSON ({_json_reason(exc)})") from None
-        except _TooDeep:
-            raise BadExport(f"{what} {count + 1}", f"nested more than {MAX_DEPTH} levels deep") from None
-
-
-def _check_start(first: bytes, what: str) -> None:
-    if first[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in first[:4]:
-        raise BadExport("byte 0", "UTF-16 text; the export is UTF-8")
-    text = first.removeprefix(_BOM).lstrip()
-    if not text:
-        raise BadExport("byte 0", "the file is empty")
-    if not text.startswith(b"["):
-        raise BadExport("byte 0", f"not a JSON list of {what}s")
-
-
-class _Rest:
-    """The stream again from its start, its first bytes already read (and their BOM dropped)."""
-
-    def __init__(self, first: bytes, stream: BinaryIO) -> None:
-        self.first, self.stream = first, stream
-
-    def read(self, size: int = -1) -> bytes:
-        if self.first:
-            if size < 0:
-                size = len(self.first)
-            out, self.first = self.first[:size], self.first[size:]
-            return out
-        return self.stream.read(size)
-
-
-class _TooDeep(Exception):
-    pass
-
-
-_END = object()  # the top-level list closed (what follows it can only be an error)
-
-
-def _items(events: Iterator[tuple[str, Any]]) -> Iterator[Any]:
-    """The items of a top-level list from ``ijson`` events; ``_END`` when the list closes."""
-    stack: list[Any] = []  # the open containers of the current item, outermost first
-    keys: list[Any] = []  # each open container's pending key (dicts)
-    started = False
-    for event, value in events:
-        if not started:  # the top-level list's own "[" (_check_start saw it)
-            started = True
-            continue
-        if event == "map_key":
-            keys[-1] = value
-        elif event in ("start_map", "start_array"):
-            if len(stack) >= MAX_DEPTH:
-                raise _TooDeep
-            new: Any = {} if event == "start_map" else []
-            if stack:
-                _put(stack[-1], keys[-1], new)
-            stack.append(new)
-            keys.append(None)
-        elif event in ("end_map", "end_array"):
-            if not stack:
-                yield _END
-                continue
-            done = stack.pop()
-            keys.pop()
-            if not stack:
-                yield done
-        elif stack:
-            _put(stack[-1], keys[-1], value)
-        else:
-            yield value
-
-
-def _put(container: Any, key: Any, value: Any) -> None:
-    if isinstance(container, dict):
-        container[key] = value
-    else:
-        container.append(value)
-
-
-def _json_reason(exc: Exception) -> str:
-    """The first line of the parser's message (yajl adds the text and a caret below it)."""
-    raw = exc.args[0] if exc.args else exc
-    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    with source.open() as raw:
+        for number, conversation in list_items(raw, "conversation"):
+            yield from _conversation(conversation, number)
 
 
 def _conversation(conversation: Any, number: int) -> Iterator[Message | Skipped]:

@@ -19,7 +19,7 @@ with no text nor attachment is skipped as ``tool`` when it holds ``tool_use`` or
 Time: ``created_at`` (ISO 8601 with an offset, ``Z`` for UTC). Ids: the message's
 ``uuid``, the conversation's ``uuid``; the title is ``name``.
 
-Streaming: as the ``chatgpt`` reader (:func:`wontopos_mcp.imports.chatgpt.json_list_items`),
+Streaming: as the ``chatgpt`` reader (:func:`wontopos_mcp.imports.jsonstream.list_items`),
 one conversation in memory at a time.
 
 Left out: the export's other files (``users.json``, ``projects.json``), artifacts (tool
@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from wontopos_mcp.errors import InvalidRequestError
-from wontopos_mcp.imports.chatgpt import json_list_items
+from wontopos_mcp.imports.jsonstream import BOM, list_items
 from wontopos_mcp.imports.messages import (
     MAX_MESSAGE_BYTES,
     BadExport,
@@ -52,13 +52,12 @@ from wontopos_mcp.rules.dates import from_us, parse_moment
 
 NAME = "claude"
 
-_BOM = b"\xef\xbb\xbf"
 _ROLES: dict[str, Role] = {"human": "user", "assistant": "assistant"}
 
 
 def sniff(head: bytes) -> bool:
     """A JSON list whose first object has ``chat_messages`` (and a ``uuid``)."""
-    text = head.removeprefix(_BOM).lstrip()
+    text = head.removeprefix(BOM).lstrip()
     if not text.startswith(b"[") or not text[1:].lstrip().startswith(b"{"):
         return False
     return b'"chat_messages"' in text and b'"uuid"' in text
@@ -66,8 +65,9 @@ def sniff(head: bytes) -> bool:
 
 def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     """Every conversation's messages, in the export's order."""
-    for number, conversation in json_list_items(source, "conversation"):
-        yield from _conversation(conversation, number)
+    with source.open() as raw:
+        for number, conversation in list_items(raw, "conversation"):
+            yield from _conversation(conversation, number)
 
 
 def _conversation(conversation: Any, number: int) -> Iterator[Message | Skipped]:

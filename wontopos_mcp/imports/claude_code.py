@@ -29,8 +29,9 @@ the line's ``sessionId`` (a resumed session copies earlier lines with their own 
 they stay in theirs), else the session of the lines above, else the file's name. No title.
 
 Refused (``BadExport`` at ``line N``): a line that is not JSON (a cut last line too: the
-file is read as written), not an object, not UTF-8, or with a ``timestamp`` that is not a
-time; a file that is empty or UTF-16.
+file is read as written), not an object, not UTF-8, longer than ``MAX_MESSAGE_BYTES``,
+nested deeper than ``jsonstream.MAX_DEPTH`` (the bounds of every JSON reader), or with a
+``timestamp`` that is not a time; a file that is empty, UTF-16 or UTF-32.
 
 Relied on (no official schema exists): DRMacIver/claude-reliability
 ``notes/transcript-format.md``, microsoft/amplifier
@@ -41,19 +42,18 @@ wrappers, meta lines) and Huntehhh/claude-code-chat ``docs/claude-cli-jsonl-form
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
 from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.imports.jsonstream import BOM, loads_line
 from wontopos_mcp.imports.messages import BadExport, Message, ReadOptions, Role, SkipKind, Skipped
-from wontopos_mcp.imports.sources import Source, iter_lines
+from wontopos_mcp.imports.sources import Source, iter_lines, refuse_wide_text
 from wontopos_mcp.rules.dates import from_us, parse_moment
 
 NAME = "claude-code"
 
-_BOM = b"\xef\xbb\xbf"
 # User text Claude Code writes itself, around commands, shell mode, hooks and interruptions.
 _WRAPPERS = (
     "<command-name>",
@@ -78,7 +78,7 @@ def sniff(head: bytes) -> bool:
     """JSON lines whose first is an object with ``type``, and a ``sessionId`` with
     ``parentUuid`` (a turn) or ``leafUuid`` (a summary) in the head. Key checks on the
     bytes, not a parse: the head may cut a line."""
-    text = head.removeprefix(_BOM).lstrip()
+    text = head.removeprefix(BOM).lstrip()
     if not text.startswith(b"{") or b'"type"' not in text.split(b"\n", 1)[0]:
         return False
     return b'"sessionId"' in text and (b'"parentUuid"' in text or b'"leafUuid"' in text)
@@ -92,9 +92,8 @@ def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
         for number, raw in iter_lines(stream):
             place = f"line {number}"
             if number == 1:
-                if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in raw[:4]:
-                    raise BadExport(place, "UTF-16 text; Claude Code writes UTF-8")
-                raw = raw.removeprefix(_BOM)
+                refuse_wide_text(raw, place)
+                raw = raw.removeprefix(BOM)
             if not raw.strip():
                 continue
             seen_any = True
@@ -121,16 +120,7 @@ def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
 
 
 def _record(raw: bytes, place: str) -> dict[str, Any]:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadExport(place, f"not UTF-8 text (byte {exc.start} of the line)") from None
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadExport(place, f"not JSON ({exc.msg} at column {exc.colno})") from None
-    except RecursionError:
-        raise BadExport(place, "JSON nested too deeply") from None
+    record = loads_line(raw, place)
     if not isinstance(record, dict):
         raise BadExport(place, "not a JSON object")
     return record

@@ -18,25 +18,9 @@ from datetime import datetime, timedelta
 from typing import BinaryIO
 
 from wontopos_mcp.imports.messages import MAX_MESSAGE_BYTES, BadExport, Message, Skipped
-from wontopos_mcp.imports.sources import iter_lines
+from wontopos_mcp.imports.sources import iter_lines, refuse_wide_text, utf16_name
 
 UTF8_BOM = b"\xef\xbb\xbf"
-
-
-def utf16_name(head: bytes) -> str | None:
-    """The UTF-16 (or UTF-32) flavour a file's first bytes announce, ``None`` for anything else.
-
-    A BOM says it outright; without one, NUL bytes among the first two bytes of an
-    ASCII-heavy text are UTF-16's zero halves."""
-    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
-        return "UTF-32"
-    if head.startswith(b"\xff\xfe"):
-        return "UTF-16 (little-endian)"
-    if head.startswith(b"\xfe\xff"):
-        return "UTF-16 (big-endian)"
-    if len(head) >= 2 and (head[0] == 0) != (head[1] == 0):
-        return "UTF-16 (no byte order mark)"
-    return None
 
 
 def decode_head(head: bytes) -> str | None:
@@ -71,9 +55,7 @@ def text_lines(stream: BinaryIO) -> Iterator[tuple[int, str]]:
     NUL bytes (binary, or UTF-16 without a mark), and bytes that are not UTF-8."""
     for number, raw in iter_lines(stream):
         if number == 1:
-            encoding = utf16_name(raw)
-            if encoding is not None:
-                raise BadExport("byte 0", f"the file is {encoding}, not UTF-8: open it and save it again as UTF-8")
+            refuse_wide_text(raw, "byte 0")
             if raw.startswith(UTF8_BOM):
                 raw = raw[3:]
         if b"\x00" in raw:

@@ -3,7 +3,8 @@
 The layout is DiscordChatExporter's ``JsonMessageWriter`` (Tyrrrz/DiscordChatExporter):
 ``{guild: {id, name, iconUrl}, channel: {id, type, categoryId, category, name, topic},
 dateRange, exportedAt, messages: [...], messageCount}``, the guild and channel written
-before the messages, so the file streams with ``ijson``. A message: ``{id, type,
+before the messages, so the file streams (``jsonstream``: one message in memory at a time,
+each at most ``MAX_MESSAGE_BYTES``, nesting bounded). A message: ``{id, type,
 timestamp, timestampEdited, content, author: {id, name, nickname, isBot}, attachments:
 [{fileName}], stickers, embeds, reactions, mentions: [{id, name, nickname}], reference,
 forwardedMessage}``. The conversation is the channel's id, titled ``guild / channel``.
@@ -27,14 +28,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
-from typing import Any, BinaryIO
+from typing import Any
 
+from wontopos_mcp.imports.jsonstream import BOM, CheckedStream, JsonEvents
 from wontopos_mcp.imports.messages import MAX_MESSAGE_BYTES, BadExport, Message, ReadOptions, Skipped
 from wontopos_mcp.imports.sources import Source
 
 NAME = "discord"
 
-_BUF = 64 * 1024
 _HEAD = re.compile(rb'\A\s*\{\s*"guild"\s*:\s*\{')
 _CHANNEL = re.compile(rb'"channel"\s*:\s*\{\s*"id"\s*:')
 _MESSAGES = re.compile(rb'"messages"\s*:\s*\[')
@@ -49,53 +50,38 @@ _CUSTOM_EMOJI = re.compile(r"<a?:(\w+):\d+>")
 
 def sniff(head: bytes) -> bool:
     """A JSON object opening with ``guild``, with a ``channel`` and a ``messages`` array."""
-    head = head.removeprefix(b"\xef\xbb\xbf")
+    head = head.removeprefix(BOM)
     return bool(_HEAD.match(head) and _CHANNEL.search(head) and _MESSAGES.search(head))
 
 
 def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     """The channel's messages in the file's order (the exporter writes oldest first)."""
-    import ijson
-
+    header: dict[str, dict[str, Any]] = {}
+    seen_messages = False
     with source.open() as raw:
-        stream = _Stream(raw)
-        header: dict[str, Any] = {}
-        builder: Any = None
-        ordinal = 0
-        seen_messages = False
-        try:
-            for prefix, event, value in ijson.parse(stream, buf_size=_BUF):
-                if builder is not None:
-                    builder.event(event, value)
-                    if prefix == "messages.item" and event == "end_map":
-                        yield _message(builder.value, header, ordinal)
-                        stream.place = f"after {stream.place}"
-                        builder = None
-                    continue
-                stream.reset()
-                if prefix == "messages.item" and event == "start_map":
-                    if not isinstance(header.get("channel.id"), str):
-                        raise BadExport(
-                            stream.place, "messages before the channel's id: not a DiscordChatExporter file"
-                        )
-                    ordinal += 1
-                    stream.place = f"message {ordinal}"
-                    builder = ijson.ObjectBuilder()
-                    builder.event(event, value)
-                elif prefix in ("guild.id", "guild.name", "channel.id", "channel.name") and event != "map_key":
-                    header[prefix] = value
-                elif prefix == "messages" and event == "start_array":
-                    seen_messages = True
-        except ijson.JSONError as exc:
-            raise BadExport(stream.place, f"not valid JSON ({_first_line(exc)})") from None
+        events = JsonEvents(CheckedStream(raw, limit=MAX_MESSAGE_BYTES))
+        for key in events.members():
+            if key in ("guild", "channel"):
+                value = events.value()
+                header[key] = value if isinstance(value, dict) else {}
+            elif key == "messages" and events.peek() == "start_array":
+                seen_messages = True
+                if not isinstance(header.get("channel", {}).get("id"), str):
+                    raise BadExport(events.place, "messages before the channel's id: not a DiscordChatExporter file")
+                for number in events.items("message"):
+                    yield _message(events.value(), header, number)
+        events.finish()
     if not seen_messages:
         raise BadExport("end of file", "no guild, channel and messages: not a DiscordChatExporter file")
 
 
-def _message(raw: Any, header: dict[str, Any], ordinal: int) -> Message | Skipped:
-    conversation = header["channel.id"]
-    title = " / ".join(str(header[key]) for key in ("guild.name", "channel.name") if header.get(key)) or None
+def _message(raw: Any, header: dict[str, dict[str, Any]], ordinal: int) -> Message | Skipped:
+    conversation = header["channel"]["id"]
+    names = (header.get(key, {}).get("name") for key in ("guild", "channel"))
+    title = " / ".join(str(name) for name in names if name) or None
     place = f"message {ordinal}"
+    if not isinstance(raw, dict):
+        raise BadExport(place, "a message that is not a JSON object")
     message_id = raw.get("id")
     if not isinstance(message_id, str) or not message_id:
         raise BadExport(place, "a message without its id")
@@ -180,42 +166,3 @@ def _time(value: Any, place: str) -> datetime:
         return datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), micro, offset)
     except ValueError:
         raise BadExport(place, f"timestamp {value!r} is not a time") from None
-
-
-def _first_line(exc: Exception) -> str:
-    """The first line of yajl's message (the rest draws the bytes around the fault)."""
-    reason = exc.args[0] if exc.args else str(exc)
-    text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-    return text.split("\n", 1)[0].strip()
-
-
-class _Stream:
-    """The file as ijson reads it: a UTF-8 BOM dropped, UTF-16 and empty files refused, and
-    a bound on one message: more than ``MAX_MESSAGE_BYTES`` read since the current message
-    began (or since the last event outside one) refuses the file before it is held whole."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self.raw = raw
-        self.total = 0
-        self.mark = 0
-        self.place = "the start of the file"
-        self.first = True
-
-    def reset(self) -> None:
-        self.mark = self.total
-
-    def read(self, size: int = -1) -> bytes:
-        if size == 0:  # ijson asks for nothing first, to learn bytes from text
-            return b""
-        if self.total - self.mark > MAX_MESSAGE_BYTES + 2 * _BUF:
-            raise BadExport(self.place, f"a value longer than {MAX_MESSAGE_BYTES:,} bytes: not a chat export")
-        chunk = self.raw.read(size)
-        self.total += len(chunk)
-        if self.first:
-            self.first = False
-            if not chunk:
-                raise BadExport("byte 0", "an empty file")
-            if chunk[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in chunk[:4]:
-                raise BadExport("byte 0", "UTF-16 text; DiscordChatExporter writes UTF-8")
-            chunk = chunk.removeprefix(b"\xef\xbb\xbf")
-        return chunk

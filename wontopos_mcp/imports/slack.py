@@ -20,7 +20,9 @@ skipped as service, huddles as calls, ``message_deleted`` and ``tombstone`` as d
 export holds an edited message with its final text (and an ``edited`` field); a
 ``message_changed`` record, which some exports keep, replaces the text of the message of
 its ``ts`` in the same day file (one of an earlier day keeps the text read then). Day files
-are read in date order, each parsed whole (a day of one conversation) and sorted by ``ts``.
+are read in date order, each parsed whole (a day of one conversation) and sorted by ``ts``;
+every file is streamed through ``jsonstream`` (each item at most ``MAX_MESSAGE_BYTES``,
+nesting bounded).
 Left out: reactions, link unfurls (``attachments``), blocks beyond ``text``, canvases,
 ``integration_logs.json``.
 """
@@ -30,14 +32,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import Any, BinaryIO
+from typing import Any
 
+from wontopos_mcp.imports.jsonstream import list_items
 from wontopos_mcp.imports.messages import MAX_MESSAGE_BYTES, BadExport, Message, ReadOptions, Skipped
 from wontopos_mcp.imports.sources import Source
 
 NAME = "slack"
 
-_BUF = 64 * 1024
 _USERS = ("users.json", "org_users.json")
 # The lists of conversations, in the order they are read: (file, folder key).
 _LISTS = (("channels.json", "name"), ("groups.json", "name"), ("mpims.json", "name"), ("dms.json", "id"))
@@ -75,7 +77,7 @@ def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     users: dict[str, str] = {}
     for name in _USERS:
         if root + name in present:
-            for user in _items(source, root + name):
+            for user in _items(source, root + name, "user"):
                 if isinstance(user, dict) and isinstance(user.get("id"), str):
                     users[user["id"]] = _user_name(user)
     listed: list[tuple[str, str, str | None]] = []  # folder, conversation id, title
@@ -83,7 +85,7 @@ def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     for name, folder_key in _LISTS:
         if root + name not in present:
             continue
-        for conversation in _items(source, root + name):
+        for conversation in _items(source, root + name, "conversation"):
             if not isinstance(conversation, dict) or not isinstance(conversation.get("id"), str):
                 raise BadExport(root + name, "a conversation without its id")
             folder = conversation.get(folder_key)
@@ -119,7 +121,7 @@ def _day(
     records: list[tuple[tuple[int, int], int, dict[str, Any]]] = []
     by_ts: dict[str, int] = {}
     changes: list[int] = []
-    for number, raw in enumerate(_items(source, entry), 1):
+    for number, raw in enumerate(_items(source, entry, "message"), 1):
         place = f"{entry}, message {number}"
         if not isinstance(raw, dict):
             raise BadExport(place, "not a message object")
@@ -277,58 +279,8 @@ def _root(entries: list[str]) -> str | None:
     return None
 
 
-def _items(source: Source, entry: str) -> Iterator[Any]:
-    """The items of one JSON list entry, streamed, each bounded by ``MAX_MESSAGE_BYTES``."""
-    import ijson
-
-    number = 0
+def _items(source: Source, entry: str, what: str) -> Iterator[Any]:
+    """The items of one JSON list entry, streamed, each at most ``MAX_MESSAGE_BYTES``."""
     with source.open_entry(entry) as raw:
-        stream = _Stream(raw, entry)
-        try:
-            for item in ijson.items(stream, "item", buf_size=_BUF):
-                number += 1
-                stream.reset()
-                yield item
-        except ijson.JSONError as exc:
-            raise BadExport(f"{entry}, after message {number}", f"not valid JSON ({_first_line(exc)})") from None
-        if number == 0 and stream.total and not stream.list_seen():
-            raise BadExport(entry, "not a JSON list")
-
-
-def _first_line(exc: Exception) -> str:
-    """The first line of yajl's message (the rest draws the bytes around the fault)."""
-    reason = exc.args[0] if exc.args else str(exc)
-    text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-    return text.split("\n", 1)[0].strip()
-
-
-class _Stream:
-    """An entry as ijson reads it: a UTF-8 BOM dropped, UTF-16 and empty files refused, and
-    more than ``MAX_MESSAGE_BYTES`` read since the last whole item refused."""
-
-    def __init__(self, raw: BinaryIO, entry: str) -> None:
-        self.raw, self.entry = raw, entry
-        self.total = self.mark = 0
-        self.start = b""
-
-    def reset(self) -> None:
-        self.mark = self.total
-
-    def list_seen(self) -> bool:
-        return self.start.lstrip().startswith(b"[")
-
-    def read(self, size: int = -1) -> bytes:
-        if size == 0:  # ijson asks for nothing first, to learn bytes from text
-            return b""
-        if self.total - self.mark > MAX_MESSAGE_BYTES + 2 * _BUF:
-            raise BadExport(self.entry, f"a message longer than {MAX_MESSAGE_BYTES:,} bytes: not a chat export")
-        chunk = self.raw.read(size)
-        if not self.total:
-            if not chunk:
-                raise BadExport(self.entry, "an empty file")
-            if chunk[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in chunk[:4]:
-                raise BadExport(self.entry, "UTF-16 text; Slack writes UTF-8")
-            chunk = chunk.removeprefix(b"\xef\xbb\xbf")
-            self.start = chunk[:64]
-        self.total += len(chunk)
-        return chunk
+        for _, item in list_items(raw, what, start=entry, within=f"{entry}, ", limit=MAX_MESSAGE_BYTES):
+            yield item

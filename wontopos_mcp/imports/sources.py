@@ -184,6 +184,31 @@ def bytes_source(name: str, data: bytes) -> Source:
     return BytesSource(name, data)
 
 
+def utf16_name(head: bytes) -> str | None:
+    """The UTF-16 (or UTF-32) flavour a file's first bytes announce, ``None`` for anything else.
+
+    A BOM says it outright; without one, NUL bytes among the first two bytes of an
+    ASCII-heavy text are UTF-16's zero halves (or UTF-32's)."""
+    if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        return "UTF-32"
+    if head.startswith(b"\xff\xfe"):
+        return "UTF-16 (little-endian)"
+    if head.startswith(b"\xfe\xff"):
+        return "UTF-16 (big-endian)"
+    if len(head) >= 2 and (head[0] == 0) != (head[1] == 0):
+        return "UTF-16 (no byte order mark)"
+    return None
+
+
+def refuse_wide_text(first: bytes, place: str) -> None:
+    """``BadExport`` at ``place`` when a file's first bytes are UTF-16 or UTF-32 (what a
+    phone or Windows' Notepad sometimes saves): every reader reads UTF-8, and the fix is to
+    save the file again as UTF-8."""
+    encoding = utf16_name(first)
+    if encoding is not None:
+        raise BadExport(place, f"the file is {encoding}, not UTF-8: open it and save it again as UTF-8")
+
+
 def iter_lines(stream: BinaryIO, where: str = "line") -> Iterator[tuple[int, bytes]]:
     """Numbered lines of a stream (1-based, ending kept), each at most ``MAX_MESSAGE_BYTES``:
     a longer line refuses the file without being read whole."""

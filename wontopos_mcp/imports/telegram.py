@@ -5,10 +5,11 @@ telegramdesktop/tdesktop: ``writeDialogStart``, ``SerializeMessage``, ``Serializ
 one chat, ``{name, type, id, messages: [...]}``; or a whole account, ``{about,
 personal_information, ..., chats: {about, list: [chat, ...]}, left_chats: {...}}`` whose
 chats have that same shape. Every chat is a conversation keyed by its ``id``, titled by its
-``name`` (a saved-messages chat has none: "Saved Messages", as the app shows it). The file is streamed with ``ijson``;
-a chat's ``name``, ``type`` and ``id`` come before its ``messages`` in what Telegram Desktop
-writes, and a file whose messages come before the chat's ``id`` is refused rather than held
-in memory until the id turns up.
+``name`` (a saved-messages chat has none: "Saved Messages", as the app shows it). The file is
+streamed (``jsonstream``: one message in memory at a time, each at most
+``MAX_MESSAGE_BYTES``, nesting bounded); a chat's ``name``, ``type`` and ``id`` come before
+its ``messages`` in what Telegram Desktop writes, and a file whose messages come before the
+chat's ``id`` is refused rather than held in memory until the id turns up.
 
 Handled: ``text`` as a string or a list of pieces (strings and ``{type, text}`` objects,
 concatenated; a ``text_link`` keeps its address as ``label (href)``), ``text_entities`` when
@@ -31,12 +32,12 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
+from wontopos_mcp.imports.jsonstream import BOM, CheckedStream, JsonEvents
 from wontopos_mcp.imports.messages import MAX_MESSAGE_BYTES, BadExport, Message, ReadOptions, Skipped
 from wontopos_mcp.imports.sources import Source
 
 NAME = "telegram"
 
-_BUF = 64 * 1024
 _STR = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
 _CHAT_HEAD = re.compile(
     rb'\A\s*\{\s*(?:"name"\s*:\s*(?:null|' + _STR + rb")\s*,\s*)?"
@@ -48,10 +49,6 @@ _ACCOUNT_HEAD = re.compile(
     rb'frequent_contacts|sessions|web_sessions|other_data|chats|left_chats)"\s*:',
     re.DOTALL,
 )
-# Where chats sit in either layout (ijson prefixes), and where their messages are.
-_CHAT_PREFIXES = ("", "chats.list.item", "left_chats.list.item")
-_MESSAGES = {(p + "." if p else "") + "messages.item": p for p in _CHAT_PREFIXES}
-_FIELDS = {(p + "." if p else "") + key: (p, key) for p in _CHAT_PREFIXES for key in ("name", "type", "id")}
 _CALLS = {"phone_call", "group_call"}
 # Keys a media message carries (SerializeMessage's media branch): without text it is media-only.
 _MEDIA_KEYS = (
@@ -74,57 +71,48 @@ _UNNAMED = {"saved_messages": "Saved Messages", "replies": "Replies"}
 def sniff(head: bytes) -> bool:
     """A chat's opening keys in Telegram Desktop's order, or an account export's ``about``
     followed by one of its own sections."""
-    head = head.removeprefix(b"\xef\xbb\xbf")
+    head = head.removeprefix(BOM)
     return bool(_CHAT_HEAD.match(head) or _ACCOUNT_HEAD.match(head))
 
 
 def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     """Every message of every chat, in the file's order (Telegram writes a chat oldest first)."""
-    import ijson
-
+    found = _Found()
     with source.open() as raw:
-        stream = _Stream(raw)
-        chats: dict[str, dict[str, Any]] = {}
-        chat: dict[str, Any] = {}
-        builder: Any = None
-        ordinal = 0
-        seen_chat = account = False
-        events = ijson.parse(stream, buf_size=_BUF)
-        try:
-            for prefix, event, value in events:
-                if builder is not None:
-                    builder.event(event, value)
-                    if prefix in _MESSAGES and event == "end_map":
-                        yield _message(builder.value, chat, ordinal, options)
-                        stream.place = f"after {stream.place}"
-                        builder = None
-                        stream.reset()
-                    continue
-                stream.reset()
-                if prefix in _MESSAGES and event == "start_map":
-                    chat = chats[_MESSAGES[prefix]]
-                    if "id" not in chat:
-                        raise BadExport(
-                            stream.place, "the chat's messages come before its id: not a Telegram Desktop export"
-                        )
-                    ordinal += 1
-                    stream.place = f"chat {chat['id']}, message {ordinal}"
-                    builder = ijson.ObjectBuilder()
-                    builder.event(event, value)
-                elif prefix in _CHAT_PREFIXES and event == "start_map":
-                    chats[prefix] = {}
-                    ordinal = 0
-                elif prefix in _FIELDS and event in ("string", "number", "null"):
-                    where, key = _FIELDS[prefix]
-                    chats.setdefault(where, {})[key] = value
-                elif event == "start_array" and (prefix + ".item") in _MESSAGES:
-                    seen_chat = True
-                elif prefix == "" and event == "map_key" and value == "about":
-                    account = True
-        except ijson.JSONError as exc:
-            raise BadExport(stream.place, f"not valid JSON ({_first_line(exc)})") from None
-    if not seen_chat and not account:
+        events = JsonEvents(CheckedStream(_Escapes(raw), limit=MAX_MESSAGE_BYTES))
+        yield from _chat(events, options, found, top=True)
+        events.finish()
+    if not found.chat and not found.account:
         raise BadExport("end of file", "no chat in it (a chat has name, type, id and messages): not a Telegram export")
+
+
+class _Found:
+    """What the walk met: a chat's messages, an account export's ``about``."""
+
+    chat = account = False
+
+
+def _chat(events: JsonEvents, options: ReadOptions, found: _Found, top: bool) -> Iterator[Message | Skipped]:
+    """One chat object (at the ``top``, the file itself: a chat in the one-chat layout, else
+    an account holding ``chats`` and ``left_chats``): its ``name``, ``type`` and ``id``, then
+    its messages. A value that is not an object holds no chat."""
+    chat: dict[str, Any] = {}
+    for key in events.members():
+        if key in ("name", "type", "id"):
+            chat[key] = events.value()
+        elif key == "messages" and events.peek() == "start_array":
+            found.chat = True
+            if "id" not in chat:
+                raise BadExport(events.place, "the chat's messages come before its id: not a Telegram Desktop export")
+            for number in events.items(f"chat {chat['id']}, message"):
+                yield _message(events.value(), chat, number, options)
+        elif top and key == "about":
+            found.account = True
+        elif top and key in ("chats", "left_chats"):
+            for part in events.members():
+                if part == "list" and events.peek() == "start_array":
+                    for _ in events.items("chat"):
+                        yield from _chat(events, options, found, top=False)
 
 
 def _message(raw: Any, chat: dict[str, Any], ordinal: int, options: ReadOptions) -> Message | Skipped:
@@ -132,6 +120,8 @@ def _message(raw: Any, chat: dict[str, Any], ordinal: int, options: ReadOptions)
     name = chat.get("name")
     title = name if isinstance(name, str) and name else _UNNAMED.get(str(chat.get("type")))
     place = f"chat {conversation}, message {ordinal}"
+    if not isinstance(raw, dict):
+        raise BadExport(place, "a message that is not a JSON object")
     kind = raw.get("type")
     if kind == "service":
         return Skipped(conversation, "call" if raw.get("action") in _CALLS else "service", place, title)
@@ -223,50 +213,21 @@ def _time(raw: dict[str, Any], place: str, options: ReadOptions) -> datetime:
         raise BadExport(place, f"date {local!r} is not a time") from None
 
 
-def _first_line(exc: Exception) -> str:
-    """The first line of yajl's message (the rest draws the bytes around the fault)."""
-    reason = exc.args[0] if exc.args else str(exc)
-    text = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
-    return text.split("\n", 1)[0].strip()
-
-
-class _Stream:
-    """The file as ijson reads it: a UTF-8 BOM dropped, Telegram's ``\\xHH`` escapes made
-    JSON's ``\\u00HH``, and a bound on one message: more than ``MAX_MESSAGE_BYTES`` read
-    since the current message began (or since the last event outside one) refuses the file
-    before a giant string is held whole."""
+class _Escapes:
+    """The file with Telegram Desktop's ``\\xHH`` escapes made JSON's ``\\u00HH`` (a chunk
+    never ends inside an escape: a trailing backslash reads on)."""
 
     _ESCAPES = re.compile(rb"\\\\|\\x")
 
     def __init__(self, raw: BinaryIO) -> None:
         self.raw = raw
-        self.total = 0
-        self.mark = 0
-        self.place = "the start of the file"
-        self.first = True
-
-    def reset(self) -> None:
-        self.mark = self.total
 
     def read(self, size: int = -1) -> bytes:
-        if size == 0:  # ijson asks for nothing first, to learn bytes from text
-            return b""
-        if self.total - self.mark > MAX_MESSAGE_BYTES + 2 * _BUF:
-            raise BadExport(self.place, f"a value longer than {MAX_MESSAGE_BYTES:,} bytes: not a chat export")
         chunk = self.raw.read(size)
-        self.total += len(chunk)
-        if self.first:
-            self.first = False
-            if not chunk:
-                raise BadExport("byte 0", "an empty file")
-            if chunk[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in chunk[:4]:
-                raise BadExport("byte 0", "UTF-16 text; Telegram Desktop writes UTF-8")
-            chunk = chunk.removeprefix(b"\xef\xbb\xbf")
         while chunk.endswith(b"\\"):
             more = self.raw.read(1)
             if not more:
                 break
-            self.total += 1
             chunk += more
         if b"\\x" in chunk:
             chunk = self._ESCAPES.sub(lambda m: m.group() if m.group() == b"\\\\" else b"\\u00", chunk)
