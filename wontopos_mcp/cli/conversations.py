@@ -75,7 +75,7 @@ def is_jsonl_export(path: str) -> bool:
     from wontopos_mcp.imports.sources import open_source
 
     try:
-        return detect(open_source(path)) == JSONL
+        return detect(open_source(path))[0] == JSONL
     except (BadExport, OSError):
         return False
 

@@ -122,10 +122,8 @@ class ConversationImport:
         self, source: Source, user_id: str | None, options: ImportOptions, progress: Progress | None = None
     ) -> ImportSummaryAnswer:
         """Import ``source`` into ``user_id`` (created when missing, except by a dry run)."""
-        fmt = options.format
         try:
-            if fmt == "auto":
-                fmt = detect(source)
+            fmt, readable = detect(source, options.format)  # a zip's or folder's export: the entry to read
             if fmt == JSONL:
                 raise InvalidRequestError(
                     f"{source.name} is this product's own JSON Lines export: import it with the command line's "
@@ -134,7 +132,7 @@ class ConversationImport:
                 )
             module = reader(fmt)
             read_options = ReadOptions(tz=options.tz, start=options.start)
-            conversations, skipped = self._check(fmt, module.read(source, read_options), options)
+            conversations, skipped = self._check(fmt, module.read(readable, read_options), options)
         except BadExport as exc:
             raise InvalidRequestError(
                 f"{source.name}: {exc.place}: {exc.reason}; nothing was imported",
@@ -157,7 +155,7 @@ class ConversationImport:
         per_speaker: Counter[str] = Counter()
         done = 0
         pending: list[tuple[dict[str, str], Origin, str]] = []
-        for item, origin, who in self._items(fmt, module.read(source, read_options), people, conversations):
+        for item, origin, who in self._items(fmt, module.read(readable, read_options), people, conversations):
             pending.append((item, origin, who))
             if len(pending) >= self.batch:
                 done += self._send(pending, user_id, counts, per_speaker)

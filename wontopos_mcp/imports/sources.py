@@ -159,6 +159,36 @@ class ZipSource:
             raise BadExport(f"zip entry {entry!r}", f"cannot be read ({exc})") from None
 
 
+class EntrySource:
+    """One file of a folder or zip read as a file of its own: the export inside the archive
+    an app hands out (a ChatGPT or Claude zip's ``conversations.json``, a WhatsApp zip's
+    ``_chat.txt``, a Telegram folder's ``result.json``), found by ``formats.detect``.
+
+    ``name`` is the archive's, a ``.zip`` at its end replaced by the entry's extension:
+    ``WhatsApp Chat - Anna.zip`` holding ``_chat.txt`` reads as ``WhatsApp Chat - Anna.txt``.
+    The formats of one conversation a file (WhatsApp, transcripts, subtitles) take the
+    conversation from the name, so a chat from iOS is named as the export named it, not
+    ``_chat.txt`` like every other, and Android's ``WhatsApp Chat with Anna.zip`` (holding
+    ``WhatsApp Chat with Anna.txt``) is the same conversation as that ``.txt`` imported on
+    its own: importing one after the other stores nothing twice. ``entry`` is the entry's
+    name in the archive."""
+
+    def __init__(self, archive: Source, entry: str) -> None:
+        self.archive, self.entry = archive, entry
+        stem = archive.name[:-4] if archive.name.lower().endswith(".zip") else archive.name
+        suffix = PurePosixPath(entry).suffix
+        self.name = stem if stem.lower().endswith(suffix.lower()) else stem + suffix
+
+    def open(self) -> BinaryIO:
+        return self.archive.open_entry(self.entry)
+
+    def entries(self) -> list[str]:
+        return []
+
+    def open_entry(self, entry: str) -> BinaryIO:
+        raise BadExport(entry, f"{self.entry} in {self.archive.name} is a file, not a folder or zip")
+
+
 def _check_entry_name(name: str) -> None:
     path = PurePosixPath(name.replace("\\", "/"))
     if "\x00" in name or path.is_absolute() or ".." in path.parts or (path.parts and ":" in path.parts[0]):
