@@ -1,5 +1,5 @@
 """``POST /api/v1/memory/import`` over real HTTP: the export file as the body, the options in
-the query string, the import's summary as the answer, and SPEC's error body for every
+the query string, the import's summary as the answer, and the one error body for every
 refusal (a bad file, unresolved names, an unknown option, a form's content type, a body
 over the route's 32 MiB, a missing key). One keyed server for the module; each test its
 own store.
