@@ -228,7 +228,7 @@ def attach_whole(questions: dict[str, list[Question]], cache: Path) -> None:
                 if locomo is None:
                     locomo = _locomo_texts()
                 conv = st.label.split(":")[0]
-                text = " ".join(locomo.get((conv, t), "") for t in st.turns.get(mid, []))
+                text = st.texts[mid] = " ".join(locomo.get((conv, t), "") for t in st.turns.get(mid, []))
             wanted[hashlib.sha1(text.encode()).hexdigest()] = text
     missing = [k for k in wanted if k not in known]
     if missing:
@@ -333,6 +333,13 @@ class Knobs:
     whole: float = 0.0
     whole_max: bool = False
     whole_cands: int = 0
+    # ``whole_rows``: each memory of several chunks has one more row, its whole text's vector,
+    # read by the candidate search like any chunk (a memory's cosine: its best row's) -- what the
+    # product would store; only for memories of at least ``whole_min_chunks`` chunks and
+    # ``whole_min_chars`` characters
+    whole_rows: bool = False
+    whole_min_chunks: int = 2
+    whole_min_chars: int = 0
     anchor: bool = False  # the anchor's ranking (``anchor_rank``) instead of the product's
     anchor_chunks: bool = False  # the anchor with a turn's cosine its best chunk's
     anchor_pool: int = 1  # the anchor reads limit x this from each search before fusing
@@ -383,6 +390,15 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
             cos = st.vectors @ (moved / np.linalg.norm(moved))
     limit = s.limit
     k = max(limit * 4, kn.floor)
+    if kn.whole_rows:  # the whole-text rows join the chunk rows: a memory's cosine is its best row's
+        # (a whole row below its memory's best chunk would also take a place among the k rows read;
+        # the replay reads more rows until it has enough memories, so that is not replayed)
+        cos = cos.copy()
+        for mid, v in st.whole.items():
+            rows = st.by_mid[mid]
+            if len(rows) >= kn.whole_min_chunks and len(st.texts.get(mid, "")) >= kn.whole_min_chars:
+                best = max(rows, key=lambda r: cos[r])
+                cos[best] = max(cos[best], float(v @ s.vector))
     cands: dict[str, Cand] = {}
     kk = k
     while True:
@@ -738,6 +754,10 @@ VARIANTS: dict[str, Knobs] = {
     "whole0.5c20": Knobs(whole=0.5, whole_cands=20),
     "whole1c20": Knobs(whole=1.0, whole_cands=20),
     "wholemaxc20": Knobs(whole_max=True, whole_cands=20),
+    "wrows": Knobs(whole_rows=True),
+    "wrows3": Knobs(whole_rows=True, whole_min_chunks=3),
+    "wrows200": Knobs(whole_rows=True, whole_min_chars=200),
+    "wrows400": Knobs(whole_rows=True, whole_min_chars=400),
 }
 
 
@@ -834,7 +854,8 @@ def main() -> int:
         return 0
     names = ["product", *[v for v in a.variants.split(",") if v]]
     questions = {n: load_questions(a.dump, n) for n in a.sets.split(",") if (a.dump / f"{n}.perq.jsonl").exists()}
-    if any(VARIANTS[n].whole or VARIANTS[n].whole_max or VARIANTS[n].whole_cands or VARIANTS[n].anchor for n in names):
+    if any(VARIANTS[n].whole or VARIANTS[n].whole_max or VARIANTS[n].whole_cands or VARIANTS[n].anchor
+           or VARIANTS[n].whole_rows for n in names):  # fmt: skip
         attach_whole(questions, a.dump / "whole_vectors.npz")
     searches = [s for qs in questions.values() for q in qs for s in (q.filter, q.nofilter) if s is not None]
     rankings = {name: {id(s): rank(s, VARIANTS[name]) for s in searches} for name in names}
