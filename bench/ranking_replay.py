@@ -219,17 +219,20 @@ def attach_whole(questions: dict[str, list[Question]], cache: Path) -> None:
     stores = {id(s.store): s.store for qs in questions.values() for q in qs for s in (q.filter, q.nofilter) if s}
     locomo: dict[tuple[str, str], str] | None = None
     wanted: dict[str, str] = {}
+    targets: list[tuple[Snapshot, str, str]] = []  # (store, memory id, its text's digest)
     for st in stores.values():
         for mid, rows in st.by_mid.items():
             if len(rows) < 2:
                 continue
             text = st.texts.get(mid)
-            if text is None:
+            if text is None:  # an older dump: the harness's own text of its turns
                 if locomo is None:
                     locomo = _locomo_texts()
                 conv = st.label.split(":")[0]
                 text = st.texts[mid] = " ".join(locomo.get((conv, t), "") for t in st.turns.get(mid, []))
-            wanted[hashlib.sha1(text.encode()).hexdigest()] = text
+            digest = hashlib.sha1(text.encode()).hexdigest()
+            wanted[digest] = text
+            targets.append((st, mid, digest))
     missing = [k for k in wanted if k not in known]
     if missing:
         embedder = load_embedder(DEFAULT_MODEL, str(default_model_cache()))
@@ -239,15 +242,8 @@ def attach_whole(questions: dict[str, list[Question]], cache: Path) -> None:
                 known[k] = np.asarray(v, dtype=np.float32)
             print(f"whole-turn vectors: {min(start + 256, len(missing))} of {len(missing)}", file=sys.stderr)
         np.savez(cache, **known)
-    for st in stores.values():
-        for mid, rows in st.by_mid.items():
-            if len(rows) < 2:
-                continue
-            text = st.texts.get(mid)
-            if text is None:
-                assert locomo is not None
-                text = " ".join(locomo.get((st.label.split(":")[0], t), "") for t in st.turns.get(mid, []))
-            st.whole[mid] = known[hashlib.sha1(text.encode()).hexdigest()]
+    for st, mid, digest in targets:
+        st.whole[mid] = known[digest]
 
 
 def whole_cosine(s: Search, mid: str, best: float) -> float:
