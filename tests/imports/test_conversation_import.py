@@ -190,3 +190,23 @@ def test_a_forgotten_imported_message_comes_back_with_the_next_import(service: M
     service.memory_forget(memory_id=first["id"], user_id="family")
     summary = run(service, whatsapp(FAMILY))
     assert (summary["stored"], summary["already_imported"]) == (1, 5)
+
+
+def test_the_library_imports_a_file_and_raises_the_refusal_with_its_details(
+    service: MemoryService, tmp_path: Path
+) -> None:
+    from wontopos_mcp import InvalidRequestError, Memory
+
+    path = tmp_path / "WhatsApp Chat with Family.txt"
+    path.write_text(FAMILY, encoding="utf-8")
+    mem = Memory(service=service)
+    with pytest.raises(InvalidRequestError) as info:
+        mem.import_conversations(path, user_id="family")
+    assert info.value.details["field"] == "speaker"
+    assert {e["name"] for e in info.value.details["unresolved"]} == {"Анна", "Bob", "さくら"}
+    summary = mem.import_conversations(path, user_id="family", register=True, tz="Europe/Berlin", skip=["さくら"])
+    assert summary["speakers"] == {"Bob": 2, "Анна": 3}
+    assert mem.import_conversations(path, user_id="family", dry_run=True)["stored"] == 0
+    with pytest.raises(InvalidRequestError) as info:
+        mem.import_conversations(tmp_path / "missing.txt", user_id="family")
+    assert info.value.details["field"] == "path"
