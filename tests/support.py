@@ -565,3 +565,19 @@ def server_env(model_cache: Any, **extra: str) -> dict[str, str]:
         if name in os.environ and name not in extra:
             env[name] = os.environ[name]
     return env
+
+
+# A trip chat as WhatsApp's Android export writes it (day first, 24 h): three scripts, a
+# system line, a media line and a message on two lines. One sample for the REST import
+# test and the page's import test, so both import the same file.
+TRIP_NAME = "WhatsApp Chat with Trip.txt"
+TRIP_CHAT = """\
+12/04/2026, 09:00 - Messages and calls are end-to-end encrypted. No one outside of this chat can read them.
+12/04/2026, 09:01 - Νίκος: Κλείνω το πλοίο για Νάξο την Παρασκευή.
+12/04/2026, 09:02 - Lena: I'll take care of the rooms near the harbour.
+12/04/2026, 09:03 - 陽菜: 港で会いましょう。
+12/04/2026, 09:04 - Lena: <Media omitted>
+12/04/2026, 09:05 - Νίκος: Το πλοίο φεύγει στις 07:30.
+13/04/2026, 18:20 - Lena: Rooms booked: Harbour View,
+two nights, breakfast included.
+"""

@@ -14,25 +14,11 @@ from typing import Any
 
 import httpx
 import pytest
-from support import KEY, LiveServer, error_body, served
+from support import KEY, TRIP_CHAT, TRIP_NAME, LiveServer, error_body, served
 
 IMPORT = "/api/v1/memory/import"
 OCTETS = {"Content-Type": "application/octet-stream"}
 IMPORT_MAX_BYTES = 32 * 1024 * 1024
-NAME = "WhatsApp Chat with Trip.txt"
-
-# A trip chat as WhatsApp's Android export writes it (day first, 24 h): three scripts, a
-# system line, a media line and a message on two lines.
-TRIP = """\
-12/04/2026, 09:00 - Messages and calls are end-to-end encrypted. No one outside of this chat can read them.
-12/04/2026, 09:01 - Νίκος: Κλείνω το πλοίο για Νάξο την Παρασκευή.
-12/04/2026, 09:02 - Lena: I'll take care of the rooms near the harbour.
-12/04/2026, 09:03 - 陽菜: 港で会いましょう。
-12/04/2026, 09:04 - Lena: <Media omitted>
-12/04/2026, 09:05 - Νίκος: Το πλοίο φεύγει στις 07:30.
-13/04/2026, 18:20 - Lena: Rooms booked: Harbour View,
-two nights, breakfast included.
-"""
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +50,7 @@ def _refused(response: httpx.Response, status: int, **fields: Any) -> dict[str, 
 
 
 def _trip(store: str, *extra: tuple[str, str]) -> list[tuple[str, Any]]:
-    return [("user_id", store), ("format", "whatsapp"), ("tz", "Europe/Athens"), ("name", NAME), *extra]
+    return [("user_id", store), ("format", "whatsapp"), ("tz", "Europe/Athens"), ("name", TRIP_NAME), *extra]
 
 
 def _memories(api: httpx.Client, store: str) -> list[dict[str, Any]]:
@@ -84,11 +70,12 @@ def test_a_dry_run_answers_each_conversations_people_and_how_each_resolves_and_s
     _ok(api.post("/api/v1/memory/collection", json={"user_id": "trip-dry"}))
     _ok(api.post("/api/v1/memory/speakers", json={"user_id": "trip-dry", "speaker": "Lena"}))
     params = _trip("trip-dry", ("dry_run", "true"), ("register", "true"), ("as", "陽菜=me"))
-    summary = _ok(_import(api, TRIP.encode(), params))
+    summary = _ok(_import(api, TRIP_CHAT.encode(), params))
 
-    assert (summary["dry_run"], summary["stored"], summary["file"], summary["tz"]) == (True, 0, NAME, "Europe/Athens")
+    assert (summary["dry_run"], summary["stored"], summary["tz"]) == (True, 0, "Europe/Athens")
+    assert summary["file"] == TRIP_NAME
     (conversation,) = summary["conversations"]
-    assert conversation["conversation_id"] == f"whatsapp:{NAME}"
+    assert conversation["conversation_id"] == f"whatsapp:{TRIP_NAME}"
     people = {p["name"]: (p["messages"], p["resolves"], p.get("speaker")) for p in conversation["people"]}
     assert people == {"Νίκος": (2, "register", "Νίκος"), "Lena": (2, "registered", "Lena"), "陽菜": (1, "me", "me")}
     assert conversation["skipped"] == {"media": 1, "system": 1}
@@ -96,7 +83,7 @@ def test_a_dry_run_answers_each_conversations_people_and_how_each_resolves_and_s
     assert conversation["last"] == "2026-04-13T15:20:00.000000Z"
     assert _memories(api, "trip-dry") == []
     # Without register or as, a dry run still answers: the names no one is yet, unresolved.
-    (conversation,) = _ok(_import(api, TRIP.encode(), _trip("trip-dry", ("dry_run", "true"))))["conversations"]
+    (conversation,) = _ok(_import(api, TRIP_CHAT.encode(), _trip("trip-dry", ("dry_run", "true"))))["conversations"]
     people = {p["name"]: p["resolves"] for p in conversation["people"]}
     assert people == {"Νίκος": "unresolved", "Lena": "registered", "陽菜": "unresolved"}
     speakers = _ok(api.get("/api/v1/memory/speakers", params={"user_id": "trip-dry"}))["speakers"]
@@ -107,11 +94,11 @@ def test_a_dry_run_answers_each_conversations_people_and_how_each_resolves_and_s
 def test_unresolved_names_refuse_then_register_stores_and_the_same_file_again_stores_nothing(
     api: httpx.Client,
 ) -> None:
-    refused = _refused(_import(api, TRIP.encode(), _trip("trip")), 400, field="speaker")
+    refused = _refused(_import(api, TRIP_CHAT.encode(), _trip("trip")), 400, field="speaker")
     assert {e["name"]: e["messages"] for e in refused["unresolved"]} == {"Νίκος": 2, "Lena": 2, "陽菜": 1}
     assert "trip" not in _stores(api)  # nothing stored: not even the store
 
-    summary = _ok(_import(api, TRIP.encode(), _trip("trip", ("register", "true"))))
+    summary = _ok(_import(api, TRIP_CHAT.encode(), _trip("trip", ("register", "true"))))
     assert (summary["dry_run"], summary["stored"], summary["already_imported"]) == (False, 5, 0)
     assert sorted(summary["registered"]) == ["Lena", "Νίκος", "陽菜"]
     assert summary["speakers"] == {"Lena": 2, "Νίκος": 2, "陽菜": 1}
@@ -122,7 +109,7 @@ def test_unresolved_names_refuse_then_register_stores_and_the_same_file_again_st
     assert {m["speaker"] for m in lena["memories"]} == {"Lena"}
     assert lena["returned"] == 2
 
-    again = _ok(_import(api, TRIP.encode(), _trip("trip")))  # registered now: no flag needed
+    again = _ok(_import(api, TRIP_CHAT.encode(), _trip("trip")))  # registered now: no flag needed
     assert (again["stored"], again["already_imported"]) == (0, 5)
     assert len(_memories(api, "trip")) == 5
 
@@ -137,8 +124,8 @@ def test_a_bad_file_or_query_is_400_naming_it_and_stores_nothing(api: httpx.Clie
     assert error["place"]
     assert error["message"].startswith("result.json: ")
 
-    _refused(_import(api, TRIP.encode(), [*_trip("bad"), ("dryrun", "true")]), 400, field="dryrun")
-    _refused(_import(api, TRIP.encode(), [*_trip("bad"), ("register", "yes")]), 400, field="register")
+    _refused(_import(api, TRIP_CHAT.encode(), [*_trip("bad"), ("dryrun", "true")]), 400, field="dryrun")
+    _refused(_import(api, TRIP_CHAT.encode(), [*_trip("bad"), ("register", "yes")]), 400, field="register")
     _refused(_import(api, b"  \n", _trip("bad")), 400, field="body")
     assert "bad" not in _stores(api)
 
@@ -146,7 +133,7 @@ def test_a_bad_file_or_query_is_400_naming_it_and_stores_nothing(api: httpx.Clie
 @pytest.mark.slow
 def test_a_form_or_text_body_is_415_and_a_body_over_32_mib_is_413(api: httpx.Client, live: LiveServer) -> None:
     for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
-        sent = _import(api, TRIP.encode(), _trip("typed", ("register", "true")), **{"Content-Type": content_type})
+        sent = _import(api, TRIP_CHAT.encode(), _trip("typed", ("register", "true")), **{"Content-Type": content_type})
         _refused(sent, 415, field="content-type")
     assert "typed" not in _stores(api)
 
@@ -170,7 +157,7 @@ def test_a_form_or_text_body_is_415_and_a_body_over_32_mib_is_413(api: httpx.Cli
 def test_the_key_is_required_when_configured(live: LiveServer, api: httpx.Client) -> None:
     with httpx.Client(base_url=live.url, timeout=30) as bare:
         for headers in ({}, {"X-API-Key": "not-the-key-0123456789"}):
-            sent = _import(bare, TRIP.encode(), _trip("keyed", ("register", "true")), **headers)
+            sent = _import(bare, TRIP_CHAT.encode(), _trip("keyed", ("register", "true")), **headers)
             assert sent.status_code == 401, sent.text
             error_body(sent.json(), 401, "authentication_error")
     assert "keyed" not in _stores(api)

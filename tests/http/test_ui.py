@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from support import KEY, REPO, LiveServer, error_body, served
+from support import KEY, REPO, TRIP_CHAT, TRIP_NAME, LiveServer, error_body, served
 
 try:
     import tomllib
@@ -1006,21 +1006,9 @@ def test_a_page_on_another_local_port_cannot_write_and_the_page_itself_can(brows
 
 # -- importing a conversation -----------------------------------------------------------------------
 
-# A trip chat as WhatsApp's Android export writes it (day first, 24 h): three scripts, a
-# system line, a media line, a message on two lines, and someone called "me" (the
+# ``support``'s trip chat (the REST import test's too), and someone called "me" (the
 # assistant's reserved name: no import can register it).
-TRIP_NAME = "WhatsApp Chat with Trip.txt"
-TRIP = """\
-12/04/2026, 09:00 - Messages and calls are end-to-end encrypted. No one outside of this chat can read them.
-12/04/2026, 09:01 - Νίκος: Κλείνω το πλοίο για Νάξο την Παρασκευή.
-12/04/2026, 09:02 - Lena: I'll take care of the rooms near the harbour.
-12/04/2026, 09:03 - 陽菜: 港で会いましょう。
-12/04/2026, 09:04 - Lena: <Media omitted>
-12/04/2026, 09:05 - Νίκος: Το πλοίο φεύγει στις 07:30.
-13/04/2026, 18:20 - Lena: Rooms booked: Harbour View,
-two nights, breakfast included.
-13/04/2026, 18:25 - me: Ich komme auch mit.
-"""
+TRIP = TRIP_CHAT + "13/04/2026, 18:25 - me: Ich komme auch mit.\n"
 _NO_SIDEWAYS = "() => document.documentElement.scrollWidth <= window.innerWidth"
 _DROP = """(text) => {
     const transfer = new DataTransfer();

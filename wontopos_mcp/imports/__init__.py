@@ -6,8 +6,8 @@ Owns: the typed messages and skips every reader yields and the error a reader ra
 (``jsonstream``: a nesting cap, a byte bound per message, one-line parse errors), the
 readers themselves, one module a format (``whatsapp``, ``telegram``, ``slack``,
 ``discord``, ``chatgpt``, ``claude``, ``claude_code``, ``subtitles`` for ``vtt`` and
-``srt``, ``transcript``), and which reader a file is for (``formats``: each reader's cheap
-``sniff`` of the first bytes).
+``srt``, ``transcript``), what the assistant-history readers share (``histories``), and
+which reader a file is for (``formats``: each reader's cheap ``sniff`` of the first bytes).
 
 A reader knows nothing of stores, speakers or memories: it says who wrote what, when, in
 which conversation, with the export's own id, and what it skipped and why. The engine

@@ -26,7 +26,7 @@ time: borrowing the conversation's start would date a reply written a week later
 first minute. Ids: the message's ``id`` and the conversation's ``id`` (else
 ``conversation_id``); the title is ``title``.
 
-Streaming: the list is read through :func:`wontopos_mcp.imports.jsonstream.list_items`, one
+Streaming: the list is read through :func:`wontopos_mcp.imports.histories.conversations`, one
 conversation in memory at a time (a conversation's tree has to be whole to find its
 branch), nesting deeper than ``jsonstream.MAX_DEPTH`` refused.
 
@@ -45,16 +45,8 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from wontopos_mcp.imports.jsonstream import BOM, list_items
-from wontopos_mcp.imports.messages import (
-    MAX_MESSAGE_BYTES,
-    BadExport,
-    Message,
-    ReadOptions,
-    Role,
-    SkipKind,
-    Skipped,
-)
+from wontopos_mcp.imports.histories import Conversation, bounded, conversations, sniff_list, turn
+from wontopos_mcp.imports.messages import BadExport, Message, ReadOptions, Role, SkipKind, Skipped
 from wontopos_mcp.imports.sources import Source
 
 NAME = "chatgpt"
@@ -75,37 +67,26 @@ def sniff(head: bytes) -> bool:
     ``current_node`` comes after the whole ``mapping`` in ChatGPT's key order, so when the
     first conversation is longer than the head, a mapping node's own keys (``children``,
     ``author``, ``content_type``) stand in for it."""
-    text = head.removeprefix(BOM).lstrip()
-    if not text.startswith(b"[") or not text[1:].lstrip().startswith(b"{"):
+    if not sniff_list(head) or b'"mapping"' not in head:
         return False
-    if b'"mapping"' not in text:
-        return False
-    return b'"current_node"' in text or all(key in text for key in (b'"children"', b'"author"', b'"content_type"'))
+    return b'"current_node"' in head or all(key in head for key in (b'"children"', b'"author"', b'"content_type"'))
 
 
 def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     """The messages of every conversation's visible branch, conversation by conversation."""
-    with source.open() as raw:
-        for number, conversation in list_items(raw, "conversation"):
-            yield from _conversation(conversation, number)
+    for conversation in conversations(source, ("id", "conversation_id"), "title"):
+        yield from _conversation(conversation)
 
 
-def _conversation(conversation: Any, number: int) -> Iterator[Message | Skipped]:
-    where = f"conversation {number}"
-    if not isinstance(conversation, dict):
-        raise BadExport(where, "not a JSON object")
-    cid = conversation.get("id") or conversation.get("conversation_id")
-    if not isinstance(cid, str) or not cid:
-        raise BadExport(where, "has no id")
-    title = conversation.get("title")
-    title = title if isinstance(title, str) and title.strip() else None
-    mapping = conversation.get("mapping")
+def _conversation(conversation: Conversation) -> Iterator[Message | Skipped]:
+    where, cid, title = conversation.where, conversation.id, conversation.title
+    mapping = conversation.fields.get("mapping")
     if mapping is None:
         return
     if not isinstance(mapping, dict):
         raise BadExport(where, "its mapping is not a JSON object")
     ordinal = 0
-    for node in _visible_branch(mapping, conversation.get("current_node"), where):
+    for node in _visible_branch(mapping, conversation.fields.get("current_node"), where):
         message = node.get("message")
         if message is None:  # the tree's placeholder root: no message at all
             continue
@@ -118,16 +99,7 @@ def _conversation(conversation: Any, number: int) -> Iterator[Message | Skipped]
             yield Skipped(cid, kind, place, title)
             continue
         mid = message.get("id") or node.get("id")
-        yield Message(
-            conversation=cid,
-            role=role,
-            author=None,
-            text=text,
-            time=_time(message.get("create_time"), place),
-            message_id=mid if isinstance(mid, str) and mid else None,
-            place=place,
-            title=title,
-        )
+        yield turn(cid, role, text, _time(message.get("create_time"), place), mid, place, title)
 
 
 def _visible_branch(mapping: dict[str, Any], current: Any, where: str) -> list[dict[str, Any]]:
@@ -198,9 +170,7 @@ def _classify(message: dict[str, Any], place: str) -> tuple[SkipKind | None, Rol
     text = _text(content, metadata)
     if not text:
         return "empty", kept, ""
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
-        raise BadExport(place, f"a message longer than {MAX_MESSAGE_BYTES:,} bytes: not a chat message")
-    return None, kept, text
+    return None, kept, bounded(text, place)
 
 
 def _text(content: dict[str, Any], metadata: dict[str, Any]) -> str:

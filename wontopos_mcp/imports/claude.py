@@ -19,7 +19,7 @@ with no text nor attachment is skipped as ``tool`` when it holds ``tool_use`` or
 Time: ``created_at`` (ISO 8601 with an offset, ``Z`` for UTC). Ids: the message's
 ``uuid``, the conversation's ``uuid``; the title is ``name``.
 
-Streaming: as the ``chatgpt`` reader (:func:`wontopos_mcp.imports.jsonstream.list_items`),
+Streaming: as the ``chatgpt`` reader (:func:`wontopos_mcp.imports.histories.conversations`),
 one conversation in memory at a time.
 
 Left out: the export's other files (``users.json``, ``projects.json``), artifacts (tool
@@ -33,22 +33,19 @@ public JSON schemas of ``conversations.json`` describe it (``sender``, ``content
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
-from wontopos_mcp.errors import InvalidRequestError
-from wontopos_mcp.imports.jsonstream import BOM, list_items
-from wontopos_mcp.imports.messages import (
-    MAX_MESSAGE_BYTES,
-    BadExport,
-    Message,
-    ReadOptions,
-    Role,
-    SkipKind,
-    Skipped,
+from wontopos_mcp.imports.histories import (
+    Conversation,
+    bounded,
+    conversations,
+    iso_time,
+    sniff_list,
+    text_blocks,
+    turn,
 )
+from wontopos_mcp.imports.messages import BadExport, Message, ReadOptions, Role, SkipKind, Skipped
 from wontopos_mcp.imports.sources import Source
-from wontopos_mcp.rules.dates import from_us, parse_moment
 
 NAME = "claude"
 
@@ -57,29 +54,18 @@ _ROLES: dict[str, Role] = {"human": "user", "assistant": "assistant"}
 
 def sniff(head: bytes) -> bool:
     """A JSON list whose first object has ``chat_messages`` (and a ``uuid``)."""
-    text = head.removeprefix(BOM).lstrip()
-    if not text.startswith(b"[") or not text[1:].lstrip().startswith(b"{"):
-        return False
-    return b'"chat_messages"' in text and b'"uuid"' in text
+    return sniff_list(head) and b'"chat_messages"' in head and b'"uuid"' in head
 
 
 def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
     """Every conversation's messages, in the export's order."""
-    with source.open() as raw:
-        for number, conversation in list_items(raw, "conversation"):
-            yield from _conversation(conversation, number)
+    for conversation in conversations(source, ("uuid",), "name"):
+        yield from _conversation(conversation)
 
 
-def _conversation(conversation: Any, number: int) -> Iterator[Message | Skipped]:
-    where = f"conversation {number}"
-    if not isinstance(conversation, dict):
-        raise BadExport(where, "not a JSON object")
-    cid = conversation.get("uuid")
-    if not isinstance(cid, str) or not cid:
-        raise BadExport(where, "has no uuid")
-    title = conversation.get("name")
-    title = title if isinstance(title, str) and title.strip() else None
-    chat = conversation.get("chat_messages")
+def _conversation(conversation: Conversation) -> Iterator[Message | Skipped]:
+    where, cid, title = conversation.where, conversation.id, conversation.title
+    chat = conversation.fields.get("chat_messages")
     if chat is None:
         return
     if not isinstance(chat, list):
@@ -97,33 +83,15 @@ def _conversation(conversation: Any, number: int) -> Iterator[Message | Skipped]
         if kind is not None:
             yield Skipped(cid, kind, place, title)
             continue
-        mid = message.get("uuid")
-        yield Message(
-            conversation=cid,
-            role=role,
-            author=None,
-            text=text,
-            time=_time(message.get("created_at"), place),
-            message_id=mid if isinstance(mid, str) and mid else None,
-            place=place,
-            title=title,
-        )
+        time = iso_time(message.get("created_at"), place, "created_at")
+        yield turn(cid, role, text, time, message.get("uuid"), place, title)
 
 
 def _text(message: dict[str, Any], place: str) -> tuple[SkipKind | None, str]:
     """(the skip kind, or None with the turn's text and attachment lines)."""
     blocks = message.get("content")
-    paragraphs: list[str] = []
-    kinds: set[Any] = set()
-    if isinstance(blocks, list) and blocks:
-        for block in blocks:
-            if not isinstance(block, dict):
-                continue
-            kinds.add(block.get("type"))
-            said = block.get("text")
-            if block.get("type") == "text" and isinstance(said, str) and said.strip():
-                paragraphs.append(said.strip())
-    else:
+    paragraphs, kinds = text_blocks(blocks)
+    if not isinstance(blocks, list) or not blocks:
         said = message.get("text")
         if isinstance(said, str) and said.strip():
             paragraphs.append(said.strip())
@@ -133,10 +101,7 @@ def _text(message: dict[str, Any], place: str) -> tuple[SkipKind | None, str]:
         if kinds & {"tool_use", "tool_result"}:
             return "tool", ""
         return ("thinking" if "thinking" in kinds else "empty"), ""
-    text = "\n".join(lines)
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
-        raise BadExport(place, f"a message longer than {MAX_MESSAGE_BYTES:,} bytes: not a chat message")
-    return None, text
+    return None, bounded("\n".join(lines), place)
 
 
 def _attachment_names(message: dict[str, Any]) -> list[str]:
@@ -152,13 +117,3 @@ def _attachment_names(message: dict[str, Any]) -> list[str]:
             if name not in names:
                 names.append(name)
     return names
-
-
-def _time(raw: Any, place: str) -> datetime | None:
-    if raw is None:
-        return None
-    try:
-        us, _ = parse_moment(raw, field="created_at")
-    except InvalidRequestError:
-        raise BadExport(place, f"created_at {str(raw)[:60]!r} is not an ISO 8601 time with an offset") from None
-    return from_us(us)

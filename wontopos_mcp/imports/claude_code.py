@@ -43,14 +43,12 @@ wrappers, meta lines) and Huntehhh/claude-code-chat ``docs/claude-cli-jsonl-form
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
-from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.imports.histories import iso_time, text_blocks, turn
 from wontopos_mcp.imports.jsonstream import BOM, loads_line
-from wontopos_mcp.imports.messages import BadExport, Message, ReadOptions, Role, SkipKind, Skipped
+from wontopos_mcp.imports.messages import BadExport, Message, ReadOptions, Role, SkipKind, Skipped, export_id
 from wontopos_mcp.imports.sources import Source, iter_lines, refuse_wide_text
-from wontopos_mcp.rules.dates import from_us, parse_moment
 
 NAME = "claude-code"
 
@@ -98,23 +96,13 @@ def read(source: Source, options: ReadOptions) -> Iterator[Message | Skipped]:
                 continue
             seen_any = True
             record = _record(raw, place)
-            own = record.get("sessionId")
-            if isinstance(own, str) and own:
-                session = own
+            session = export_id(record.get("sessionId")) or session
             kind, role, text = _classify(record)
             if kind is not None:
                 yield Skipped(session, kind, place)
                 continue
-            uuid = record.get("uuid")
-            yield Message(
-                conversation=session,
-                role=role,
-                author=None,
-                text=text,
-                time=_time(record.get("timestamp"), place),
-                message_id=uuid if isinstance(uuid, str) and uuid else None,
-                place=place,
-            )
+            time = iso_time(record.get("timestamp"), place, "timestamp")
+            yield turn(session, role, text, time, record.get("uuid"), place, None)
     if not seen_any:
         raise BadExport("byte 0", "the file is empty")
 
@@ -148,15 +136,7 @@ def _classify(record: dict[str, Any]) -> tuple[SkipKind | None, Role, str]:
 def _assistant_text(content: Any) -> tuple[SkipKind | None, str]:
     if isinstance(content, str):
         return (None, content.strip()) if content.strip() else ("empty", "")
-    kinds: set[Any] = set()
-    paragraphs: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        kinds.add(block.get("type"))
-        said = block.get("text")
-        if block.get("type") == "text" and isinstance(said, str) and said.strip():
-            paragraphs.append(said.strip())
+    paragraphs, kinds = text_blocks(content)
     if paragraphs:
         return None, "\n\n".join(paragraphs)
     if kinds & {"tool_use", "server_tool_use"}:
@@ -193,13 +173,3 @@ def _user_text(content: Any) -> tuple[SkipKind | None, str]:
 
 def _is_wrapper(text: str) -> bool:
     return text.lstrip().startswith(_WRAPPERS)
-
-
-def _time(raw: Any, place: str) -> datetime | None:
-    if raw is None:
-        return None
-    try:
-        us, _ = parse_moment(raw, field="timestamp")
-    except InvalidRequestError:
-        raise BadExport(place, f"timestamp {str(raw)[:60]!r} is not an ISO 8601 time with an offset") from None
-    return from_us(us)

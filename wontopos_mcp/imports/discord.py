@@ -31,7 +31,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from wontopos_mcp.imports.jsonstream import BOM, CheckedStream, JsonEvents
-from wontopos_mcp.imports.messages import MAX_MESSAGE_BYTES, BadExport, Message, ReadOptions, Skipped
+from wontopos_mcp.imports.messages import MAX_MESSAGE_BYTES, BadExport, Message, ReadOptions, Skipped, export_id
 from wontopos_mcp.imports.sources import Source
 
 NAME = "discord"
@@ -82,8 +82,8 @@ def _message(raw: Any, header: dict[str, dict[str, Any]], ordinal: int) -> Messa
     place = f"message {ordinal}"
     if not isinstance(raw, dict):
         raise BadExport(place, "a message that is not a JSON object")
-    message_id = raw.get("id")
-    if not isinstance(message_id, str) or not message_id:
+    message_id = export_id(raw.get("id"))
+    if message_id is None:
         raise BadExport(place, "a message without its id")
     place = f"{place} (id {message_id})"
     kind = raw.get("type")

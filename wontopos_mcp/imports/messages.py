@@ -93,3 +93,9 @@ class BadExport(Exception):
     def __init__(self, place: str, reason: str) -> None:
         super().__init__(f"{place}: {reason}")
         self.place, self.reason = place, reason
+
+
+def export_id(raw: object) -> str | None:
+    """An export's string id as a reader keeps it (a message's, a conversation's): a
+    non-empty string, else ``None`` (a number, a null or ``""`` is no id)."""
+    return raw if isinstance(raw, str) and raw else None
