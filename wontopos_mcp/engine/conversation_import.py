@@ -155,13 +155,22 @@ class ConversationImport:
         per_speaker: Counter[str] = Counter()
         done = 0
         pending: list[tuple[dict[str, str], Origin, str]] = []
-        for item, origin, who in self._items(fmt, module.read(readable, read_options), people, conversations):
-            pending.append((item, origin, who))
-            if len(pending) >= self.batch:
-                done += self._send(pending, user_id, counts, per_speaker)
-                pending = []
-                if progress is not None:
-                    progress(done, total, counts)
+        items = self._items(fmt, module.read(readable, read_options), people, conversations)
+        try:
+            for item, origin, who in items:
+                pending.append((item, origin, who))
+                if len(pending) >= self.batch:
+                    done += self._send(pending, user_id, counts, per_speaker)
+                    pending = []
+                    if progress is not None:
+                        progress(done, total, counts)
+        except (BadExport, KeyError) as exc:  # the file changed between the passes: the batches stored stay
+            place = exc.place if isinstance(exc, BadExport) else "a conversation"
+            raise InvalidRequestError(
+                f"{source.name}: {place}: the file changed while it was imported; {done} messages were stored, "
+                "import it again to complete it",
+                field="file", file=source.name, place=place,
+            ) from None  # fmt: skip
         done += self._send(pending, user_id, counts, per_speaker)
         if progress is not None:
             progress(done, total, counts)
