@@ -268,8 +268,7 @@ def test_a_reindex_killed_at_any_step_leaves_one_models_database_that_opens_and_
 
     again = _cli(db, model_cache, "reindex", "--embed-model", TEST_MODEL)
     assert again.returncode == 0, again.stderr
-    # 306 sentences, and each of the 100 memories of several sentences once more, whole
-    expected = "nothing to do" if model == TEST_MODEL else "reindexed 106 memories (406 chunks)"
+    expected = "nothing to do" if model == TEST_MODEL else "reindexed 106 memories (306 chunks)"
     assert again.stdout.startswith(expected), again.stdout
     assert _record(db) == {"model": TEST_MODEL, "dim": TEST_DIM}
     assert _snapshot(db) == before

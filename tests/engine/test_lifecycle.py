@@ -440,18 +440,17 @@ def test_forgetting_the_newest_version_makes_its_predecessor_current_again(face:
 def test_forgetting_a_speaker_needs_the_current_count_and_deletes_every_version(face: ServiceFace) -> None:
     face.svc.speaker_register("Bob")
     face.svc.speaker_register("Alice")
-    # two sentences and the memory whole: three chunks
-    first = face.svc.memory_add("Bob is vegan. He cooks well.", speaker="Bob")["id"]
+    first = face.svc.memory_add("Bob is vegan. He cooks well.", speaker="Bob")["id"]  # two chunks
     face.supersede(first, "Bob is vegetarian.")
     face.add_messages([{"role": "user", "name": "Bob", "content": "I hate mornings."}])
     alice = face.svc.memory_add("Alice is vegan too.", speaker="Alice")["id"]
     seen = face.by_speaker("Bob")["records_to_delete"]
-    assert seen == 5
+    assert seen == 4
     face.svc.memory_add("Bob plays chess.", speaker="Bob")  # said after the count was read
 
-    with changes_nothing(face.svc), refused(409, records_to_delete=6, field="confirm_records"):
+    with changes_nothing(face.svc), refused(409, records_to_delete=5, field="confirm_records"):
         face.forget_speaker("Bob", seen)
-    assert face.forget_speaker("Bob", 6) == {"user_id": "default", "status": "deleted", "deleted": 4}
+    assert face.forget_speaker("Bob", 5) == {"user_id": "default", "status": "deleted", "deleted": 4}
     assert face.by_speaker("Bob")["memories"] == []  # the registration stays
     assert {s["speaker"]: s["memories"] for s in face.svc.speakers_list()["speakers"]} == {"Bob": 0, "Alice": 1}
     assert ids(all_memories(face.svc)) == [alice]

@@ -376,11 +376,9 @@ def test_a_sentence_too_long_for_the_model_is_split_again(service: MemoryService
     ],
 )
 def test_each_sentence_in_any_script_is_its_own_chunk(service: MemoryService, content: str, chunks: int) -> None:
-    """Each sentence is a chunk, and a memory of several sentences one more: itself whole."""
     service.speaker_register("Bob")
-    rows = chunks + (chunks > 1)
-    assert service.memory_add(content, speaker="Bob")["chunks"] == rows
-    assert service.by_speaker("Bob")["chunks"] == rows
+    assert service.memory_add(content, speaker="Bob")["chunks"] == chunks
+    assert service.by_speaker("Bob")["chunks"] == chunks
 
 
 # -- search ---------------------------------------------------------------------------------------------
@@ -738,9 +736,8 @@ def test_by_speaker_is_newest_first_and_counts_every_chunk_of_that_speaker(
     assert ids(page["memories"]) == order
     assert [m["is_superseded"] for m in page["memories"]] == [False, False, False, True]
     assert page["returned"] == 4
-    # 3 + 1 + 4 + 1: each sentence, and each memory of several sentences once more, whole
-    assert page["chunks"] == page["records_to_delete"] == page["points_to_delete"] == chunks == 9
-    # What a person recognises: 4 memories (the superseded one included), beside 9 records.
+    assert page["chunks"] == page["records_to_delete"] == page["points_to_delete"] == chunks == 7
+    # What a person recognises: 4 memories (the superseded one included), beside 7 records.
     assert page["memories_to_delete"] == 4
     assert (page["has_more"], page["next_before"], page["next_skip_ids"]) == (False, None, [])
 
@@ -757,7 +754,7 @@ def test_by_speaker_counts_all_chunks_even_when_the_page_shows_few(
     page = clocked_face.by_speaker("Bob", limit=5)
     assert page["returned"] == 5
     assert page["has_more"] is True
-    assert page["records_to_delete"] == total == 21  # two sentences and the memory whole, 7 times
+    assert page["records_to_delete"] == total == 14
     assert page["next_before"] == page["memories"][-1]["created_at"]
     assert page["next_skip_ids"] == [page["memories"][-1]["id"]]
 
@@ -925,8 +922,8 @@ def test_forgetting_by_speaker_needs_the_current_records_to_delete(face: Service
     face.add("Bob hates mornings.", speaker="Bob")
     alice = face.add("Alice is vegan too.", speaker="Alice")["id"]
     records = face.by_speaker("Bob")["records_to_delete"]
-    assert records == 5  # 2 sentences and the memory whole, then 1 and 1
-    with changes_nothing(face.svc), refused(409, records_to_delete=5):
+    assert records == 4
+    with changes_nothing(face.svc), refused(409, records_to_delete=4):
         face.forget_speaker("Bob", records - 1)
     assert face.forget_speaker("Bob", records) == {"user_id": "default", "status": "deleted", "deleted": 3}
     assert face.by_speaker("Bob")["memories"] == []  # the registration stays
