@@ -396,27 +396,3 @@ def test_under_a_filter_the_reply_to_the_best_match_outside_it_is_found(tmp_path
         assert reply not in ids(service.memory_search(PICNIC, speaker="Bob", limit=5)["memories"])
     finally:
         service.close()
-
-
-def test_a_long_memory_is_found_whole_and_its_whole_row_keeps_the_filter_and_goes_with_a_forget(
-    service: MemoryService,
-) -> None:
-    """A memory of several sentences has one more chunk, itself whole: searched like the
-    others, inside the same scope, and deleted with the memory (no row of it is left)."""
-    service.speaker_register("Bob")
-    service.speaker_register("Alice")
-    bob = service.memory_add(
-        "We left at dawn. The road climbed for hours. At the top the lake was frozen. "
-        "We skated until the sun went down.",
-        speaker="Bob",
-    )
-    alice = service.memory_add("I stayed home and read all weekend.", speaker="Alice")
-    assert bob["chunks"] == 5  # four sentences and the memory whole
-    found = service.memory_search("a winter mountain trip with ice skating", speaker="Alice", limit=5)
-    assert ids(found["memories"]) == [alice["id"]]
-    assert ids(service.memory_search("a winter mountain trip with ice skating", limit=1)["memories"]) == [bob["id"]]
-    assert service.by_speaker("Bob")["records_to_delete"] == 5
-
-    service.memory_forget(memory_id=bob["id"])
-    assert service.by_speaker("Bob")["records_to_delete"] == 0
-    assert ids(service.memory_search("a winter mountain trip with ice skating", limit=5)["memories"]) == [alice["id"]]
