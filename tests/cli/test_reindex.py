@@ -29,7 +29,7 @@ from support import REPO
 from wontopos_mcp.engine.service import MemoryService
 from wontopos_mcp.errors import UnavailableError
 from wontopos_mcp.model.embeddings import DEFAULT_MODEL, TEST_DIM, TEST_MODEL, ModelLoader, load_embedder
-from wontopos_mcp.rules.text import memory_chunks
+from wontopos_mcp.rules.text import chunk_text
 from wontopos_mcp.storage.adapter import META_FILE, Store
 from wontopos_mcp.storage.schema import missing_indexes, recorded_model
 
@@ -109,7 +109,7 @@ def _vectors_are_of(db: Path, embedder: Any, *, sample: int = 4) -> None:
         rows = sorted(store.chunks.rows("true", columns=None), key=lambda r: (r["seq"], r["user_id"], r["chunk_idx"]))
         longest = max(rows, key=lambda r: (r["n_chunks"], r["chunk_idx"]))
         for row in [*rows[:sample], rows[-1], longest]:
-            chunk = memory_chunks(row["content"], embedder.max_chars)[row["chunk_idx"]]
+            chunk = chunk_text(row["content"], embedder.max_chars)[row["chunk_idx"]]
             stored = np.asarray(row["vector"], dtype=np.float32)
             assert stored.shape == (embedder.dim,), (row["chunk_id"], stored.shape)
             assert float(stored @ embedder.embed_passages([chunk])[0]) > 0.9999, row["chunk_id"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 from wontopos_mcp.errors import ConflictError, Fix
 from wontopos_mcp.rules.idempotency import WINDOW_US, Idempotency, Running, answer_json, replayed
 from wontopos_mcp.rules.redaction import Redactor
-from wontopos_mcp.rules.text import memory_chunks
+from wontopos_mcp.rules.text import chunk_text
 from wontopos_mcp.storage.rows import ChunkRow
 
 from .registry import store_in_fix
@@ -205,9 +205,8 @@ def _without_records(updated: list[ChunkRow], answering: list[ChunkRow]) -> list
 
 
 def chunks_of(embedder: Embedder, text: str) -> list[str]:
-    """A memory's chunks, as every write cuts them (and a reindex cuts them again): its
-    sentences, and for a long memory the memory as a whole (``memory_chunks``)."""
-    return memory_chunks(text, embedder.max_chars)
+    """A memory's chunks, as every write cuts them (and a reindex cuts them again)."""
+    return chunk_text(text, embedder.max_chars)
 
 
 def embed_chunks(embedder: Embedder, chunks: list[str]) -> Any:

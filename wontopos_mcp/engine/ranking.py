@@ -16,16 +16,7 @@ in write order); a memory stored without one borrows from nothing and lends to n
    its first chunk, see ``text.full_text``; a query with Hangul, kana or Han also
    matches character bigrams of those runs, so "부산" finds "부산에서", see
    ``chunk_search.full_text_query``), both inside the scope. A memory's cosine is its
-   best chunk's; a memory of several sentences has one more chunk, itself whole
-   (``text.memory_chunks``), so a long turn is found by what it says as a whole, as a
-   turn-level index finds it. Measured with bench/ranking_replay.py (``wrows``) over a dump
-   of the three sets, R@5 with the speaker filter / without: LoCoMo 80.0 / 71.3 -> 80.6 /
-   72.8, FriendsQA 71.5 / 45.0 -> 73.3 / 46.8, LongMemEval (the 11 questions dumped by
-   then) 90.9 / 77.3 -> 90.9 / 86.4, where LanceDB's own hybrid search over whole turns
-   (``backend_plain.py``, replayed) stands at 90.9 / 86.4. Only for memories of at least
-   200 characters: FriendsQA's gain goes (its turns are short). As a share of the
-   memory's cosine instead of one more chunk (0.5, 1, the larger of the two): within 0.3
-   of it on every set.
+   best chunk's.
    Under a narrower scope (a speaker filter), the in-scope memory said right after
    each of the best full-text matches in the whole store (current memories, the
    ``context``) in the same conversation joins them: the reply to the other person's

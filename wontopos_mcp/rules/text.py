@@ -37,24 +37,6 @@ def chunk_text(text: str, max_chars: int) -> list[str]:
     return chunks
 
 
-# A memory of several chunks is also embedded whole, as one more chunk: a long turn is then
-# found by what it says as a whole (the topic no single sentence names), not only sentence
-# by sentence. Its text is the memory's first WHOLE_MAX_CHARS characters (the model reads
-# 512 tokens of it: about 2,000 characters of prose). Measured in engine/ranking.py's
-# docstring (bench/ranking_replay.py, ``wrows``).
-WHOLE_MAX_CHARS = 2_500
-
-
-def memory_chunks(text: str, max_chars: int) -> list[str]:
-    """What a memory is embedded as: its sentence chunks (``chunk_text``), then, for a
-    memory of several chunks, the memory as a whole. Search reads every chunk row alike
-    (a memory's cosine is its best row's), so the whole one needs no rule of its own."""
-    chunks = chunk_text(text, max_chars)
-    if len(chunks) > 1:
-        chunks.append(text.strip()[:WHOLE_MAX_CHARS])
-    return chunks
-
-
 def _split_long(sentence: str, max_chars: int) -> list[str]:
     parts: list[str] = []
     rest = sentence
