@@ -754,6 +754,9 @@ VARIANTS: dict[str, Knobs] = {
     "wrows3": Knobs(whole_rows=True, whole_min_chunks=3),
     "wrows200": Knobs(whole_rows=True, whole_min_chars=200),
     "wrows400": Knobs(whole_rows=True, whole_min_chars=400),
+    "whole0.3": Knobs(whole=0.3),
+    "whole0.2": Knobs(whole=0.2),
+    "wrows5": Knobs(whole_rows=True, whole_min_chunks=5),
 }
 
 

@@ -101,7 +101,8 @@ def test_a_dry_run_prints_the_people_and_how_each_resolves(
         ("utf16.txt", "05/03/2026, 18:02 - Ana: hello\n".encode("utf-16"), ("--format", "whatsapp"), "UTF-8"),
         ("result.json", '{"name": "T", "type": "personal_chat", "id": 1, "messages": [{"id": 1, "ty', (), ": "),
         ("year.json", json.dumps({"name": "T", "type": "personal_chat", "id": 1, "messages": [
-            {"id": 1, "type": "message", "date_unixtime": "884541340800", "from": "Ana", "text": "hi"}]}), (), "not a time"),
+            {"id": 1, "type": "message", "date_unixtime": "884541340800", "from": "Ana", "text": "hi"}]}),
+         (), "not a time"),
     ],
 )  # fmt: skip
 def test_a_file_invalid_for_its_format_is_one_line_naming_it_exit_2_and_nothing_stored(

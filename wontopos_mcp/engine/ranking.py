@@ -75,6 +75,19 @@ scored against the other candidates without joining their standardisation (every
 its range or its best 10 / 20 (LongMemEval with the filter 89.7 -> 74.1-87.9); a share of the
 same speaker's turn before (0.2: LongMemEval 89.7 / 71.3 -> 87.9 / 69.5).
 
+Measured and dropped (issue 51, bench/ranking_replay.py over dumps of the three full dev
+sets; R@5 with the speaker filter / without): a memory of several sentences also embedded
+whole, as one more chunk read by search like any other ("whole rows", what a turn-level
+index such as LanceDB's own hybrid search over turns sees): LoCoMo 80.0 / 71.3 -> 80.6 /
+72.8, FriendsQA 71.5 / 45.0 -> 73.3 / 46.8 (the product itself, end to end: 72.3 / 46.7),
+but LongMemEval 89.7 / 71.3 -> 86.2 / 73.0 (29 questions: one question falls with the
+filter). From 3 chunks, or 200 characters: LongMemEval 91.4 / 69.5 (falls without a
+filter); from 5 chunks: unchanged; from 400 characters: 89.7 / 69.5. The whole text's
+cosine as a share of a memory's (0.2, 0.3, 0.5): LongMemEval 87.9 / 69.5, 86.8 / 73.0; the
+larger of the two: 84.5 / 74.7. None raises every set. LanceDB's hybrid search itself
+(replayed: reciprocal-rank fusion of whole-turn cosine and these full-text ranks, inside
+the scope) stands at LoCoMo 69.3 / 58.9, FriendsQA 69.0 / 41.2, LongMemEval 89.7 / 78.2.
+
 ``similarity`` in answers stays the cosine of the best chunk; the order is the score's.
 """
 
