@@ -210,3 +210,19 @@ def test_the_library_imports_a_file_and_raises_the_refusal_with_its_details(
     with pytest.raises(InvalidRequestError) as info:
         mem.import_conversations(tmp_path / "missing.txt", user_id="family")
     assert info.value.details["field"] == "path"
+
+
+def test_a_message_longer_than_a_memory_is_stored_in_pieces_and_counted_once_in_the_progress(
+    service: MemoryService,
+) -> None:
+    long_text = "Ich plane die Reise nach Kasan sehr genau. " * 900  # about 39,000 characters
+    text = f"05/03/2026, 18:02 - Bob: {long_text}\n05/03/2026, 18:03 - Bob: Gut.\n"
+    seen: list[tuple[int, int]] = []
+    summary = service.import_conversations(
+        whatsapp(text), import_options(register=True), "family", progress=lambda d, t, c: seen.append((d, t))
+    )
+    assert summary["stored"] == 3  # the long message in two pieces, and "Gut."
+    assert seen[-1] == (2, 2)  # messages, not pieces
+    pieces = [m["content"] for m in all_memories(service, "family")][:2]
+    assert all(len(p) <= 32_000 for p in pieces)
+    assert " ".join(pieces) == long_text.strip()

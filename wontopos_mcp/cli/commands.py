@@ -46,9 +46,10 @@ from wontopos_mcp.contract import DEFAULT_STORE, Param, operation
 from wontopos_mcp.errors import ConfigError, Fix, InvalidRequestError, WontoposError
 from wontopos_mcp.rules.answers import MemoryRecord
 from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS
+from wontopos_mcp.rules.import_options import JSONL
 from wontopos_mcp.verbs import render, speak
 
-from .conversations import JSONL, add_import_arguments, import_conversation_file, is_jsonl_export
+from .conversations import add_import_arguments, import_conversation_file, is_jsonl_export
 from .exits import EXIT_BAD_SETTING, EXIT_REFUSED
 from .importing import IMPORT_BATCH, import_file
 

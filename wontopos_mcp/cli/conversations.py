@@ -20,6 +20,7 @@ its ``/etc/localtime`` names it (UTC when it names none).
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import time
 from collections import Counter
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from wontopos_mcp.config import machine_zone
 from wontopos_mcp.errors import InvalidRequestError, WontoposError
 from wontopos_mcp.rules.answers import ImportSummaryAnswer
-from wontopos_mcp.rules.import_options import FORMAT_NAMES, import_options
+from wontopos_mcp.rules.import_options import FORMAT_NAMES, JSONL, import_options
 
 from .exits import EXIT_BAD_SETTING
 
@@ -62,9 +63,6 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tz", metavar="ZONE", help="the IANA zone of local times (default: the machine's)")
     parser.add_argument("--start", metavar="TIME", help="transcripts: when the recording began (RFC 3339)")
     parser.add_argument("--dry-run", action="store_true", help="read and resolve, store nothing; print who is who")
-
-
-JSONL = "jsonl"
 
 
 def is_jsonl_export(path: str) -> bool:
@@ -124,15 +122,9 @@ def _refusal_line(exc: WontoposError) -> str:
     first = str(unresolved[0]["name"])
     return (
         f"{exc.message.split(':', 1)[0]}: not registered speakers of this store: {listed}{more}; nothing was "
-        f"imported. Either --register them, map each with --as {_quoted(first + '=Name')} "
-        f"(=me for the assistant, =- for untagged), or leave one out with --skip {_quoted(first)}"
+        f"imported. Either --register them, map each with --as {shlex.quote(first + '=Name')} "
+        f"(=me for the assistant, =- for untagged), or leave one out with --skip {shlex.quote(first)}"
     )
-
-
-def _quoted(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
 
 
 def _emit_summary(out: TextIO, args: dict[str, Any], summary: ImportSummaryAnswer) -> None:

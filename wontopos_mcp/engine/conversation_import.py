@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from wontopos_mcp.errors import InvalidRequestError, WontoposError
-from wontopos_mcp.imports.formats import JSONL, detect, reader
+from wontopos_mcp.imports.formats import detect, reader
 from wontopos_mcp.imports.messages import BadExport, Message, ReadOptions, Skipped
 from wontopos_mcp.imports.sources import Source
 from wontopos_mcp.rules.answers import (
@@ -52,6 +52,7 @@ from wontopos_mcp.rules.answers import (
 from wontopos_mcp.rules.batch_items import Origin, check_item
 from wontopos_mcp.rules.dates import format_us, to_us
 from wontopos_mcp.rules.import_options import (
+    JSONL,
     ME,
     UNTAGGED,
     ImportOptions,
@@ -84,6 +85,17 @@ class Resolution:
     status: Status
     speaker: str | None = None
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One memory of the second pass: the batch item, its origin (import key), who said it
+    for the summary, and whether it is the last piece of its message (progress counts messages)."""
+
+    item: dict[str, str]
+    origin: Origin
+    who: str
+    ends_message: bool
 
 
 @dataclass
@@ -146,19 +158,18 @@ class ConversationImport:
         self._refuse_unresolved(source.name, people, conversations, registered, limit)
         if user_id is not None:
             self.stores.store_create(user_id)
-        new = sorted({r.speaker for r in people.values() if r.status == "register" and r.speaker is not None})
-        for speaker in new:
+        for speaker in _to_register(people):
             if self.stores.speaker_register(speaker, user_id)["status"] == "registered":
                 summary.setdefault("registered", []).append(speaker)
         total = sum(c.messages for c in conversations.values())
         counts: Counter[str] = Counter()
         per_speaker: Counter[str] = Counter()
         done = 0
-        pending: list[tuple[dict[str, str], Origin, str]] = []
+        pending: list[Piece] = []
         items = self._items(fmt, module.read(readable, read_options), people, conversations)
         try:
-            for item, origin, who in items:
-                pending.append((item, origin, who))
+            for piece in items:
+                pending.append(piece)
                 if len(pending) >= self.batch:
                     done += self._send(pending, user_id, counts, per_speaker)
                     pending = []
@@ -266,7 +277,7 @@ class ConversationImport:
                 "(as 'Name=Bob'; 'Name=me' for the assistant, 'Name=-' for untagged) or leave them out (skip 'Name')",
                 field="speaker", speaker=unresolved[0]["name"], unresolved=unresolved,
             )  # fmt: skip
-        new = sorted({r.speaker for r in people.values() if r.status == "register" and r.speaker is not None})
+        new = _to_register(people)
         if len(registered) + len(new) > limit:
             raise InvalidRequestError(
                 f"{file}: registering the import's {len(new)} new speaker(s) would pass the store's limit of {limit} "
@@ -282,8 +293,8 @@ class ConversationImport:
         items: Iterator[Message | Skipped],
         people: dict[tuple[str, str | None], Resolution],
         conversations: dict[str, _Conversation],
-    ) -> Iterator[tuple[dict[str, str], Origin, str]]:
-        """(the batch item, its origin, who it is for the summary) of every message kept."""
+    ) -> Iterator[Piece]:
+        """The memories of every message kept, in order (a long message is several)."""
         ordinals: Counter[bytes] = Counter()
         for message in items:
             if isinstance(message, Skipped):
@@ -311,25 +322,27 @@ class ConversationImport:
                     item["speaker"] = resolution.speaker
                 if when is not None:
                     item["event_date"] = when
-                yield item, Origin(self.keyed(key, key)), resolution.speaker or "(untagged)"
+                last = index == len(pieces) - 1
+                yield Piece(item, Origin(self.keyed(key, key)), resolution.speaker or "(untagged)", last)
 
     def _send(
         self,
-        pending: list[tuple[dict[str, str], Origin, str]],
+        pending: list[Piece],
         user_id: str | None,
         counts: Counter[str],
         per_speaker: Counter[str],
     ) -> int:
+        """Store one batch; the messages it completes (a long message's last piece ends it)."""
         if not pending:
             return 0
         answer = self.batches.memory_add_batch(
-            [item for item, _, _ in pending], user_id, origins=[origin for _, origin, _ in pending]
+            [piece.item for piece in pending], user_id, origins=[piece.origin for piece in pending]
         )
-        for (_, _, who), result in zip(pending, answer.get("results", [])):
+        for piece, result in zip(pending, answer.get("results", [])):
             counts[result["status"]] += 1
             if result["status"] == "stored":
-                per_speaker[who] += 1
-        return len(pending)
+                per_speaker[piece.who] += 1
+        return sum(piece.ends_message for piece in pending)
 
     # -- the answer -------------------------------------------------------------------------
 
@@ -373,6 +386,11 @@ class ConversationImport:
             "speakers": {},
             "conversations": listed,
         }
+
+
+def _to_register(people: dict[tuple[str, str | None], Resolution]) -> list[str]:
+    """The speakers the import registers (several export names may map to one), sorted."""
+    return sorted({r.speaker for r in people.values() if r.status == "register" and r.speaker is not None})
 
 
 def _person(role: str, name: str | None, count: int, resolution: Resolution) -> ImportPersonAnswer:

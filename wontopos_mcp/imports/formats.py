@@ -30,6 +30,7 @@ from types import ModuleType
 
 from wontopos_mcp.imports.messages import BadExport
 from wontopos_mcp.imports.sources import EntrySource, Source, head
+from wontopos_mcp.rules.import_options import JSONL
 
 # --format value -> the module of its reader, in the order ``auto`` tries them.
 READERS: dict[str, str] = {
@@ -44,9 +45,6 @@ READERS: dict[str, str] = {
     "whatsapp": "wontopos_mcp.imports.whatsapp",
     "transcript": "wontopos_mcp.imports.transcript",
 }
-# This product's own export (``export``): not a conversation, read by the CLI's line importer.
-JSONL = "jsonl"
-FORMATS = ("auto", *READERS, JSONL)
 
 
 def reader(name: str) -> ModuleType:

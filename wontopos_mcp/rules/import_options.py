@@ -25,6 +25,7 @@ from .text import split_sentences
 
 UNTAGGED = "-"  # ``--as 'Name=-'``: that person's messages are stored without a speaker
 ME = "me"
+JSONL = "jsonl"  # this product's own export: read by the CLI's line importer, not a reader
 FORMAT_NAMES = (
     "auto", "whatsapp", "telegram", "slack", "discord", "chatgpt", "claude", "claude-code",
     "vtt", "srt", "transcript", "jsonl",
