@@ -46,7 +46,7 @@ WINGS: dict[str, set[str]] = {
     "storage": {"errors", "rules", "model"},
     "imports": {"errors", "rules"},
     "engine": {"errors", "rules", "contract", "model", "storage", "imports"},
-    "config": {"errors", "rules", "model"},
+    "config": {"errors", "rules", "model", "contract"},  # the tool profiles a setting names
     "logs": set(),
     "version": set(),
     "library": {"errors", "rules", "contract", "verbs", "config", "imports", "engine"},
@@ -400,13 +400,14 @@ def text_spec_citations(path: Path) -> list[tuple[int, str]]:
 
 # Where citations are counted, each allowed none: the package's modules, every Python file
 # of the tests (``support.py`` and the conftests included), the memory browser's scripts,
-# the benchmarks and the README.
+# the benchmarks, the README and the pages of docs/
 CITING_SCOPES = {
     "package": lambda: [(path, spec_citations(path)) for path in MODULES.values()],
     "tests": lambda: [(path, spec_citations(path)) for path in sorted(TESTS.rglob("*.py"))],
     "ui scripts": lambda: [(path, script_spec_citations(path)) for path in UI_SCRIPTS],
     "bench": lambda: [(path, spec_citations(path)) for path in sorted((ROOT / "bench").glob("*.py"))],
     "readme": lambda: [(ROOT / "README.md", text_spec_citations(ROOT / "README.md"))],
+    "docs": lambda: [(path, text_spec_citations(path)) for path in sorted((ROOT / "docs").glob("*.md"))],
 }
 
 

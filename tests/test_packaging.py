@@ -63,9 +63,10 @@ def test_test_dependencies_are_an_extra_not_a_group():
     assert not any(dep.startswith(("pytest", "hypothesis")) for dep in deps)
 
 
-def test_readme_names_every_tool_and_the_uvx_launch():
+def test_the_tools_page_names_every_tool_and_the_readme_the_uvx_launch():
+    tools_page = (ROOT / "docs" / "tools.md").read_text(encoding="utf-8")
     for tool in TOOLS:
-        assert f"`{tool}`" in README, tool
+        assert f"`{tool}`" in tools_page, tool
     assert '"command": "uvx"' in README
     assert "mcp-name: io.github.wontopos-mcp/wontopos-mcp" in README
 
