@@ -346,3 +346,39 @@ def test_search_serves_a_limit_from_1_to_20(wontopos: Any, service: MemoryServic
         code, out, _ = wontopos("search", "harbour", "--limit", str(n), "--json")
         assert code == 0
         assert len(json.loads(out)["memories"]) == n
+
+
+@pytest.mark.parametrize(
+    ("argv", "meant"),
+    [
+        (["list"], "wontopos-mcp memories list"),
+        (["forget", "1234"], "wontopos-mcp memories forget ID"),
+        (["delete", "1234"], "wontopos-mcp memories forget ID"),
+        (["remove", "1234"], "wontopos-mcp memories forget ID"),
+        (["show", "1234"], "wontopos-mcp memories get ID"),
+        (["serach", "the deadline"], "wontopos-mcp search"),
+        (["speaker", "list"], "wontopos-mcp speakers"),
+        (["memories", "delete", "1234"], "wontopos-mcp memories forget"),
+        (["speakers", "delete", "Bob"], "wontopos-mcp speakers remove"),
+        (["stores", "remove", "alice"], "wontopos-mcp stores delete"),
+    ],
+)
+def test_a_guessed_command_is_answered_with_the_real_spelling_and_exit_code_2(
+    argv: list[str], meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        build_parser(argv).parse_args(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert err.count("\n") == 1
+    assert f"did you mean `{meant}`?" in err
+    assert f"'{argv[-2] if argv[0] in ('memories', 'speakers', 'stores') else argv[0]}' is not a command" in err
+
+
+def test_a_word_nothing_resembles_lists_the_choices_and_guesses_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        build_parser(["frobnicate"]).parse_args(["frobnicate"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert "did you mean" not in err
+    assert "'memories'" in err and "'search'" in err

@@ -98,9 +98,14 @@ class Servers(Protocol):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (no usage dump)."""
+    """argparse, but a usage error is one line on stderr (no usage dump), and a command
+    that does not exist names the one the person probably meant (:mod:`guesses`)."""
 
     def error(self, message: str) -> Any:
+        from .guesses import parse_invalid_choice, suggestion
+
+        if (invalid := parse_invalid_choice(message)) and (meant := suggestion(self.prog, *invalid)):
+            _fail(f"{invalid[0]!r} is not a command of {self.prog}; did you mean `{meant}`?")
         _fail(message)
 
 
