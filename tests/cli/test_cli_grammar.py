@@ -381,4 +381,5 @@ def test_a_word_nothing_resembles_lists_the_choices_and_guesses_nothing(capsys: 
     err = capsys.readouterr().err
     assert stopped.value.code == 2
     assert "did you mean" not in err
-    assert "'memories'" in err and "'search'" in err
+    assert "'memories'" in err
+    assert "'search'" in err
