@@ -299,21 +299,32 @@ def _load_default_offline(cache_dir: Path, threads: int | None, *, variant: bool
             + (" (test-only variant)" if variant else ""),
             license="mit",
         )
-    try:
-        model = fastembed.TextEmbedding(
-            name, specific_model_path=str(model_dir), local_files_only=True, threads=threads
-        )
-    except _load_errors() as exc:
-        raise UnavailableError(
-            f"the embedding model {name!r} could not be loaded from {model_dir}: {exc}; fix: delete that "
-            "folder so it is converted again",
-            model=name,
-        ) from None
-    _without_spinning(model, threads)
+    model = _session_opened(
+        lambda: fastembed.TextEmbedding(
+            name, specific_model_path=str(model_dir), local_files_only=True, threads=threads, lazy_load=True
+        ),
+        threads,
+        name,
+        f"{model_dir}",
+        "delete that folder so it is converted again",
+    )
     if variant:
         return FastEmbedEmbedder(model, model_id=name, dim=TEST_DIM, first_dims=TEST_DIM)
     query, passage = E5_QUERY_PREFIX, E5_PASSAGE_PREFIX
     return FastEmbedEmbedder(model, model_id=name, dim=DEFAULT_DIM, query_prefix=query, passage_prefix=passage)
+
+
+def _session_opened(make: Callable[[], Any], threads: int | None, name: str, where: str, fix: str) -> Any:
+    """``make()``, a ``TextEmbedding`` built with ``lazy_load=True``, with its session open
+    (``open_session``); a model that cannot load is an ``UnavailableError`` saying ``fix``."""
+    try:
+        model = make()
+        open_session(model, threads)
+    except _load_errors() as exc:
+        raise UnavailableError(
+            f"the embedding model {name!r} could not be loaded from {where}: {exc}; fix: {fix}", model=name
+        ) from None
+    return model
 
 
 def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbedEmbedder:
@@ -330,10 +341,12 @@ def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbe
     folder = str(cache_dir / "fastembed")
     try:  # the cache first: no network at all when the model is already there
         with _fastembed_quiet():  # a model not cached yet is expected here, not an error to log
-            model = fastembed.TextEmbedding(name, cache_dir=folder, threads=threads, local_files_only=True)
+            model = fastembed.TextEmbedding(
+                name, cache_dir=folder, threads=threads, local_files_only=True, lazy_load=True
+            )
     except _load_errors():
         model = _download_fastembed(fastembed, name, description, folder, threads)
-    _without_spinning(model, threads)
+    model = _session_opened(lambda: model, threads, name, folder, "delete its folder there so it is downloaded again")
     query, passage = _prefixes_for(name)
     return FastEmbedEmbedder(
         model, model_id=description["model"], dim=int(description["dim"]), query_prefix=query, passage_prefix=passage
@@ -343,21 +356,15 @@ def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbe
 SPINNING_OFF = {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}
 
 
-def _without_spinning(model: Any, threads: int | None) -> None:
-    """Open ``model``'s onnxruntime session again with its threads' spinning off.
+def onnx_session_options(threads: int | None) -> Any:
+    """The options of the one onnxruntime session an embedder runs: fastembed's own
+    (every graph optimisation, ``threads`` for both pools) with its threads' spinning off.
 
     By default onnxruntime's worker threads busy-wait for a while after each run, waiting
     for the next one. Here a run is one query among LanceDB reads that need the same
     cores: on 2 cores a search spent ~100 ms of CPU for ~55 ms of wall time, ~65 ms with
-    spinning off, the embedding itself no slower (``bench/scale.py``; the commit has the
-    figures). fastembed does not expose the option, so the session it opened is replaced
-    by one with the same file, providers and threads (+~0.3 s to a load that runs in the
-    background). A fastembed whose model does not look as expected keeps its own session."""
-    session = _onnx_session(model)
-    path = getattr(session, "_model_path", None)
-    if session is None or not isinstance(path, str):
-        logger.debug("onnxruntime session not found; its threads keep spinning")
-        return
+    spinning off, the embedding itself no slower (``bench/scale.py``). fastembed does not
+    expose the option, so the session is opened here, once (``open_session``)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -366,7 +373,35 @@ def _without_spinning(model: Any, threads: int | None) -> None:
         options.intra_op_num_threads = options.inter_op_num_threads = threads
     for key, value in SPINNING_OFF.items():
         options.add_session_config_entry(key, value)
-    model.model.model = ort.InferenceSession(path, providers=session.get_providers(), sess_options=options)
+    return options
+
+
+def open_session(model: Any, threads: int | None) -> None:
+    """Open the onnxruntime session of a fastembed ``TextEmbedding`` built with
+    ``lazy_load=True``, once, with ``onnx_session_options``, and load its tokenizer.
+
+    fastembed opens its session with options of its own; opening a second one with ours
+    afterwards left the first in the heap (+~120 MB RSS, issue 53). The file, providers and
+    tokenizer are fastembed's: only the options differ. A fastembed whose objects do not
+    look as expected opens its own session (its threads keep spinning)."""
+    inner = getattr(model, "model", None)
+    model_dir = getattr(inner, "_model_dir", None)
+    description = getattr(inner, "model_description", None)
+    if inner is None or model_dir is None or description is None or not hasattr(inner, "_load_tokenizer"):
+        logger.debug("fastembed's model does not look as expected; it opens its own session")
+        getattr(inner, "load_onnx_model", lambda: None)()
+        return
+    import onnxruntime as ort
+    from fastembed.common.onnx_external_data import link_external_data
+
+    path = Path(model_dir) / description.model_file
+    with contextlib.suppress(OSError):  # a read-only cache: onnxruntime reads it where it is
+        path = link_external_data(Path(model_dir), description.model_file, list(description.additional_files or []))
+    providers = ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" in ort.get_available_providers():  # as fastembed chooses
+        providers.insert(0, "CUDAExecutionProvider")
+    inner.model = ort.InferenceSession(str(path), providers=providers, sess_options=onnx_session_options(threads))
+    inner._load_tokenizer(model_dir=Path(model_dir))
 
 
 def _onnx_session(model: Any) -> Any:
@@ -403,7 +438,7 @@ def _download_fastembed(
         reason = _hub_unreachable_reason((description.get("sources") or {}).get("hf"))
     if reason is None:
         try:
-            return fastembed.TextEmbedding(name, cache_dir=folder, threads=threads)
+            return fastembed.TextEmbedding(name, cache_dir=folder, threads=threads, lazy_load=True)
         except _load_errors() as exc:
             reason = str(exc)
     raise UnavailableError(
