@@ -156,6 +156,25 @@ def _by_speaker(api: httpx.Client, store: str, speaker: str) -> dict[str, Any]:
     return _post(api, "/by-speaker", {"user_id": store, "speaker": speaker, "limit": 5})
 
 
+def _close_within() -> float:
+    """The page's own distance from the best similarity that still reads as a close match
+    (read from format.js, so the test checks the page against its rule, not a copy)."""
+    found = re.search(r"export const CLOSE_WITHIN = ([0-9.]+);", (UI_FILES / "format.js").read_text(encoding="utf-8"))
+    assert found, "format.js declares CLOSE_WITHIN"
+    return float(found[1])
+
+
+def _search_summary(api: httpx.Client, store: str, query: str, scope: str = "", **options: Any) -> str:
+    """What the page's summary must say for this search, from the REST answer: how many
+    results lie within CLOSE_WITHIN of the best one's similarity, then how many are further."""
+    memories = _post(api, "/search", {"user_id": store, "query": query, **options})["memories"]
+    best = memories[0]["similarity"]
+    close = sum(1 for m in memories if m["similarity"] >= best - _close_within())
+    head = f"{close} close {'match' if close == 1 else 'matches'}{scope}"
+    rest = len(memories) - close
+    return f"{head}, then {rest} less close" if rest else f"{head}, best first"
+
+
 def _screenshot(page: Any, name: str, *, always: bool = False, full_page: bool = True) -> bytes | None:
     """The whole page (or only what the window shows) as PNG bytes, kept under
     ``WONTOPOS_UI_SCREENSHOTS`` when that is set; taken without it only when ``always`` (a
@@ -457,7 +476,9 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     _open_store(page, live, store)
     page.get_by_label("Query").fill("allergy")
     page.get_by_label("Query").press("Enter")
-    expect(page.locator("#results-summary")).to_have_text("3 memories, best first")  # the superseded one left out
+    summary = _search_summary(api, store, "allergy", max_results=10)
+    expect(page.locator("#results-summary")).to_have_text(summary)
+    assert sum(int(n) for n in re.findall(r"\d+", summary)) == 3  # the superseded one left out
     speakers = page.locator("#memories > li .speaker").all_inner_texts()
     assert sorted(speakers) == ["Bob", "Bob", "Carol"]
     peanuts = page.locator("#memories > li", has_text="peanuts")
@@ -497,14 +518,18 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
 
     page.get_by_role("combobox", name="Speaker", exact=True).select_option("Carol")
     page.get_by_role("button", name="Search", exact=True).click()
-    expect(page.locator("#results-summary")).to_have_text("1 memory said by Carol, best first")
+    expect(page.locator("#results-summary")).to_have_text("1 close match said by Carol, best first")
     assert page.locator("#memories > li .speaker").all_inner_texts() == ["Carol"]
 
     page.get_by_role("combobox", name="Speaker", exact=True).select_option("Bob")
     page.get_by_label("Query").fill("where does Bob live")
     page.get_by_label("include superseded versions").check()
     page.get_by_label("Query").press("Enter")
-    expect(page.locator("#results-summary")).to_have_text("3 memories said by Bob, best first")
+    expect(page.locator("#results-summary")).to_have_text(
+        _search_summary(
+            api, store, "where does Bob live", " said by Bob", speaker="Bob", include_superseded=True, max_results=10
+        )
+    )
     paris = page.locator("#memories > li", has_text="Paris")
     expect(paris.locator(".superseded")).to_have_text("superseded by a later version")
     toggle = paris.get_by_role("button", name="Show later versions")
@@ -524,6 +549,53 @@ def test_search_with_and_without_a_speaker_shows_speaker_dates_category_and_the_
     paris.get_by_role("button", name="Show later versions").click()
     expect(chain).to_be_visible()
     expect(paris.locator(".chain")).to_have_count(1)  # shown again, not appended twice
+
+
+def test_a_search_says_where_its_close_matches_end_one_hit_and_many(
+    page: Any, live: LiveServer, api: httpx.Client
+) -> None:
+    """A question one memory answers reads as one close match, the rest set apart below a
+    line as less close; a question many memories answer reads as many close matches. Each
+    result says its closeness in words; the similarity itself stays in Details."""
+    from playwright.sync_api import expect
+
+    store = _store(api, "closeness", ("Bob",))
+    for text in (
+        "The project deadline moved to Tuesday the 14th.",
+        "Bob's sister lives in Busan.",
+        "The printer on the third floor is out of toner.",
+        "We ordered pizza for the team lunch.",
+        "Der Zug nach Hamburg fällt heute aus.",
+        "猫がキーボードの上で寝ている。",
+    ):
+        _add(api, store, text, speaker="Bob")
+    for text in ("I play tennis on Saturdays.", "Tennis lessons start at nine.", "My tennis racket needs new strings."):
+        _add(api, store, text)
+
+    _open_store(page, live, store)
+    page.get_by_label("Query").fill("when is the project deadline?")
+    page.get_by_label("Query").press("Enter")
+    summary = _search_summary(api, store, "when is the project deadline?", max_results=10)
+    assert summary.startswith("1 close match, then ")  # the store's one real hit stands apart
+    expect(page.locator("#results-summary")).to_have_text(summary)
+    words = page.locator("#memories > li.memory .closeness").all_inner_texts()
+    assert words[0] == "closest match"
+    assert set(words[1:]) == {"less close"}
+    items = page.locator("#memories > li")
+    expect(items.nth(1)).to_have_class("less-close-divider")  # the line right after the one close match
+    expect(items.nth(1)).to_have_text("Less close to the question:")
+    expect(page.locator("#memories > li.memory").first).to_contain_text("deadline")
+    _both_widths(page, "search-one-hit")
+
+    page.get_by_label("Query").fill("tennis")
+    page.get_by_label("Query").press("Enter")
+    summary = _search_summary(api, store, "tennis", max_results=10)
+    expect(page.locator("#results-summary")).to_have_text(summary)
+    close = int(summary.split()[0])
+    assert close >= 3  # the three tennis memories all read as close
+    firsts = page.locator("#memories > li.memory .content").all_inner_texts()[:3]
+    assert all("ennis" in text for text in firsts), firsts
+    _both_widths(page, "search-many-hits")
 
 
 _FIT = """() => {

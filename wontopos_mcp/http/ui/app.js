@@ -4,9 +4,9 @@
 // conversation export (import.js), every call through the REST API (api.js). Every view is plain HTML controls, so the keyboard reaches all of it.
 
 import { ApiError, health, key, rest } from "./api.js";
-import { $, confirmDialog, el, errorBox, memoryItem, renameDialog, show, supersedeDialog, timeElement } from "./dom.js";
+import { $, confirmDialog, el, errorBox, lessCloseDivider, memoryItem, renameDialog, show, supersedeDialog, timeElement } from "./dom.js";
 import { download, fileName, speakerMemories, storeMemories } from "./export.js";
-import { excerpt, many } from "./format.js";
+import { closeness, excerpt, many, searchSummary } from "./format.js";
 import { closeImport, openImport, wireImport } from "./import.js";
 
 const SPEAKER_PAGE = 20; // by_speaker's largest page
@@ -277,10 +277,13 @@ async function removeSpeaker(name, count) {
 async function render() {
   const view = state.view;
   const page = view.pages[view.pages.length - 1];
-  const { memories, summary, next } = await view.load(page);
+  const { memories, summary, next, closeness: words } = await view.load(page);
   $("#results-title").textContent = view.title;
   $("#results-summary").textContent = summary;
-  $("#memories").replaceChildren(...memories.map((memory) => memoryItem(memory, memoryActions(memory))));
+  const items = memories.map((memory, i) => memoryItem(memory, memoryActions(memory), new Date(), words?.[i]));
+  const further = words ? words.indexOf("less close") : -1;
+  if (further > 0) items.splice(further, 0, lessCloseDivider());
+  $("#memories").replaceChildren(...items);
   view.next = next;
   show($("#newer"), view.pages.length > 1);
   show($("#older"), Boolean(next));
@@ -335,7 +338,8 @@ function search(query, speaker, limit, includeSuperseded) {
     load: async () => {
       const answer = await rest.search(state.store, query, { speaker: speaker || undefined, limit, includeSuperseded });
       const scope = speaker ? ` said by ${speaker}` : "";
-      return { memories: answer.memories, summary: `${many(answer.memories.length, "memory")}${scope}, best first`, next: null };
+      const words = closeness(answer.memories);
+      return { memories: answer.memories, closeness: words, summary: searchSummary(words, scope), next: null };
     },
   });
 }

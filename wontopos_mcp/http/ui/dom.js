@@ -115,9 +115,11 @@ export function timeElement(text, now = new Date()) {
 /** One memory as a list item; ``actions`` are buttons appended to it. The month bucket is
  * not shown: it is the month of the date shown beside it (when it happened, else stored).
  * Machine words (the id, a search's similarity) stay out of the reading view: they are in
- * the memory's Details menu, with a button that copies the id. */
-export function memoryItem(memory, actions = [], now = new Date()) {
+ * the memory's Details menu, with a button that copies the id; a search result says its
+ * ``closeness`` in words instead ("close match"). */
+export function memoryItem(memory, actions = [], now = new Date(), closeness = undefined) {
   const facts = [
+    closeness ? el("span", { class: "closeness", dataset: { closeness } }, closeness) : null,
     el("span", { class: "speaker", dataset: { speaker: memory.speaker ?? "" } }, memory.speaker ?? "untagged"),
     el("span", { class: "category" }, memory.category ?? "general"),
     memory.event_date ? el("span", { class: "event_date" }, "happened ", timeElement(memory.event_date, now)) : null,
@@ -133,6 +135,12 @@ export function memoryItem(memory, actions = [], now = new Date()) {
     el("p", { class: "facts" }, facts),
     el("div", { class: "actions" }, actions, detailsMenu(memory)),
   );
+}
+
+/** Where a search's close matches end: the line between the last close match and the
+ * results further from the question (format.closeness). */
+export function lessCloseDivider() {
+  return el("li", { class: "less-close-divider" }, el("p", {}, "Less close to the question:"));
 }
 
 /** The Details menu of a memory: what a program needs (its id, to copy; the similarity a

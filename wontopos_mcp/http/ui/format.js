@@ -5,7 +5,7 @@
 // The page's words are English, so plurals follow English rules; numbers, dates and
 // relative times follow the browser's locale.
 
-const PLURALS = { memory: "memories", person: "people", version: "versions" };
+const PLURALS = { memory: "memories", person: "people", version: "versions", "close match": "close matches" };
 const englishPlural = new Intl.PluralRules("en");
 const number = new Intl.NumberFormat();
 
@@ -58,4 +58,34 @@ export function readableTime(text, now = new Date()) {
 export function excerpt(content, size = 60) {
   const line = content.replace(/\s+/g, " ").trim();
   return line.length > size ? `${line.slice(0, size - 1)}…` : line;
+}
+
+/** How much less similar to the question than the best result a result may be and still
+ * read as a close match. A search answers ``limit`` results whatever they hold (the agent
+ * decides what counts); a person needs to see where the real matches end. Measured on
+ * the public conversation sets' questions (bench/closeness.py): within this distance of
+ * the best result's similarity lie most of the answers found in the top 10, while the
+ * results past it are mostly not answers. */
+export const CLOSE_WITHIN = 0.04;
+
+/** Each search result's closeness, as a person reads it: "closest match" for the best,
+ * "close match" for one within CLOSE_WITHIN of its similarity, "less close" for the rest
+ * (results come best first; similarity is the closeness of a memory's own words to the
+ * question, while the order also reads the conversation around it). */
+export function closeness(memories) {
+  const best = memories.length ? memories[0].similarity : undefined;
+  return memories.map((memory, i) => {
+    if (i === 0) return "closest match";
+    if (best === undefined || memory.similarity === undefined) return "close match";
+    return memory.similarity >= best - CLOSE_WITHIN ? "close match" : "less close";
+  });
+}
+
+/** The summary of a search: how many results read as close matches, and how many are
+ * further from the question ("1 close match, then 9 less close"). */
+export function searchSummary(words, scope = "") {
+  const close = words.filter((word) => word !== "less close").length;
+  const rest = words.length - close;
+  const head = `${many(close, "close match")}${scope}`;
+  return rest ? `${head}, then ${rest} less close` : `${head}, best first`;
 }
