@@ -15,6 +15,7 @@ model that is still loading; nothing of storage or the model is faked.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -27,14 +28,19 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.abc
 import pytest
 import uvicorn
+from anyio.streams.buffered import BufferedByteReceiveStream
 from jsonschema import Draft202012Validator
 from mcp import Client
 from mcp.types import CallToolResult
 
 from wontopos_mcp import Memory
 from wontopos_mcp.cli import commands
+from wontopos_mcp.cli.answering import serve_commands
+from wontopos_mcp.cli.client import EngineClient
 from wontopos_mcp.cli.main import build_parser
 from wontopos_mcp.config import Settings
 from wontopos_mcp.engine.service import MemoryService
@@ -364,16 +370,52 @@ def open_loading_service(tmp_path: Path, gate: Gate, *, model_wait: float = 0.2)
     return open_service(settings_for(tmp_path), models=gate.loader(), model_wait=model_wait)
 
 
-def command_runner(svc: MemoryService, capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+def command_runner(
+    svc: MemoryService, capsys: pytest.CaptureFixture[str], *, inprocess: bool = False
+) -> Callable[..., tuple[int, str, str]]:
     """``run("speakers", "list", "--user", "alice")`` -> (exit code, stdout, stderr): a
-    human command of the CLI, parsed as the CLI does, run in process on ``svc``."""
+    human command of the CLI, parsed as the CLI does, run on ``svc`` as the shared engine
+    serves it (the command line's protocol over a real socket to the engine's side,
+    ``commands_engine``: a connection a command, as a command's process makes it), or
+    ``inprocess`` on ``svc`` itself."""
 
     def run(*argv: str) -> tuple[int, str, str]:
-        code = commands.run(vars(build_parser().parse_args(argv)), Settings(), service=svc)
+        args = vars(build_parser().parse_args(argv))
+        if inprocess:
+            code = commands.run(args, Settings(), service=svc)
+        else:
+            with contextlib.closing(commands_engine(svc)) as client:
+                code = commands.run(args, Settings(), service=client)
         out, err = capsys.readouterr()
         return code, out, err
 
     return run
+
+
+def commands_engine(svc: MemoryService) -> EngineClient:
+    """A client of the command line's protocol, served on ``svc`` by the shared engine's
+    side of it (``cli.answering``) in a thread of this process, over a socket pair: the
+    engine's face without a process and a second model load, until the client closes."""
+    ours, theirs = socket.socketpair()
+
+    async def serve() -> None:
+        stream = await anyio.abc.SocketStream.from_socket(theirs)
+        buffered = BufferedByteReceiveStream(stream)
+
+        async def lines() -> AsyncIterator[bytes]:
+            while True:
+                try:
+                    yield await buffered.receive_until(b"\n", 1 << 30)
+                except (anyio.IncompleteRead, anyio.EndOfStream, anyio.BrokenResourceError):
+                    return
+
+        async with stream:
+            read = lines()
+            await anext(read)  # the hello
+            await serve_commands(svc, read, stream.send)
+
+    threading.Thread(target=anyio.run, args=(serve,), name="wontopos-test-commands", daemon=True).start()
+    return EngineClient(ours)
 
 
 # -- MCP ---------------------------------------------------------------------------------------------

@@ -236,6 +236,21 @@ ALL_ERRORS: tuple[type[WontoposError], ...] = (
 )
 
 
+def from_envelope(body: dict[str, Any], parts: Sequence[str | Fix] | None = None) -> WontoposError:
+    """The refusal an error body was made from (:meth:`WontoposError.envelope` read back):
+    the class its ``error.type`` and ``status`` name (a 413 ``invalid_request_error`` is an
+    :class:`InvalidRequestError` with that status), its message and fields. ``parts``, when
+    the sender kept them, are the message with its :class:`Fix` calls, so the receiving face
+    renders them in its own verbs. How a process that asks another for the answer (the
+    command line asking the shared engine) raises exactly what the engine raised."""
+    error = dict(body.get("error") or {})
+    kind, status = str(error.pop("type", APIError.type)), int(body.get("status", APIError.status))
+    message = str(error.pop("message", ""))
+    cls = next((c for c in ALL_ERRORS if c.type == kind and c.status == status), None)
+    cls = cls or next((c for c in ALL_ERRORS if c.type == kind), APIError)
+    return cls(list(parts) if parts else message, status=status, **error)
+
+
 class ConfigError(ValueError):
     """A bad setting: the CLI prints it as one line on stderr and exits non-zero."""
 

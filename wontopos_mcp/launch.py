@@ -51,6 +51,8 @@ class Faces:
     ) -> None:
         import anyio
 
+        from wontopos_mcp.cli.answering import serve_commands
+        from wontopos_mcp.cli.wire import is_hello
         from wontopos_mcp.mcp.server import build_server
         from wontopos_mcp.mcp.transport import serve_engine
 
@@ -58,7 +60,12 @@ class Faces:
         # The database opens, then the model loads, in the background, once; after the MCP
         # imports, which would otherwise share the interpreter with them (bench/first_call.py).
         service.start()
-        anyio.run(functools.partial(serve_engine, server, listener, idle=idle, alive=alive, on_clients=on_clients))
+        # The human commands' connections (their own protocol, told by the first line).
+        commands = (is_hello, functools.partial(serve_commands, service))
+        serve = functools.partial(
+            serve_engine, server, listener, idle=idle, alive=alive, on_clients=on_clients, also=commands
+        )
+        anyio.run(serve)
 
     def http(self, service: MemoryService, settings: Settings, listener: socket.socket) -> None:
         from wontopos_mcp.http.server import serve

@@ -49,18 +49,23 @@ from wontopos_mcp.rules.batch_items import MAX_BATCH_ITEMS
 from wontopos_mcp.rules.import_options import JSONL
 from wontopos_mcp.verbs import render, speak
 
+from .client import MODEL_WAIT, EngineClient
 from .conversations import add_import_arguments, import_conversation_file, is_jsonl_export
 from .exits import EXIT_BAD_SETTING, EXIT_REFUSED
 from .importing import IMPORT_BATCH, import_file
 
 if TYPE_CHECKING:
     from wontopos_mcp.config import Settings
-    from wontopos_mcp.engine.service import MemoryService
+
+    from .client import Service
 
 EMBEDS = frozenset({"add", "search", "import"})  # refuse a database of another model, as the server does
-# The first run of a command that needs the model may convert it (seconds); wait longer
-# than a server call would.
-MODEL_WAIT = 180.0
+# What the shared engine serves: every command but reindex (which rewrites every vector for
+# another model, alone). Only those that embed start an engine; the others ask one that
+# runs and otherwise open the database here, without the model, as fast as an engine starts.
+SERVED = frozenset({"info", "stores list", "stores create", "stores delete", "speakers list", "speakers add",
+                    "speakers remove", "speakers rename", "speakers merge", "memories list", "memories get",
+                    "memories forget", "add", "search", "export", "import", "stats"})  # fmt: skip
 _LIST = operation("memory_list").param("limit")
 _PAGE = _LIST.high  # export and stats read the biggest pages
 
@@ -299,21 +304,29 @@ def add_commands(
     engine.add_parser("serve")  # what a relay spawns; its settings come in the environment (cli.engines)
 
 
-def run(args: dict[str, Any], settings: Settings, *, service: MemoryService | None = None) -> int:
+def run(args: dict[str, Any], settings: Settings, *, service: Service | None = None) -> int:
     """Run one command; a refusal is one line on stderr and exit code 1.
 
-    ``service`` (tests) replaces the one the settings would open; it is left open.
-    The one the settings open is opened here, before the command: a database LanceDB
-    cannot open, and for a command that embeds (``EMBEDS``) a database built with
-    another model, are one line and exit code 2, as for the server.
+    ``service`` (tests) replaces the one the settings would give; it is left open. Else a
+    command of ``SERVED`` asks the shared engine serving these settings (``client``), and
+    one that embeds (``EMBEDS``) starts it when none runs, as a stdio relay does: the
+    engine keeps the model loaded for the next command and for the agents' sessions. A
+    command no engine serves opens the database here, before it runs: a database LanceDB
+    cannot open, and for a command that embeds a database built with another model, are
+    one line and exit code 2, as for the server.
     """
-    from wontopos_mcp.engine.service import MemoryService
     from wontopos_mcp.errors import ModelMismatch
 
-    own = service is None
-    if service is None:
-        service = MemoryService.open(settings, model_wait=MODEL_WAIT)
     name = args["command"] if args.get("action") is None else f"{args['command']} {args['action']}"
+    own = service is None
+    if service is None and name in SERVED:
+        from .client import engine_for
+
+        service = engine_for(settings, start=name in EMBEDS)
+    if service is None:
+        from wontopos_mcp.engine.service import MemoryService
+
+        service = MemoryService.open(settings, model_wait=MODEL_WAIT)
     try:
         if own:
             service.open_or_refuse()
@@ -360,19 +373,19 @@ def _say(message: str) -> None:
 # -- info and stores ---------------------------------------------------------------------------
 
 
-def _info(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _info(service: Service, args: dict[str, Any], out: TextIO) -> None:
     from .info import info, info_text
 
     answer = info(service, args["settings"])
     _emit(out, args, answer, info_text(answer))
 
 
-def _stores_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _stores_list(service: Service, args: dict[str, Any], out: TextIO) -> None:
     answer = service.stores_list()
     _emit(out, args, answer, "\n".join(f"{s['user_id']}\tsince {s['created_at']}" for s in answer["stores"]))
 
 
-def _stores_create(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _stores_create(service: Service, args: dict[str, Any], out: TextIO) -> None:
     name, flag = args["name"], args["user_id"]
     if name is not None and flag is not None and name != flag:
         raise InvalidRequestError(f"two store names, {name!r} and --user {flag!r}: give the name once", field="user_id")
@@ -382,7 +395,7 @@ def _stores_create(service: MemoryService, args: dict[str, Any], out: TextIO) ->
     _emit(out, args, answer, f"{answer['user_id']}: {answer['status']}")
 
 
-def _stores_delete(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+def _stores_delete(service: Service, args: dict[str, Any], out: TextIO) -> int:
     name = args["name"]
     memories = sum(1 for _ in _memories(service, name))  # also the 404 of a store that does not exist
     speakers = service.speakers_list(user_id=name)["count"]
@@ -413,7 +426,7 @@ def _confirmed(question: str) -> bool:
 # -- speakers --------------------------------------------------------------------------------
 
 
-def _speakers_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _speakers_list(service: Service, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speakers_list(user_id=args["user_id"])
     lines = [f"{s['speaker']}\t{many(s['memories'], 'memory', 'memories')}\tsince {s['created_at']}"
              for s in answer["speakers"]]  # fmt: skip
@@ -421,25 +434,25 @@ def _speakers_list(service: MemoryService, args: dict[str, Any], out: TextIO) ->
     _emit(out, args, answer, "\n".join(lines))
 
 
-def _speakers_add(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _speakers_add(service: Service, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speaker_register(args["speaker"], user_id=args["user_id"])
     alike = f"; looks like {', '.join(answer['similar_to'])} (another person)" if "similar_to" in answer else ""
     _emit(out, args, answer, f"{answer['speaker']}: {answer['status']} ({answer['count']} of {answer['limit']}){alike}")
 
 
-def _speakers_remove(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _speakers_remove(service: Service, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speaker_remove(args["speaker"], user_id=args["user_id"])
     untagged = many(answer["memories_untagged"], "memory", "memories")
     _emit(out, args, answer, f"{answer['speaker']}: removed; {untagged} untagged")
 
 
-def _speakers_rename(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _speakers_rename(service: Service, args: dict[str, Any], out: TextIO) -> None:
     answer = service.speaker_rename(args["speaker"], args["new_name"], user_id=args["user_id"])
     retagged = many(answer["memories_retagged"], "memory", "memories")
     _emit(out, args, answer, f"{answer['previous']} is now {answer['speaker']}; {retagged} retagged")
 
 
-def _speakers_merge(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+def _speakers_merge(service: Service, args: dict[str, Any], out: TextIO) -> int:
     name, into, user_id = args["speaker"], args["into"], args["user_id"]
     counted = service.by_speaker(name, user_id=user_id)  # also the 404 of a stranger
     records = counted["records_to_delete"]
@@ -462,7 +475,7 @@ def _memory_line(m: MemoryRecord) -> str:
     return f"{m['id']}  {m['created_at']}  {said}{m['content']}{'  (superseded)' if m['is_superseded'] else ''}"
 
 
-def _memories_list(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _memories_list(service: Service, args: dict[str, Any], out: TextIO) -> None:
     user_id, speaker = args["user_id"], args["speaker"]
     answer = service.memory_list(limit=args["limit"], cursor=args["cursor"], user_id=user_id, speaker=speaker)
     more = answer["next_cursor"]
@@ -471,18 +484,18 @@ def _memories_list(service: MemoryService, args: dict[str, Any], out: TextIO) ->
     _emit(out, args, answer, "\n".join(map(_memory_line, answer["memories"])) or "(no memories)")
 
 
-def _memories_get(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _memories_get(service: Service, args: dict[str, Any], out: TextIO) -> None:
     answer = service.memory_get(args["memory_id"], user_id=args["user_id"])
     memory = answer["memory"]
     _emit(out, args, answer, "\n".join(f"{key}: {value}" for key, value in memory.items()))
 
 
-def _memories_forget(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _memories_forget(service: Service, args: dict[str, Any], out: TextIO) -> None:
     answer = service.memory_forget(memory_id=args["memory_id"], user_id=args["user_id"])
     _emit(out, args, answer, f"forgot memory {args['memory_id']} in {answer['user_id']!r}")
 
 
-def _add(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _add(service: Service, args: dict[str, Any], out: TextIO) -> None:
     # From stdin, the one line break that ends what `echo` or a file gives is not the memory's.
     content = _one_line_break_off(sys.stdin.read()) if args["content"] == "-" else args["content"]
     service.start()
@@ -502,7 +515,7 @@ def _one_line_break_off(text: str) -> str:
     return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
 
 
-def _search(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _search(service: Service, args: dict[str, Any], out: TextIO) -> None:
     service.start()
     answer = service.memory_search(args["query"], speaker=args["speaker"], limit=args["limit"], user_id=args["user_id"])
     lines = [
@@ -512,7 +525,7 @@ def _search(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     _emit(out, args, answer, "\n".join(lines) if lines else "(no memories)")
 
 
-def _memories(service: MemoryService, user_id: str | None, speaker: str | None = None) -> Iterator[MemoryRecord]:
+def _memories(service: Service, user_id: str | None, speaker: str | None = None) -> Iterator[MemoryRecord]:
     cursor = None
     while True:
         page = service.memory_list(limit=_PAGE, cursor=cursor, user_id=user_id, speaker=speaker)
@@ -525,7 +538,7 @@ def _memories(service: MemoryService, user_id: str | None, speaker: str | None =
 # -- export, import, stats ---------------------------------------------------------------------
 
 
-def _export(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _export(service: Service, args: dict[str, Any], out: TextIO) -> None:
     if args["out"] is None:
         _write_jsonl(service, args["user_id"], out, args["speaker"])
         return
@@ -534,7 +547,7 @@ def _export(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
     _say(f"exported {many(count, 'memory', 'memories')} to {args['out']}")
 
 
-def _write_jsonl(service: MemoryService, user_id: str | None, out: TextIO, speaker: str | None = None) -> int:
+def _write_jsonl(service: Service, user_id: str | None, out: TextIO, speaker: str | None = None) -> int:
     count = 0
     for memory in _memories(service, user_id, speaker):
         out.write(json.dumps(memory, ensure_ascii=False) + "\n")
@@ -542,7 +555,7 @@ def _write_jsonl(service: MemoryService, user_id: str | None, out: TextIO, speak
     return count
 
 
-def _import(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+def _import(service: Service, args: dict[str, Any], out: TextIO) -> int:
     """Import each PATH: a conversation export (``conversations``), or this product's JSON
     Lines (``--format jsonl``, detected, or ``-``); the worst exit code of the files."""
     worst = 0
@@ -555,7 +568,7 @@ def _import(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
     return worst
 
 
-def _import_lines(service: MemoryService, path: str, args: dict[str, Any], out: TextIO) -> int:
+def _import_lines(service: Service, path: str, args: dict[str, Any], out: TextIO) -> int:
     """Import a JSON Lines export in batches; exit code 1 when a line was skipped."""
     summary = import_file(service, path, args["user_id"], batch=args["batch"])
     skipped = summary["skipped"]
@@ -570,7 +583,7 @@ def _import_lines(service: MemoryService, path: str, args: dict[str, Any], out: 
     return EXIT_REFUSED if skipped else 0
 
 
-def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
+def _stats(service: Service, args: dict[str, Any], out: TextIO) -> None:
     """The SDK's ``stats`` and ``revisions`` counts (memories, never records), and who said
     how many: counts only, whatever the store's size."""
     stats = service.stats(user_id=args["user_id"])
@@ -603,7 +616,7 @@ def _stats(service: MemoryService, args: dict[str, Any], out: TextIO) -> None:
 # -- reindex -------------------------------------------------------------------------------------
 
 
-def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
+def _reindex(service: Service, args: dict[str, Any], out: TextIO) -> int:
     """Re-embed the database for ``--embed-model`` (``MemoryService.reindex``): progress and
     rate on stderr, one summary line on stdout. A model that cannot load is one line and
     exit code 2 (a bad setting), with nothing changed."""
@@ -618,6 +631,7 @@ def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
         rate = done / seconds if seconds > 0 else 0.0
         _say(f"reindex: {done}/{total} chunks embedded ({rate:.1f} chunks/s)")
 
+    assert not isinstance(service, EngineClient), "reindex runs in its own process"
     settings = args["settings"]
     _say(f"reindex: loading embedding model {settings.embed_model!r}")
     try:
@@ -642,7 +656,7 @@ def _reindex(service: MemoryService, args: dict[str, Any], out: TextIO) -> int:
     return 0
 
 
-_HANDLERS: dict[str, Callable[[MemoryService, dict[str, Any], TextIO], int | None]] = {
+_HANDLERS: dict[str, Callable[[Service, dict[str, Any], TextIO], int | None]] = {
     "info": _info,
     "stores list": _stores_list,
     "stores create": _stores_create,

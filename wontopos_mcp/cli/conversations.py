@@ -20,6 +20,7 @@ its ``/etc/localtime`` names it (UTC when it names none).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -32,12 +33,13 @@ from wontopos_mcp.errors import InvalidRequestError, WontoposError
 from wontopos_mcp.rules.answers import ImportSummaryAnswer
 from wontopos_mcp.rules.import_options import FORMAT_NAMES, JSONL, import_options
 
+from .client import EngineClient
 from .exits import EXIT_BAD_SETTING
 
 if TYPE_CHECKING:
     from tqdm import tqdm
 
-    from wontopos_mcp.engine.service import MemoryService
+    from .client import Service
 
 QUIET_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
 _RESOLVES = {
@@ -78,17 +80,16 @@ def is_jsonl_export(path: str) -> bool:
         return False
 
 
-def import_conversation_file(service: MemoryService, path: str, args: dict[str, Any], out: TextIO) -> int:
+def import_conversation_file(service: Service, path: str, args: dict[str, Any], out: TextIO) -> int:
     """Import one conversation export; 0 when done, 2 when refused (one line on stderr)."""
     from wontopos_mcp.imports.messages import BadExport
     from wontopos_mcp.imports.sources import open_source
 
+    given = {"format": args["format"], "as_": args["as_"], "skip": args["skip"], "register": args["register"],
+             "user_name": args["user_name"], "tz": args["tz"], "start": args["start"], "dry_run": args["dry_run"],
+             "local_zone": machine_zone()}  # fmt: skip
     try:
-        options = import_options(
-            format=args["format"], as_=args["as_"], skip=args["skip"], register=args["register"],
-            user_name=args["user_name"], tz=args["tz"], start=args["start"], dry_run=args["dry_run"],
-            local_zone=machine_zone(),
-        )  # fmt: skip
+        options = import_options(**given)
         source = open_source(path)
     except InvalidRequestError as exc:
         return _refused(f"{path}: --{str(exc.field).replace('_', '-')}: {exc.message}")
@@ -98,7 +99,10 @@ def import_conversation_file(service: MemoryService, path: str, args: dict[str, 
         return _refused(f"{path}: {exc.strerror or exc}")
     with _Progress(Path(path).name) as progress:
         try:
-            summary = service.import_conversations(source, options, args["user_id"], progress=progress.update)
+            if isinstance(service, EngineClient):  # the engine reads the file: the same user, the same machine
+                summary = service.import_export(os.path.abspath(path), given, args["user_id"], progress=progress.update)
+            else:
+                summary = service.import_conversations(source, options, args["user_id"], progress=progress.update)
         except InvalidRequestError as exc:
             progress.close()
             line = _refusal_line(exc)

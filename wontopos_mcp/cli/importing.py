@@ -33,18 +33,23 @@ import os
 import stat
 import sys
 from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, TypedDict, cast
 
 from wontopos_mcp.contract import DEFAULT_STORE
 from wontopos_mcp.errors import ConflictError, InvalidRequestError, WontoposError
 from wontopos_mcp.rules.batch_items import Origin, check_item
 from wontopos_mcp.rules.idempotency import Idempotency
 
+from .client import EngineClient
+from .wire import Report
+
 if TYPE_CHECKING:
     from tqdm import tqdm
 
     from wontopos_mcp.engine.service import MemoryService
+
+    from .client import Service
 
 IMPORT_BATCH = 250  # lines per memory_add_batch call of an import (--batch)
 _IMPORTED = ("content", "speaker", "category", "event_date", "conversation_id", "created_at")
@@ -66,41 +71,44 @@ class ImportSummary(TypedDict):
     skipped: list[Skipped]  # by line
 
 
-def import_file(service: MemoryService, path: str, user_id: str | None, *, batch: int = IMPORT_BATCH) -> ImportSummary:
+def import_file(service: Service, path: str, user_id: str | None, *, batch: int = IMPORT_BATCH) -> ImportSummary:
     """Import the export at ``path`` (``-``: stdin) into ``user_id``; the summary
-    ``{user_id, lines, stored, already_there, duplicates, skipped: [{line, reason}]}``."""
-    from tqdm import tqdm
-
+    ``{user_id, lines, stored, already_there, duplicates, skipped: [{line, reason}]}``.
+    Through the shared engine, the engine reads the file itself (stdin is copied into a
+    private temporary file first) and this process draws its progress."""
     with contextlib.ExitStack() as stack:
         stdin = path == "-"
         source: BinaryIO = sys.stdin.buffer if stdin else stack.enter_context(open(path, "rb"))
         # A pipe or FIFO given as a path cannot be read twice: only a regular file is counted.
         total = None if stdin or not stat.S_ISREG(os.fstat(source.fileno()).st_mode) else _count_lines(path)
-        service.start()
-        if user_id is not None and service.store_create(user_id)["status"] == "created":
-            print(f"wontopos-mcp: import: created store {user_id!r}", file=sys.stderr)
-        bar = stack.enter_context(
-            tqdm(
-                total=total,
-                unit=" lines",
-                desc="wontopos-mcp: import",
-                file=sys.stderr,
-                dynamic_ncols=True,
-                mininterval=0,
-            )
-        )
-        importer = _Import(service, user_id, bar)
-        pending: list[_Line] = []
-        for number, raw in enumerate(source, 1):
-            line = importer.read(number, raw)
-            if line is not None:
-                pending.append(line)
-            if len(pending) >= batch:
-                importer.send(pending)
-                pending = []
-                importer.progress(number)
-        importer.send(pending)
-        importer.progress(importer.lines)
+        bar = stack.enter_context(_Bar(total))
+        if not isinstance(service, EngineClient):
+            return import_lines(service, source, user_id, batch=batch, report=bar)
+        if total is None:
+            path = stack.enter_context(_spooled(source))
+        return cast(ImportSummary, service.import_lines(os.path.abspath(path), user_id, batch=batch, report=bar))
+    raise AssertionError("unreachable")
+
+
+def import_lines(
+    service: MemoryService, source: BinaryIO, user_id: str | None, *, batch: int, report: Report
+) -> ImportSummary:
+    """Import the export lines of ``source`` into ``user_id`` (where the engine is)."""
+    service.start()
+    if user_id is not None and service.store_create(user_id)["status"] == "created":
+        report.said(f"import: created store {user_id!r}")
+    importer = _Import(service, user_id, report)
+    pending: list[_Line] = []
+    for number, raw in enumerate(source, 1):
+        line = importer.read(number, raw)
+        if line is not None:
+            pending.append(line)
+        if len(pending) >= batch:
+            importer.send(pending)
+            pending = []
+            importer.progress(number)
+    importer.send(pending)
+    importer.progress(importer.lines)
     return {
         "user_id": user_id or DEFAULT_STORE,
         "lines": importer.lines,
@@ -109,6 +117,55 @@ def import_file(service: MemoryService, path: str, user_id: str | None, *, batch
         "duplicates": importer.counts["duplicate"],
         "skipped": sorted(importer.skipped, key=lambda skip: skip["line"]),
     }
+
+
+class _Bar:
+    """The import's progress on stderr (``tqdm``: lines done of the total, the rate, what
+    was stored), drawn from its first report, after the lines said before it."""
+
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+        self.bar: tqdm[Any] | None = None
+        self.done = 0  # lines the bar has counted
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def said(self, text: str) -> None:
+        print(f"wontopos-mcp: {text}", file=sys.stderr)
+
+    def progress(self, *values: Any) -> None:
+        """Move the bar to line ``number``: tqdm shows the total, the rate and the time left."""
+        number, counts = values
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, unit=" lines", desc="wontopos-mcp: import", file=sys.stderr,
+                            dynamic_ncols=True, mininterval=0)  # fmt: skip
+        self.bar.set_postfix(counts, refresh=False)  # a dict keeps this order; keywords would be sorted
+        self.bar.update(number - self.done)
+        self.done = number
+
+
+@contextlib.contextmanager
+def _spooled(source: BinaryIO) -> Iterator[str]:
+    """``source`` (stdin, a pipe) copied into a temporary file of this user's alone (the
+    umask is 077), removed afterwards: the path the engine reads."""
+    import shutil
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="wontopos-import-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as copy:
+            shutil.copyfileobj(source, copy, 1 << 20)
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _count_lines(path: str) -> int:
@@ -137,12 +194,11 @@ class _Import:
     earlier batch, in this one, or found already there) is what the new copy supersedes.
     """
 
-    def __init__(self, service: MemoryService, user_id: str | None, bar: tqdm[Any]) -> None:
-        self.service, self.user_id, self.bar = service, user_id, bar
+    def __init__(self, service: MemoryService, user_id: str | None, report: Report) -> None:
+        self.service, self.user_id, self.report = service, user_id, report
         self.counts: Counter[str] = Counter()
         self.skipped: list[Skipped] = []
         self.lines = 0
-        self.done = 0  # lines the bar has counted
         self.speakers: dict[str, str | None] = {}  # speaker -> why it could not be registered (None: registered)
         self.copies: dict[str, str] = {}  # exported id of a superseded memory -> id of its imported copy
         self.successor_of: dict[str, str] = {}  # exported id of a newer version -> exported id it replaced
@@ -219,11 +275,9 @@ class _Import:
         return self.copies.get(line.replaces)
 
     def progress(self, number: int) -> None:
-        """Move the bar to line ``number``: tqdm shows the total, the rate and the time left."""
+        """Report line ``number`` done, with what was stored so far."""
         counts = {"stored": self.counts["stored"], "already_there": self.counts["exists"], "skipped": len(self.skipped)}
-        self.bar.set_postfix(counts, refresh=False)  # a dict keeps this order; keywords would be sorted
-        self.bar.update(number - self.done)
-        self.done = number
+        self.report.progress(number, counts)
 
 
 class _Unreadable(Exception):

@@ -18,7 +18,8 @@ from wontopos_mcp.rules.locations import is_remote
 
 if TYPE_CHECKING:
     from wontopos_mcp.config import Settings
-    from wontopos_mcp.engine.service import MemoryService
+
+    from .client import Service
 
 
 class Info(TypedDict):
@@ -33,7 +34,7 @@ class Info(TypedDict):
     model_mismatch: str | None  # why the database cannot be used with this model, if so
 
 
-def info(service: MemoryService, settings: Settings) -> Info:
+def info(service: Service, settings: Settings) -> Info:
     """The facts ``info`` prints, as JSON-ready data."""
     from wontopos_mcp.engine.bootstrap import model_converted
     from wontopos_mcp.errors import ModelMismatch

@@ -34,7 +34,7 @@ import secrets
 import socket
 import sys
 from collections import Counter
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -268,10 +268,13 @@ async def _socket_lines(stream: ByteReceiveStream) -> AsyncIterator[bytes]:
         yield pending
 
 
-async def serve_connection(server: WontoposMCPServer, stream: ByteStream) -> None:
+async def serve_connection(
+    server: WontoposMCPServer, stream: ByteStream, lines: AsyncIterable[bytes] | None = None
+) -> None:
     """One MCP session over a connection to the shared engine, framed as stdio is (one
     message a line, every message answered), until the peer ends its half and every
-    request it sent is answered."""
+    request it sent is answered. ``lines``: the connection's lines, when some were read
+    already (the first, to tell MCP from another face's protocol)."""
     write_stream, outbox = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def write_lines() -> None:
@@ -285,7 +288,20 @@ async def serve_connection(server: WontoposMCPServer, stream: ByteStream) -> Non
     async with anyio.create_task_group() as tg:
         tg.start_soon(write_lines)
         async with write_stream:
-            await _serve_lines(server, _socket_lines(stream), write_stream)
+            await _serve_lines(server, _socket_lines(stream) if lines is None else lines, write_stream)
+
+
+async def _again(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """``rest`` with ``first`` put back in front of it."""
+    yield first
+    async for line in rest:
+        yield line
+
+
+SendLine = Callable[[bytes], Coroutine[Any, Any, None]]
+LineFace = tuple[Callable[[bytes], bool], Callable[[AsyncIterator[bytes], SendLine], Awaitable[None]]]
+"""Another protocol an engine serves on its socket: whether a connection's first line opens
+it, and what serves such a connection (its lines after the first, and how to send one)."""
 
 
 class Clients:
@@ -315,10 +331,12 @@ async def serve_engine(
     alive: Callable[[], bool],
     on_clients: Callable[[int], None],
     poll: float = 0.5,
+    also: LineFace | None = None,
 ) -> None:
     """Serve every connection to ``listener`` as its own session of ``server`` until it
     has had no client for ``idle`` seconds or ``alive()`` (asked every ``poll`` seconds)
-    says false: its database or its socket is gone."""
+    says false: its database or its socket is gone. A connection whose first line ``also``
+    claims (the command line's own protocol) is served by ``also`` instead."""
     accepting = await SocketListener.from_socket(listener)
     clients = Clients(on_clients)
 
@@ -326,7 +344,18 @@ async def serve_engine(
         clients.joined()
         try:
             async with stream:
-                await serve_connection(server, stream)
+                if also is None:
+                    await serve_connection(server, stream)
+                    return
+                lines = _socket_lines(stream)
+                first = await anext(lines, None)
+                if first is None:
+                    return
+                claims, serve_other = also
+                if claims(first):
+                    await serve_other(lines, stream.send)
+                else:
+                    await serve_connection(server, stream, _again(first, lines))
         except Exception:
             logger.warning("a shared-engine connection ended with an error", exc_info=True)
         finally:
