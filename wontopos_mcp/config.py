@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from wontopos_mcp.contract import PROFILES
 from wontopos_mcp.model.embeddings import DEFAULT_MODEL
 from wontopos_mcp.rules.locations import WRITERS
 from wontopos_mcp.rules.names import DEFAULT_SPEAKER_LIMIT
@@ -76,6 +77,9 @@ class Settings:
     # or serve in this process (``inprocess``); how long a shared engine with no client stays.
     engine: str = "shared"
     engine_idle: int = 600
+    # The MCP tools a session lists (``contract.PROFILES``): every one, or the few an agent
+    # needs most (a smaller listing costs the model less on every turn).
+    tools: str = "full"
     host: str = "127.0.0.1"
     port: int = 8765
     api_key: str | None = field(default=None, repr=False)
@@ -144,6 +148,8 @@ class Settings:
             raise ConfigError(f"transport must be one of {', '.join(TRANSPORTS)}, not {self.transport!r}")
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {self.engine!r}")
+        if self.tools not in PROFILES:
+            raise ConfigError(f"tools must be one of {', '.join(PROFILES)}, not {self.tools!r}")
         if self.engine_idle < 1:
             raise ConfigError(f"WONTOPOS_ENGINE_IDLE must be at least 1 second, not {self.engine_idle}")
         if not 0 < self.port < 65536:
@@ -230,7 +236,7 @@ def _parse(name: str, value: Any, *, source: str) -> Any:
         return tuple(h.strip() for h in items if h.strip())
     if name == "storage_options":
         return _storage_options(value, source=source)
-    if name in ("transport", "engine", "log_level", "writers", "redact"):
+    if name in ("transport", "engine", "tools", "log_level", "writers", "redact"):
         return str(value).strip().lower()
     if name == "db":
         return _database(str(value), source=source)

@@ -10,6 +10,10 @@ REST names onto the core's (``max_results`` -> ``limit``, ``old_memory_id``/
 ``TypedDict``s the service returns, whose pydantic models ``mcp.answers.answer_models``
 derives).
 
+Beside the operations: the tool profiles a session may list (``PROFILES``), and the MCP
+resources (``RESOURCES``) and prompts (``PROMPTS``), each served by an operation of the
+table, so no rule is written twice.
+
 The faces read it: ``mcp.server`` builds each tool parameter's ``Field(ge, le,
 description)`` and Python default from it, ``rest`` its endpoint names, ``library`` its
 defaults and renamed fields, ``cli.commands`` the CLI's help and defaults. It is pure data:
@@ -47,8 +51,13 @@ __all__ = [
     "MAX_SKIP_IDS",
     "MAX_SPEAKER_CHARS",
     "OPERATIONS",
+    "PROFILES",
+    "PROMPTS",
+    "RESOURCES",
     "Operation",
     "Param",
+    "Prompt",
+    "Reading",
     "Rest",
     "operation",
 ]
@@ -163,60 +172,51 @@ def split_metadata(metadata: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
 
 # -- parameters several operations share -----------------------------------------------------------
 
-USER_ID = Param(
-    "user_id", 'The store (see store_create); omit it for the built-in "default" store.', default=DEFAULT_STORE
-)
-QUERY = Param("query", "What to look for, in any language.", required=True, max_chars=MAX_QUERY_CHARS)
-MEMORY_ID = Param(
-    "memory_id", "The memory's id, as an earlier answer gave it.", required=True, max_chars=MAX_LABEL_CHARS
-)
+USER_ID = Param("user_id", 'The store; omit for "default".', default=DEFAULT_STORE)
+QUERY = Param("query", "What to look for, any language.", required=True, max_chars=MAX_QUERY_CHARS)
+MEMORY_ID = Param("memory_id", "The memory's id.", required=True, max_chars=MAX_LABEL_CHARS)
 SPEAKER = Param(
     "speaker",
-    'Who: "me" for you, the assistant, or a name registered with speaker_register (exact spelling).',
+    '"me" (you) or a registered name, exact spelling.',
     required=True,
     max_chars=MAX_SPEAKER_CHARS,
 )
 CONTENT = Param(
     "content",
-    f"The text, exactly as it should be remembered (at most {MAX_CONTENT_CHARS:,} characters).",
+    "The text to remember.",
     required=True,
     max_chars=MAX_CONTENT_CHARS,
 )
-CATEGORY = Param("category", f'A label to group memories; default "{DEFAULT_CATEGORY}".', max_chars=MAX_LABEL_CHARS)
-EVENT_DATE = Param("event_date", "When it happened, if known: YYYY-MM-DD or RFC 3339 with an offset.")
-CONVERSATION_ID = Param(
-    "conversation_id", "The conversation it was said in, if you track conversations.", max_chars=MAX_LABEL_CHARS
-)
+CATEGORY = Param("category", f'A label (default "{DEFAULT_CATEGORY}").', max_chars=MAX_LABEL_CHARS)
+EVENT_DATE = Param("event_date", "When it happened: YYYY-MM-DD or RFC 3339.")
+CONVERSATION_ID = Param("conversation_id", "Its conversation, if any.", max_chars=MAX_LABEL_CHARS)
 MESSAGES = Param(
     "messages",
-    f"The conversation, oldest first: 1-{MAX_MESSAGES} {{role, name?, content}} objects, "
-    f"at most {MAX_MESSAGES_CHARS:,} characters in all.",
+    "The conversation, oldest first.",
     required=True,
     max_items=MAX_MESSAGES,
     max_chars=MAX_MESSAGES_CHARS,
     kind="messages",
 )
-SEARCH_LIMIT = Param("limit", "How many memories to return", default=10, low=1, high=20)
-RECALL_LIMIT = Param("limit", "How many long-term memories to return", default=10, low=1, high=20)
+SEARCH_LIMIT = Param("limit", "How many memories", default=10, low=1, high=20)
+RECALL_LIMIT = Param("limit", "How many long-term memories", default=10, low=1, high=20)
 CONTEXT_LIMIT = Param(
-    "context_limit", "How many recent turns, and how many lines around the best memory, to return",
+    "context_limit", "How many recent turns and context lines",
     default=10, low=0, high=20,
 )  # fmt: skip
 LIST_LIMIT = Param("limit", "How many memories per page", default=100, low=1, high=500)
 AS_OF = Param(
     "as_of",
-    "Answer as the store stood at this moment (YYYY-MM-DD: the end of that UTC day, or RFC 3339 with an "
-    "offset): memories stored by then, each in the version current then.",
+    "The store as it was then: YYYY-MM-DD or RFC 3339.",
     max_chars=MAX_LABEL_CHARS,
 )
 MAX_CHARS = Param(
     "max_chars",
-    "A budget in characters of memory text: as many best-first memories as fit, at least one; "
-    "`truncated` says some were left out.",
+    "Most characters of memory text.",
     low=1,
     high=200_000,
 )
-BY_SPEAKER_LIMIT = Param("limit", "How many memories per page", default=20, low=1, high=20)
+BY_SPEAKER_LIMIT = Param("limit", "Page size", default=20, low=1, high=20)
 REVISIONS_LIMIT = Param("limit", "How many memories per page", default=20, low=5, high=20)
 
 
@@ -233,8 +233,7 @@ _TABLE: tuple[Operation, ...] = (
         (
             Param(
                 "user_id",
-                'The new store id: 1-64 of letters, digits, ".", "_", "-", starting with a letter or digit; '
-                'omit it for "default".',
+                'The new store id: 1-64 letters, digits, ".", "_", "-".',
                 default=DEFAULT_STORE,
             ),
         ),
@@ -245,14 +244,14 @@ _TABLE: tuple[Operation, ...] = (
     _op("stores_list", (), ("StoresListAnswer",), library="list_stores", cli="stores list",
         rest=Rest("GET", "/memory/collections", _names())),
     _op(
-        "store_delete", (Param("user_id", "The store to delete (required).", required=True),), ("StoreDeleteAnswer",),
+        "store_delete", (Param("user_id", "The store to delete.", required=True),), ("StoreDeleteAnswer",),
         library="delete_store", cli="stores delete {user_id}",
         rest=Rest("DELETE", "/memory/collection", _names("user_id")),
     ),
     # speakers
     _op(
         "speaker_register",
-        (Param("speaker", f"The person's name, 1-{MAX_SPEAKER_CHARS} characters, any script.", required=True,
+        (Param("speaker", f"The person's name, 1-{MAX_SPEAKER_CHARS} characters.", required=True,
                max_chars=MAX_SPEAKER_CHARS), USER_ID),
         ("SpeakerRegisterAnswer",),
         library="add_speaker", cli="speakers add {speaker}",
@@ -271,7 +270,7 @@ _TABLE: tuple[Operation, ...] = (
         "speaker_rename",
         (
             Param("speaker", "The registered name to change.", required=True, max_chars=MAX_SPEAKER_CHARS),
-            Param("new_name", "The name to use from now on (not registered yet).", required=True,
+            Param("new_name", "The new name (not registered yet).", required=True,
                   max_chars=MAX_SPEAKER_CHARS),
             USER_ID,
         ),
@@ -284,7 +283,7 @@ _TABLE: tuple[Operation, ...] = (
         (
             Param("speaker", "The registered name to merge away.", required=True, max_chars=MAX_SPEAKER_CHARS),
             Param("into", "The registered name that keeps the memories.", required=True, max_chars=MAX_SPEAKER_CHARS),
-            Param("confirm_records", "The `records_to_delete` that by_speaker just reported for `speaker`.",
+            Param("confirm_records", "by_speaker's `records_to_delete` for `speaker`.",
                   required=True, low=0),
             USER_ID,
         ),
@@ -299,8 +298,7 @@ _TABLE: tuple[Operation, ...] = (
             CONTENT,
             Param(
                 "speaker",
-                'Who said it: "me" for you, the assistant, or a name registered with speaker_register; '
-                "omit for an untagged memory.",
+                'Who said it: "me" or a registered name.',
                 max_chars=MAX_SPEAKER_CHARS,
             ),
             CATEGORY, EVENT_DATE, CONVERSATION_ID, USER_ID,
@@ -315,7 +313,7 @@ _TABLE: tuple[Operation, ...] = (
             MESSAGES,
             Param(
                 "conversation_id",
-                "The conversation these messages belong to; omit it and a fresh id is made (and returned).",
+                "Omit for a new one (the answer gives it).",
                 max_chars=MAX_LABEL_CHARS,
             ),
             USER_ID,
@@ -326,8 +324,8 @@ _TABLE: tuple[Operation, ...] = (
     _op(
         "memory_supersede",
         (
-            Param("memory_id", "The id of the memory whose fact changed.", required=True, max_chars=MAX_LABEL_CHARS),
-            Param("content", "The new version of the fact.", required=True, max_chars=MAX_CONTENT_CHARS),
+            Param("memory_id", "The memory whose fact changed.", required=True, max_chars=MAX_LABEL_CHARS),
+            Param("content", "The fact's new version.", required=True, max_chars=MAX_CONTENT_CHARS),
             USER_ID,
         ),
         ("MemorySupersedeAnswer",),
@@ -338,10 +336,10 @@ _TABLE: tuple[Operation, ...] = (
         "memory_forget",
         (
             Param("memory_id", "Forget this one memory.", max_chars=MAX_LABEL_CHARS),
-            Param("speaker", "Forget every memory of this speaker (needs confirm_records).",
+            Param("speaker", "Forget all of this speaker's memories.",
                   max_chars=MAX_SPEAKER_CHARS),
             Param("confirm_records",
-                  "With speaker: the `records_to_delete` that by_speaker just reported for that speaker.", low=0),
+                  "With speaker: by_speaker's `records_to_delete`.", low=0),
             USER_ID,
         ),
         ("MemoryForgetAnswer",),
@@ -353,16 +351,15 @@ _TABLE: tuple[Operation, ...] = (
         "memory_search",
         (
             QUERY,
-            Param("speaker", 'Only this speaker\'s memories: "me" for yours, or a registered name.',
+            Param("speaker", 'Only this speaker\'s words ("me" or a registered name).',
                   max_chars=MAX_SPEAKER_CHARS),
             SEARCH_LIMIT,
             Param(
                 "filters",
-                'Narrow the scope: {"categories": [...], "event_from", "event_to" (when it happened), '
-                '"time_from", "time_to" (when stored): YYYY-MM-DD or RFC 3339 with an offset, "min_importance": 0-1}.',
+                "Keys: categories, event_from, event_to (when it happened), time_from, time_to (when stored).",
                 kind="object",
             ),
-            Param("include_superseded", "Also return memories a later version replaced.", default=False, kind="flag"),
+            Param("include_superseded", "Also return replaced versions.", default=False, kind="flag"),
             AS_OF,
             MAX_CHARS,
             USER_ID,
@@ -380,7 +377,7 @@ _TABLE: tuple[Operation, ...] = (
     _op(
         "memory_recall",
         (
-            Param("query", "What the conversation is about now, in any language.", required=True,
+            Param("query", "What the conversation is about now.", required=True,
                   max_chars=MAX_QUERY_CHARS),
             RECALL_LIMIT, CONTEXT_LIMIT, AS_OF, MAX_CHARS, USER_ID,
         ),
@@ -395,7 +392,7 @@ _TABLE: tuple[Operation, ...] = (
         (
             LIST_LIMIT,
             Param("cursor", "`next_cursor` from the previous page."),
-            Param("speaker", 'Only this speaker\'s memories ("me" or a registered name): one person\'s export.',
+            Param("speaker", 'Only this speaker\'s memories.',
                   max_chars=MAX_SPEAKER_CHARS),
             USER_ID,
         ),
@@ -407,8 +404,8 @@ _TABLE: tuple[Operation, ...] = (
         "by_speaker",
         (
             SPEAKER, BY_SPEAKER_LIMIT,
-            Param("before", "`next_before` from the previous page."),
-            Param("skip_ids", "`next_skip_ids` from the previous page.", max_items=MAX_SKIP_IDS, kind="names"),
+            Param("before", "The last page's `next_before`."),
+            Param("skip_ids", "The last page's `next_skip_ids`.", max_items=MAX_SKIP_IDS, kind="names"),
             USER_ID,
         ),
         ("BySpeakerAnswer",),
@@ -481,3 +478,68 @@ OPERATIONS: Mapping[str, Operation] = {op.name: op for op in _TABLE}
 
 def operation(name: str) -> Operation:
     return OPERATIONS[name]
+
+
+# -- what an agent is shown besides the tools ---------------------------------------------------------
+#
+# A host shows the model every listed tool on every turn, so a session may list fewer:
+# its profile (``--tools``). A tool outside the session's profile is unknown to it.
+
+CORE_TOOLS = (
+    "memory_add", "memory_search", "memory_recall", "speaker_register", "speakers_list", "by_speaker", "speaker_remove",
+)  # fmt: skip
+PROFILES: Mapping[str, tuple[str, ...]] = {
+    "full": tuple(op.name for op in _TABLE if op.mcp),
+    "core": CORE_TOOLS,
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One MCP resource: read-only, the JSON answer of ``operation`` (a tool that reads the
+    same thing answers the same). ``uri`` is a template when it holds ``{user_id}`` or
+    ``{speaker}``: those are the operation's arguments, the rest take its defaults."""
+
+    uri: str
+    name: str
+    title: str
+    description: str
+    operation: str
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """The operation's arguments the URI carries, in order (``("user_id", "speaker")``)."""
+        return tuple(part[1:-1] for part in self.uri.split("/") if part.startswith("{"))
+
+
+RESOURCES: tuple[Reading, ...] = (
+    Reading("memory://stores", "stores", "Stores", "Every store (user_id) and when it was created.", "stores_list"),
+    Reading("memory://{user_id}/speakers", "speakers", "People of a store",
+            "The people registered in a store, with their memory counts.", "speakers_list"),
+    Reading("memory://{user_id}/speakers/{speaker}", "person", "What one person said",
+            "That person's latest memories, newest first (by_speaker's first page).", "by_speaker"),
+    Reading("memory://{user_id}/stats", "stats", "Store statistics", "A store's counts and sizes.", "stats"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One MCP prompt: its arguments, and the operation whose answer its text quotes
+    (``None``: a fixed text)."""
+
+    name: str
+    title: str
+    description: str
+    params: tuple[Param, ...] = ()
+    operation: str | None = None
+
+
+PROMPTS: tuple[Prompt, ...] = (
+    Prompt("recall_first", "Use the memory",
+           "When to look in the memory before answering, when to store, who is who."),
+    Prompt("about_person", "About a person", "What the memory holds from one person, their latest memories in it.",
+           (Param("speaker", "The registered name.", required=True, max_chars=MAX_SPEAKER_CHARS), USER_ID),
+           "by_speaker"),
+    Prompt("remember_conversation", "Remember this conversation",
+           "How to store the conversation so far, turn by turn, each under its speaker."),
+)  # fmt: skip

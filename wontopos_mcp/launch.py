@@ -34,11 +34,11 @@ __all__ = ["Faces", "main"]
 class Faces:
     """The servers of the MCP and HTTP faces, as ``cli.main.Servers`` asks for them."""
 
-    def stdio(self, service: MemoryService) -> None:
+    def stdio(self, service: MemoryService, *, tools: str) -> None:
         from wontopos_mcp.mcp.server import build_server
         from wontopos_mcp.mcp.transport import run_stdio
 
-        run_stdio(build_server(service))
+        run_stdio(build_server(service, tools=tools))
 
     def engine(
         self,
@@ -48,6 +48,7 @@ class Faces:
         idle: float,
         alive: Callable[[], bool],
         on_clients: Callable[[int], None],
+        tools: str,
     ) -> None:
         import anyio
 
@@ -56,7 +57,7 @@ class Faces:
         from wontopos_mcp.mcp.server import build_server
         from wontopos_mcp.mcp.transport import serve_engine
 
-        server = build_server(service)
+        server = build_server(service, tools=tools)
         # The database opens, then the model loads, in the background, once; after the MCP
         # imports, which would otherwise share the interpreter with them (bench/first_call.py).
         service.start()

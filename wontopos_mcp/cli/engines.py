@@ -85,6 +85,7 @@ def engine_key(settings: Settings, version: str) -> str:
         settings.redact,
         settings.writers,
         settings.storage_options,
+        settings.tools,  # an engine's sessions list one profile
     ]
     return "e-" + hashlib.sha256(json.dumps(what).encode()).hexdigest()[:20]
 
@@ -389,6 +390,7 @@ def engine_environment(settings: Settings, environ: Mapping[str, str] | None = N
         "writers": settings.writers,
         "log_level": settings.log_level,
         "engine_idle": str(settings.engine_idle),
+        "tools": settings.tools,
         "storage_options": json.dumps(settings.storage_options_dict),
         "transport": "stdio",
     }.items():

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from wontopos_mcp import logs
 from wontopos_mcp.config import ENGINES, TRANSPORTS, Settings, is_loopback, key_problem
+from wontopos_mcp.contract import PROFILES
 from wontopos_mcp.errors import ConfigError
 from wontopos_mcp.version import __version__
 
@@ -76,8 +77,8 @@ class Servers(Protocol):
     face when called, so a human command or a relay never loads the MCP SDK or uvicorn.
     """
 
-    def stdio(self, service: MemoryService) -> None:
-        """Serve MCP on stdin/stdout until stdin ends."""
+    def stdio(self, service: MemoryService, *, tools: str) -> None:
+        """Serve MCP on stdin/stdout until stdin ends, listing the ``tools`` profile."""
 
     def engine(
         self,
@@ -87,10 +88,12 @@ class Servers(Protocol):
         idle: float,
         alive: Callable[[], bool],
         on_clients: Callable[[int], None],
+        tools: str,
     ) -> None:
         """The shared engine: start ``service`` once the MCP server is built, then serve
-        each connection to ``listener`` as its own MCP session, until ``idle`` seconds pass
-        without a client or ``alive()`` says false; ``on_clients`` hears the count."""
+        each connection to ``listener`` as its own MCP session (listing the ``tools``
+        profile), until ``idle`` seconds pass without a client or ``alive()`` says false;
+        ``on_clients`` hears the count."""
 
     def http(self, service: MemoryService, settings: Settings, listener: socket.socket) -> None:
         """Serve the one HTTP app (MCP, SSE, REST, /healthz, the browser) on ``listener``
@@ -156,6 +159,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         choices=ENGINES,
         help="stdio: relay to the engine every session shares (shared, default) or serve in this process "
         "(inprocess) (WONTOPOS_ENGINE)",
+    )
+    parser.add_argument(
+        "--tools", choices=tuple(PROFILES), help="the MCP tools listed: full (default) or core (WONTOPOS_TOOLS)"
     )
     parser.add_argument("--host", help="HTTP bind address, default 127.0.0.1 (WONTOPOS_HOST)")
     parser.add_argument("--port", help="HTTP port, default 8765 (WONTOPOS_PORT)")
@@ -228,7 +234,7 @@ def serve(settings: Settings, servers: Servers) -> int:
     service = _open_service(settings)
     try:
         if listener is None:
-            servers.stdio(service)
+            servers.stdio(service, tools=settings.tools)
         else:
             _serve_http(service, settings, listener, servers)
     except KeyboardInterrupt:
@@ -362,7 +368,9 @@ def _serve_engine(settings: Settings, servers: Servers) -> int:
         return holder.still_ours() and (not local or os.path.isdir(db))
 
     with contextlib.suppress(KeyboardInterrupt):
-        servers.engine(service, listener, idle=settings.engine_idle, alive=alive, on_clients=holder.clients)
+        servers.engine(
+            service, listener, idle=settings.engine_idle, alive=alive, on_clients=holder.clients, tools=settings.tools
+        )
     holder.leave()
     service.release()
     _exit_now(0)

@@ -14,10 +14,18 @@ promises, with the standard library only (no ``mcp``, pydantic or LanceDB: spawn
   structured content and text are the error body of a 503 ``unavailable_error`` with
   ``retry_after_ms``; any other request with a JSON-RPC error carrying the same body as
   ``data``. A write in flight may or may not have been applied; every acknowledged one was
-  committed first.
+  committed first. The result has the shape of the protocol version the request was sent
+  under: a stateless (2026-07-28 and later) request names its version in
+  ``params._meta``, and its result carries ``resultType``, which those versions require;
+  a handshake-era one (the version its ``initialize`` asked for) has none.
 - The next message gets a new engine (started when none runs): the relay replays the
   client's ``initialize`` under an id of its own and waits for its answer (which the client
-  never sees), replays ``notifications/initialized``, then forwards the message.
+  never sees), replays ``notifications/initialized``, then forwards the message. A
+  stateless client (2026-07-28) sent no ``initialize``: the relay greets the new engine
+  with ``server/discover`` in the envelope of the client's last request instead, which
+  opens the connection in that protocol, and waits for its answer just the same. Either
+  way the message goes to an engine that answered: one still going down (a killed
+  process's socket accepts for a moment) answers nothing, and the next one is tried.
 - At ``--log-level debug`` it logs the method and id of each request it relayed (stderr).
 - At the end of stdin it closes its half of the connection; the engine answers what it
   read (as an in-process server does, within its grace), and the relay leaves when the
@@ -42,6 +50,11 @@ ENGINE_LOST = -32000
 
 RETRY_AFTER_MS = 1000
 
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+"""Where a stateless request's ``params._meta`` names its protocol version."""
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+"""The versions reached through ``initialize``, whose results have no ``resultType``."""
+
 _HELLO_WAIT = 60.0
 _ATTEMPTS = 3
 
@@ -60,16 +73,17 @@ def _unavailable() -> dict[str, Any]:
     }
 
 
-def lost_answer(request_id: Any, method: str) -> bytes:
-    """The answer to a request whose engine went: the 503 error body in the shape ``method`` takes."""
+def lost_answer(request_id: Any, method: str, version: str | None = None) -> bytes:
+    """The answer to a request whose engine went: the 503 error body in the shape ``method``
+    takes under protocol ``version`` (None: a handshake-era session)."""
     body = _unavailable()
     if method == "tools/call":
         text = json.dumps(body, ensure_ascii=False)
-        answer: dict[str, Any] = {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "result": {"content": [{"type": "text", "text": text}], "structuredContent": body, "isError": True},
-        }
+        content = [{"type": "text", "text": text}]
+        result: dict[str, Any] = {"content": content, "structuredContent": body, "isError": True}
+        if version is not None and version not in HANDSHAKE_VERSIONS:
+            result["resultType"] = "complete"
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
     else:
         error = {"code": ENGINE_LOST, "message": body["error"]["message"], "data": body}
         answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
@@ -93,6 +107,14 @@ def _parsed(line: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):  # the engine answers what it cannot parse
         return None
     return value if isinstance(value, dict) else None
+
+
+def _version(message: dict[str, Any] | None) -> str | None:
+    """The protocol version a stateless request names in ``params._meta``, if any."""
+    params = message.get("params") if message is not None else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(VERSION_KEY) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
 
 
 def _request_id(message: dict[str, Any]) -> Any:
@@ -128,9 +150,10 @@ class Relay:
         self._out = threading.Lock()
         self._sock: socket.socket | None = None
         self._reader: threading.Thread | None = None
-        self._pending: dict[Any, tuple[Any, str]] = {}
+        self._pending: dict[Any, tuple[Any, str, str | None]] = {}
         self._hello: dict[str, Any] | None = None
         self._initialized = False
+        self._envelope: dict[str, Any] | None = None  # a stateless client's last ``params._meta``
         self._replays = 0
         self._replay_id: str | None = None
         # The connection whose greeting is awaited: only its reader ends the wait (the
@@ -169,9 +192,13 @@ class Relay:
                 cancelled = _request_id({"id": params.get("requestId")}) if isinstance(params, dict) else None
                 if cancelled is not None:
                     self._pending.pop(_key(cancelled), None)
-        self._deliver(line, method, request_id, again=True)
+        version = _version(message)
+        if version is not None and version not in HANDSHAKE_VERSIONS:
+            with self._state:
+                self._envelope = message["params"]["_meta"]  # type: ignore[index]  # _version found it there
+        self._deliver(line, method, request_id, version, again=True)
 
-    def _deliver(self, line: bytes, method: Any, request_id: Any, *, again: bool) -> None:
+    def _deliver(self, line: bytes, method: Any, request_id: Any, version: str | None, *, again: bool) -> None:
         """Send ``line`` to the engine, starting one first when there is none; a line the
         engine was gone before it could read goes to the next engine (``again``, once)."""
         with self._state:
@@ -184,10 +211,10 @@ class Relay:
                     sock = None
                 if sock is None or sock is not self._sock:  # none could start, or it went in the replay
                     if request_id is not None:
-                        self._write(lost_answer(request_id, str(method)))
+                        self._write(lost_answer(request_id, str(method), version))
                     return
             if request_id is not None:
-                self._pending[_key(request_id)] = (request_id, str(method))
+                self._pending[_key(request_id)] = (request_id, str(method), version)
         try:
             sock.sendall(line)
         except OSError:  # closed before a byte of it was read: no engine saw it
@@ -197,7 +224,7 @@ class Relay:
                         self._pending.pop(_key(request_id), None)
             self._lost(sock)
             if again:
-                self._deliver(line, method, request_id, again=False)
+                self._deliver(line, method, request_id, version, again=False)
             return
         if request_id is not None:
             logger.debug("relayed %s id=%r", method, request_id)
@@ -215,17 +242,18 @@ class Relay:
         for _ in range(_ATTEMPTS):
             sock = self._connect()
             self._attach(sock)
-            if not replay or self._hello is None:
+            greeting = self._greeting()
+            if not replay or greeting is None:
                 return sock
             self._replays += 1
             self._replay_id = f"wontopos-relay-replay-{self._replays}"
             self._replay_answered = False
             self._replay_sock = sock
             self._replayed.clear()
-            self._send(sock, json.dumps({**self._hello, "id": self._replay_id}).encode() + b"\n")
+            self._send(sock, json.dumps({**greeting, "id": self._replay_id}).encode() + b"\n")
             self._replayed.wait(_HELLO_WAIT)
             if self._replay_answered:
-                if self._initialized:
+                if self._hello is not None and self._initialized:
                     self._send(sock, b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
                 return sock
             self._sock = None  # its reader, still to leave, finds nothing of its own to answer
@@ -233,6 +261,15 @@ class Relay:
                 sock.shutdown(socket.SHUT_RDWR)  # close() alone waits for its reader's file
             sock.close()
         raise Unavailable(f"the shared engine closed {_ATTEMPTS} new connections before answering")
+
+    def _greeting(self) -> dict[str, Any] | None:
+        """What a new engine is greeted with before the client's next message: the client's
+        ``initialize``, or for a stateless client a ``server/discover`` in its envelope."""
+        if self._hello is not None:
+            return self._hello
+        if self._envelope is not None:
+            return {"jsonrpc": "2.0", "method": "server/discover", "params": {"_meta": self._envelope}}
+        return None
 
     def _attach(self, sock: socket.socket) -> None:
         self._sock = sock
@@ -271,8 +308,8 @@ class Relay:
             self._replayed.set()
         sock.close()
         logger.info("the shared engine went; %d request(s) in flight answered 503", len(lost))
-        for request_id, method in lost:
-            self._write(lost_answer(request_id, method))
+        for request_id, method, version in lost:
+            self._write(lost_answer(request_id, method, version))
         if lost or not self._ending:
             self._on_lost()
 

@@ -469,7 +469,7 @@ def build_app(service: MemoryService, settings: Settings, *, key_failures: KeyFa
     """The whole HTTP face over ``service``. Build one per server run: the Streamable
     HTTP session manager inside can run only once. ``key_failures``: the wrong-key limit
     (a test's own clock and threshold; by default 10 a minute over every client)."""
-    server = build_server(service, log_level=settings.log_level)
+    server = build_server(service, log_level=settings.log_level, tools=settings.tools)
     # Our Guard has checked every request first (see the module doc).
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     limit = settings.max_body_bytes

@@ -2,6 +2,9 @@
 documentation a model reads (type, description, range and default from :mod:`contract`,
 by the parameter's ``kind``); the service checks every value again, so these only
 describe and pre-check.
+
+A model pays for every character of a schema on every turn, so each says a thing once:
+a range is the schema's ``minimum``/``maximum``/``default``, not repeated in words.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Annotated, Any
 from annotated_types import Ge, Le
 from pydantic import Field, Strict, WrapValidator
 
-from wontopos_mcp.contract import MAX_CONTENT_CHARS, MAX_MESSAGES, Param, operation
+from wontopos_mcp.contract import MAX_MESSAGES, Param, operation
 
 __all__ = ["parameter"]
 
@@ -55,7 +58,7 @@ def limit_param(param: Param) -> Any:
     some tool-calling clients send null for each optional field they leave out."""
     assert param.low is not None, f"{param.name} is not an integer parameter"
     bounds = (Ge(param.low),) if param.high is None else (Ge(param.low), Le(param.high))
-    described = Field(description=f"{param.description} ({param.span}).")
+    described = Field(description=param.description)
     arguments = (int, Strict(), *bounds, WrapValidator(_absent_is_none), described)
     return Annotated[arguments]  # an Annotated type built at run time
 
@@ -71,14 +74,9 @@ MESSAGE_ITEM_SCHEMA: dict[str, Any] = {
         "role": {
             "type": "string",
             "enum": ["user", "assistant", "system", "tool"],
-            "description": 'user: the store\'s own user (untagged) unless `name` is given; assistant: you ("me") '
-            "unless `name` is given; system and tool messages are skipped.",
         },
-        "name": {
-            "type": "string",
-            "description": "A person registered with speaker_register who said this (user or assistant role).",
-        },
-        "content": {"type": "string", "description": f"What was said (at most {MAX_CONTENT_CHARS:,} characters)."},
+        "name": {"type": "string", "description": "A registered person who said it, instead of the role's."},
+        "content": {"type": "string"},
     },
     "required": ["role", "content"],
     "additionalProperties": False,
@@ -110,8 +108,7 @@ def parameter(param: Param) -> inspect.Parameter:
     if param.kind == "integer":
         assert param.low is not None  # an integer parameter is one with a low bound
         bounds = (Ge(param.low),) if param.high is None else (Ge(param.low), Le(param.high))
-        # The range is written out where there is one to keep to (limits, max_chars).
-        described = param.description if param.high is None else f"{param.description} ({param.span})."
+        described = param.description
         if param.required:
             arguments = (int, Strict(), *bounds, Field(description=described))
             annotation, default = Annotated[arguments], required  # an Annotated type built at run time

@@ -1,8 +1,10 @@
 """The MCP face: ``build_server(service)`` returns an ``MCPServer`` whose tools are thin
 adapters over :class:`~wontopos_mcp.engine.service.MemoryService`.
 
-The tools themselves are in :mod:`mcp.tools` (one decorated adapter each); this module
-holds the server, its instructions and the one error mapping.
+The tools themselves are in :mod:`mcp.tools` (one decorated adapter each), the prompts in
+:mod:`mcp.prompts`, the resources in :mod:`mcp.resources`; this module holds the server,
+its instructions, the tool profile a session lists (``contract.PROFILES``: a tool outside
+it is an unknown tool) and the one error mapping.
 
 Refusals are mapped in exactly one place, :meth:`WontoposMCPServer.call_tool`, the
 public method the SDK calls for every ``tools/call``:
@@ -28,26 +30,30 @@ and ``tools/list`` never wait for the model.
 """
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import MCPServer
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool, ToolManager
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.types import CallToolResult, GetPromptResult, InputRequiredResult, Resource, ResourceTemplate
+from mcp.types import Prompt as MCPPrompt
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
+from wontopos_mcp.contract import PROFILES
 from wontopos_mcp.errors import InvalidRequestError, WontoposError, internal_error
 from wontopos_mcp.rules.json_values import field_path, lone_surrogate_error
 from wontopos_mcp.verbs import speak
 from wontopos_mcp.version import __version__
 
+from . import prompts, resources
 from .listing import described_speaker_limit, listing
-from .results import error_result
+from .results import error_result, protocol_error
 
 if TYPE_CHECKING:
     from wontopos_mcp.engine.service import MemoryService
@@ -59,39 +65,34 @@ logger = logging.getLogger(__name__)
 SERVER_NAME = "wontopos-mcp"
 
 INSTRUCTIONS = """\
-Long-term memory that knows who said it. Use it to remember facts, preferences, decisions \
-and what each person said, and to recall them later by meaning or by person.
+Long-term memory that knows who said it: facts, preferences, decisions and each person's \
+words, recalled by meaning or by person.
 
-Stores: `user_id` names a store, one isolated memory space (per end user, agent or topic). \
-Omit it to use the built-in "default" store. Any other store must be created once with \
-store_create before use; a call on a store that does not exist answers 404 saying how to \
-create it. Nothing ever crosses from one store to another.
+Before answering anything that may depend on earlier conversations, call memory_recall or \
+memory_search. Store what is worth keeping with memory_add (one statement each), or a whole \
+exchange with memory_add_messages.
 
-Speakers: every memory can carry who said it. "me" is you, the assistant: it is never \
-registered and always usable. Register every other person once per store with \
-speaker_register before storing their words; an unregistered name is refused, so a typo \
-never becomes a new person. Names match exactly ("Bob" and "bob" are two people; \
-speakers_list shows the exact spellings). Leave speaker out for a fact nobody in \
-particular said.
+Speakers: "me" is you, the assistant, never registered. Register every other person once per \
+store with speaker_register before storing their words; an unregistered name is refused, so \
+a typo never becomes a new person. Names are exact ("Bob" and "bob" are two people; \
+speakers_list shows the spellings). Leave speaker out for a fact nobody in particular said.
 
-Typical flow: speaker_register(speaker="Bob") once; memory_add(content=..., speaker="Bob") \
-for what Bob said; memory_search(query=..., speaker="Bob") or by_speaker(speaker="Bob") to \
-recall only Bob's words. When a stored fact changes, call memory_supersede on the old \
-memory instead of adding a contradicting one. memory_add_messages stores a whole chat \
-(role "assistant" is "me", role "user" is untagged, `name` a registered person); \
-memory_recall gathers prompt-ready context (recent turns, best memories, and the \
-conversation around the best) in one call.
+Stores: `user_id` names an isolated memory space; omit it for "default". Any other store is \
+made once with store_create. Nothing crosses between stores.
 
-After every write read `status`: "stored" means it was stored (with its `id`); \
-"duplicate" means nothing was stored because a current memory by the same speaker \
-already says this (`duplicate_of` names it).
+After a write read `status`: "stored" (with `id`) or "duplicate" (nothing stored: a current \
+memory by the same speaker says this, `duplicate_of`). When a fact changes, call \
+memory_supersede on the old memory. `redacted` in an answer: secrets were stored as \
+[redacted:<kind>].
 
-Errors are results with isError true whose JSON is {"type": "error", "status": <int>, \
-"error": {"type": ..., "message": ..., "field": ...}}. Branch on `status`, `error.type` \
-and `error.field`, never on the message: 400 fix the argument named by `field`; 404 the \
-store, speaker or memory does not exist; 409 re-read and retry (the error carries the \
-current value, e.g. `records_to_delete`); 503 the embedding model is still loading: retry \
-after `retry_after_ms`."""
+Errors are results with isError true and the JSON {"type": "error", "status", "error": \
+{"type", "message", "field"}}. Branch on status, error.type and error.field, never on the \
+message: 400 fix the argument `field` names; 404 the store, speaker or memory does not \
+exist; 409 re-read the current value it carries (records_to_delete, superseded_by) and \
+retry; 503 retry after retry_after_ms.
+
+Prompts: recall_first, about_person, remember_conversation. Resources: memory://stores, \
+memory://{user_id}/speakers, memory://{user_id}/speakers/{speaker}, memory://{user_id}/stats."""
 
 # --- the one error mapping ------------------------------------------------------------------
 
@@ -138,10 +139,19 @@ class WontoposMCPServer(MCPServer):
     validation, dispatch and output-schema checks run unchanged inside it.
     """
 
-    def __init__(self, listed: list[MCPTool], build_tools: Callable[[], list[Tool]], **settings: Any) -> None:
-        """``listed``: what ``tools/list`` answers (:mod:`mcp.listing`); ``build_tools``
-        makes the tools it lists, called once, at the first call that needs them."""
+    def __init__(
+        self,
+        listed: list[MCPTool],
+        build_tools: Callable[[], list[Tool]],
+        *,
+        service: "MemoryService",
+        **settings: Any,
+    ) -> None:
+        """``listed``: what ``tools/list`` answers (:mod:`mcp.listing`, the session's
+        profile); ``build_tools`` makes the tools, called once, at the first call that
+        needs them; ``service`` answers the prompts and resources."""
         super().__init__(**settings)
+        self._service = service
         self._listed = listed
         self._parameters = {tool.name: tool.input_schema for tool in listed}
         self._build_tools: Callable[[], list[Tool]] | None = build_tools
@@ -157,8 +167,36 @@ class WontoposMCPServer(MCPServer):
         return self._listed
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        tool = self._tools().get_tool(name)
-        return None if tool is None else tool.parameters
+        return self._parameters.get(name)  # what the tools build (a test keeps them equal)
+
+    async def list_prompts(self) -> list[MCPPrompt]:
+        return prompts.listed()
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult:
+        with self._refusals_as_errors():
+            return await prompts.render(self._service, name, arguments)
+        raise AssertionError("unreachable")
+
+    async def list_resources(self) -> list[Resource]:
+        return resources.listed()
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        return resources.templates()
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> list[ReadResourceContents]:
+        with self._refusals_as_errors(uri=str(uri)):
+            return await resources.read(self._service, str(uri))
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def _refusals_as_errors(self, **data: Any) -> Iterator[None]:
+        """A refusal where MCP has no result to carry it: the JSON-RPC error with the body."""
+        try:
+            yield
+        except WontoposError as exc:
+            raise protocol_error(speak(exc, "mcp"), **data) from None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -223,9 +261,11 @@ def _lifespan(service: "MemoryService") -> Callable[[MCPServer], Any]:
     return lifespan
 
 
-def build_server(service: "MemoryService", *, log_level: str = "warning") -> WontoposMCPServer:
-    """The MCP server over ``service``: its tools, instructions and lifespan."""
+def build_server(service: "MemoryService", *, log_level: str = "warning", tools: str = "full") -> WontoposMCPServer:
+    """The MCP server over ``service``: its tools (those of the ``tools`` profile),
+    prompts, resources, instructions and lifespan."""
     speaker_limit = described_speaker_limit(service)
+    profile = set(PROFILES[tools])
 
     def build_tools() -> list[Tool]:
         from .tools import tools
@@ -233,8 +273,9 @@ def build_server(service: "MemoryService", *, log_level: str = "warning") -> Won
         return tools(service, speaker_limit=speaker_limit)
 
     return WontoposMCPServer(
-        listing(speaker_limit=speaker_limit),
+        [tool for tool in listing(speaker_limit=speaker_limit) if tool.name in profile],
         build_tools,
+        service=service,
         name=SERVER_NAME,
         title="Wontopos memory",
         description="Memory that knows who said it: offline, speaker-attributed long-term memory for agents.",

@@ -33,12 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["tools"]
 
-_ERRORS = (
-    'Errors come back as JSON {"type": "error", "status", "error": {"type", "message", "field"}}: '
-    "branch on status, error.type and error.field, never on the message."
-)
-
-
 WAITING_FOR_MODEL = "waiting for the embedding model to load"
 
 
@@ -70,13 +64,37 @@ async def _call(
 
 def _description(doc: str | None, values: Mapping[str, str]) -> str:
     """A docstring as a model reads it: paragraphs re-flowed onto one line each, and each
-    ``{name}`` of ``values`` (``{errors}``: the sentence on the error body every tool
-    shares) replaced. Plain replacement, not ``str.format``: descriptions hold JSON braces."""
+    ``{name}`` of ``values`` replaced. Plain replacement, not ``str.format``: descriptions
+    may hold JSON braces.
+
+    Short on purpose: a host shows the model every tool's description on every turn. Each
+    says what the tool is for, when to call it rather than its neighbours, and the rule an
+    agent gets wrong; what all tools share (stores, the error body) is in the server's
+    instructions, and each refusal's message says its own fix."""
     paragraphs = inspect.cleandoc(doc or "").split("\n\n")
     text = "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
-    for name, value in {"errors": _ERRORS, **values}.items():
+    for name, value in values.items():
         text = text.replace("{" + name + "}", value)
     return text
+
+
+def shown_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """An input schema as a model pays for it, without what says nothing: the ``title``
+    pydantic gives the schema and each parameter (``"title": "User Id"``, the name again)
+    and ``"additionalProperties": true`` (JSON Schema's default). The arguments are
+    validated by the tool's own model, not by this schema."""
+    shown = {key: value for key, value in schema.items() if key != "title"}
+    properties = shown.get("properties")
+    if isinstance(properties, dict):
+        shown["properties"] = {
+            name: {
+                key: value
+                for key, value in prop.items()
+                if key != "title" and (key, value) != ("additionalProperties", True)
+            }
+            for name, prop in properties.items()
+        }
+    return shown
 
 
 class _Tools:
@@ -107,22 +125,22 @@ class _Tools:
             answer = answers[0] if len(answers) == 1 else Union[answers]  # noqa: UP007 - built at run time
             # What the SDK validates a success against and publishes as the output schema.
             adapter = _adapter(self.service, op, described, Annotated[CallToolResult, OrError[answer]])  # type: ignore[valid-type]  # a union built at run time
-            self.tools.append(
-                Tool.from_function(
-                    adapter,
-                    name=op.name,
+            built = Tool.from_function(
+                adapter,
+                name=op.name,
+                title=title,
+                description=_description(described.__doc__, self.values),
+                annotations=ToolAnnotations(
                     title=title,
-                    description=_description(described.__doc__, self.values),
-                    annotations=ToolAnnotations(
-                        title=title,
-                        read_only_hint=read_only,
-                        destructive_hint=None if read_only else destructive,
-                        idempotent_hint=idempotent,
-                        open_world_hint=False,
-                    ),
-                    structured_output=True,
-                )
+                    read_only_hint=read_only,
+                    destructive_hint=None if read_only else destructive,
+                    idempotent_hint=idempotent,
+                    open_world_hint=False,
+                ),
+                structured_output=True,
             )
+            built.parameters = shown_schema(built.parameters)
+            self.tools.append(built)
             return adapter
 
         return register
@@ -156,133 +174,71 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
     @tool(title="Add a memory")
     def memory_add(service: "MemoryService", **arguments: Any) -> Answer:
-        """Store one memory (a fact, preference, decision, or what someone said); call it
+        """Store one memory (a fact, preference, decision or what someone said); call it
         whenever something is worth remembering later.
 
-        Set `speaker` to who said it: "me" for yourself (never registered), or a person
-        registered first with speaker_register; an unregistered name is refused (400, field
-        "speaker") and nothing is stored. Omit speaker for an untagged fact. Store each
-        person's words under their own name, one statement per memory.
-
-        Read `status` in the answer: "stored" (with the new `id`), or "duplicate": nothing
-        was stored because a current memory by the same speaker already says this
-        (`duplicate_of` is its id). A statement that differs in any detail (another day,
-        number, name) is stored. When a stored fact changed, use memory_supersede instead.
-        If the answer has `redacted`, the server keeps secrets out: those API keys, tokens,
-        private keys or passwords were stored as [redacted:<kind>], not as you sent them.
-
-        {errors}
+        `speaker`: "me" is you, the assistant (never registered); anyone else needs
+        speaker_register first. Read `status`: "stored" or "duplicate". A changed fact:
+        memory_supersede.
         """
         return service.memory_add(**arguments)
 
     @tool(title="Store a conversation")
     def memory_add_messages(service: "MemoryService", **arguments: Any) -> Answer:
-        """Store a conversation (chat messages), one memory per message under its speaker;
-        call it to remember a whole exchange at once instead of one memory_add per message.
+        """Store a conversation, one memory per message under its speaker; call it
+        to save a whole exchange instead of one memory_add per message.
 
-        Who said each message comes from its role and `name`: role "assistant" without
-        a name is you ("me"); "assistant" with a name is that registered person; role
-        "user" is the store's own user, untagged unless `name` gives a registered person.
-        Every `name` must be registered first with speaker_register: one unregistered name
-        anywhere refuses the whole call (400, field "messages[i].name", with `speaker`) and
-        nothing is stored. "system" and "tool" messages are skipped: never stored, no entry
-        in `results`, and their `name` is not checked.
-
-        All messages share `conversation_id` (the answer gives it). `results` has one
-        answer per stored message, in order: read each `status`: "stored" (with its `id`)
-        or "duplicate" (a current memory of the same speaker from another conversation
-        already says this; `duplicate_of` is its id). Repeating yourself within one
-        conversation ("OK." twice) stores both turns.
-
-        {errors}
+        Role "assistant" is you ("me"), role "user" the store's user (untagged); a `name`
+        is a registered person instead. One unregistered `name` refuses the whole call:
+        speaker_register each person first. system and tool messages are skipped.
         """
         return service.memory_add_messages(**arguments)
 
     @tool(title="Search memories", read_only=True)
     def memory_search(service: "MemoryService", **arguments: Any) -> Answer:
-        """Search memories by meaning; call it before answering anything that may depend on
-        what you or others said before.
+        """Search memories by meaning; call it before answering anything that may
+        depend on earlier conversations.
 
-        Returns the `limit` closest memories, best first: keep that order. Each memory's
-        `similarity` is its cosine closeness to the query, not the ranking key; do not re-sort
-        by it. With
-        `speaker`, only that speaker's words come back, never another's ("me" for yours;
-        another name must be registered, else 404). Memories a later version superseded are
-        left out unless include_superseded is true.
-
-        {errors}
+        Answers come best first: keep that order (`similarity` is not the ranking key). `speaker`: only
+        that person's words.
         """
         return service.memory_search(**arguments)
 
     @tool(title="Recall context for a prompt", read_only=True)
     def memory_recall(service: "MemoryService", **arguments: Any) -> Answer:
-        """Gather prompt-ready context in one call: recent conversation turns, the memories
-        that best match `query`, and the conversation around the best one; call it at the
-        start of a reply that may depend on earlier conversations.
-
-        `long_term.memories` is what memory_search answers for `query` (best first,
-        superseded ones left out). `context.around_top_memory` is up to `context_limit`
-        lines from the best memory's conversation (or, when it has none, the memories
-        stored just before and after it), in order, centred on it: each starts
-        "[before] ", "[match] " or "[after] ", then "[Bob] " or "[me] " when the line has a
-        speaker, then the text. `short_term.turns` is the store's last `context_limit`
-        turns stored with memory_add_messages, oldest first. context_limit 0 returns no
-        turns and no lines.
-
-        {errors}
+        """The best memories for `query`, recent turns and the conversation around the
+        best, in one call; call it at the start of a reply that may depend on the past.
         """
         return service.memory_recall(**arguments)
 
     @tool(title="Get a memory", read_only=True)
     def memory_get(service: "MemoryService", **arguments: Any) -> Answer:
-        """Fetch one memory by its id; call it to read a memory another answer named
-        (duplicate_of, superseded_by, an id from search).
-
-        An unknown id answers 404 with `memory_id`.
-
-        {errors}
+        """Fetch one memory by id; call it to read a memory another answer named
+        (duplicate_of, superseded_by).
         """
         return service.memory_get(**arguments)
 
     @tool(title="List memories", read_only=True)
     def memory_list(service: "MemoryService", **arguments: Any) -> Answer:
-        """List every memory of a store, oldest first, a page at a time; call it to review or
-        export a whole store.
-
-        Superseded memories are included (flagged `is_superseded`). With `speaker`, only
-        that person's memories (to export one person's data). While `next_cursor` is not
-        null, call again with cursor=next_cursor.
-
-        {errors}
+        """List every memory of a store, oldest first, replaced versions included; call
+        it to review or export a store, not to answer a question (memory_search). While
+        `next_cursor` is not null, pass it as cursor.
         """
         return service.memory_list(**arguments)
 
     @tool(title="Replace a changed fact")
     def memory_supersede(service: "MemoryService", **arguments: Any) -> Answer:
-        """Replace a memory whose fact has changed with its new version; call it instead of
-        memory_add when something stored is no longer true.
-
-        The new memory keeps the old one's speaker, category and conversation_id. The old one
-        stays stored, flagged `is_superseded`, and leaves default search. Only the current
-        version can be superseded: an old one answers 409 with `superseded_by` (supersede
-        that id instead).
-
-        {errors}
+        """Replace a memory whose fact changed with its new version; call it instead
+        of memory_add when something stored is no longer true. The old version stays,
+        flagged, out of default search.
         """
         return service.memory_supersede(**arguments)
 
     @tool(title="Forget memories", destructive=True)
     def memory_forget(service: "MemoryService", **arguments: Any) -> Answer:
-        """Delete memories permanently, one by id or all of one speaker's; call it only when
-        asked to forget something.
-
-        Give exactly one of: `memory_id`; or `speaker` with `confirm_records` set to the
-        `records_to_delete` by_speaker reported. If that number changed since, the answer is
-        409 with the current `records_to_delete` and nothing is deleted. Deleting a
-        speaker's memories keeps the registration (speaker_remove ends it). Forgetting the
-        newest version of a superseded fact makes the previous version current again.
-
-        {errors}
+        """Delete memories permanently: one by `memory_id`, or all of a `speaker`'s with
+        `confirm_records`; call it only when asked to forget. by_speaker gives the count to
+        confirm; the registration stays (speaker_remove ends it).
         """
         return service.memory_forget(**arguments)
 
@@ -290,58 +246,30 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
     @tool(title="Register a speaker", idempotent=True)
     def speaker_register(service: "MemoryService", **arguments: Any) -> Answer:
-        """Register a person in a store; call it once per person before storing or searching
-        their words.
-
-        "me" is you, the assistant: never register it (any other spelling of "me", like
-        "Me", is refused). Names are exact after trimming surrounding spaces: "Bob" and "bob"
-        are two people. Registering an existing name answers status "exists" and changes
-        nothing. A store holds up to {speaker_limit} people; past it the answer is 400 with
-        `speaker_limit`. Names with invisible characters (zero-width space, variation
-        selectors, ...) or a blank other than a plain space inside are refused.
-        If the answer has `similar_to`, those registered names look like this one (another
-        case, look-alike letters): it is still a new person; if it was meant to be one of
-        them, speaker_remove it and use theirs.
-
-        {errors}
+        """Register a person in a store; call it once per person before storing
+        their words. "me" is you, the assistant: never register it. Names are exact ("Bob"
+        and "bob" are two people); a store holds up to {speaker_limit} people.
         """
         return service.speaker_register(**arguments)
 
     @tool(title="List speakers", read_only=True)
     def speakers_list(service: "MemoryService", **arguments: Any) -> Answer:
-        """List the people registered in a store, with how many memories each has; call it to
-        check a name's exact spelling.
-
-        "me" is never listed; it needs no registration.
-
-        {errors}
+        """List the people registered in a store with their memory counts; call it to
+        check a name's exact spelling. "me" is never listed.
         """
         return service.speakers_list(**arguments)
 
     @tool(title="What one person said", read_only=True)
     def by_speaker(service: "MemoryService", **arguments: Any) -> Answer:
-        """List what one person said, newest first, without a query; call it to review
-        someone's record or before deleting it.
-
-        Untagged memories never appear; superseded ones do (flagged). `records_to_delete` is
-        what memory_forget needs as confirm_records to delete all of this speaker's memories.
-        While `has_more` is true, call again with before=next_before and
-        skip_ids=next_skip_ids.
-
-        {errors}
+        """What one person said, newest first, no query; call it to review someone's
+        record or before deleting it. While `has_more`, ask for the next page.
         """
         return service.by_speaker(**arguments)
 
     @tool(title="Unregister a speaker", destructive=True)
     def speaker_remove(service: "MemoryService", **arguments: Any) -> Answer:
         """Unregister a person from a store; call it when someone should no longer be a
-        speaker there.
-
-        Their memories stay but lose the tag (they become untagged; `memories_untagged`
-        counts them). To delete their memories instead, first use memory_forget with speaker
-        and confirm_records. Removing "me" or an unregistered name is refused.
-
-        {errors}
+        speaker. Their memories stay, untagged; memory_forget deletes them.
         """
         return service.speaker_remove(**arguments)
 
@@ -349,33 +277,20 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
     @tool(title="Create a store", idempotent=True)
     def store_create(service: "MemoryService", **arguments: Any) -> Answer:
-        """Create a store, an isolated memory space for one user, agent or topic; call it once
-        before using a new user_id.
-
-        Lookup ignores case ("Alice" is "alice"); ids differing only in ".", "_" or "-"
-        cannot both exist (409 with `conflicts_with`). Creating an existing store answers
-        status "exists". The "default" store always exists.
-
-        {errors}
+        """Create a store, an isolated memory space for one user, agent or topic; call it
+        once before using a new user_id. "default" always exists.
         """
         return service.store_create(**arguments)
 
     @tool(title="List stores", read_only=True)
     def stores_list(service: "MemoryService", **arguments: Any) -> Answer:
-        """List every store with its creation time and memory count; call it to find which user_id to use.
-
-        {errors}
-        """
+        """List every store; call it to find which user_id to use."""
         return service.stores_list(**arguments)
 
     @tool(title="Delete a store", destructive=True)
     def store_delete(service: "MemoryService", **arguments: Any) -> Answer:
-        """Delete a store with all its memories and speakers, permanently; call it only when
-        asked to erase that whole memory space.
-
-        `user_id` is required. The "default" store is emptied and goes on existing.
-
-        {errors}
+        """Delete a store with all its memories and speakers, permanently; call it only
+        when asked to erase that whole memory space.
         """
         return service.store_delete(**arguments)
 
@@ -383,29 +298,15 @@ def tools(service: "MemoryService", *, speaker_limit: str) -> list[Tool]:
 
     @tool(title="Rename a speaker", idempotent=True)
     def speaker_rename(service: "MemoryService", **arguments: Any) -> Answer:
-        """Change a registered person's name everywhere; call it to fix a misspelt
-        registration or when someone should go by another name.
-
-        Every memory of `speaker` (superseded ones included) is re-tagged `new_name` and
-        the registration renamed, at once. If `new_name` is already registered the answer
-        is 409: use speaker_merge to make the two one person. "me" cannot be renamed.
-
-        {errors}
+        """Change a registered person's name on every memory; call it to fix a
+        misspelt registration. A name already registered: speaker_merge.
         """
         return service.speaker_rename(**arguments)
 
     @tool(title="Merge two speakers", destructive=True)
     def speaker_merge(service: "MemoryService", **arguments: Any) -> Answer:
-        """Make one person of two registered names; call it when someone was registered
-        twice (say "Bob" and "Robert").
-
-        `speaker`'s memories (superseded ones included) are re-tagged `into`, and
-        `speaker`'s registration ends. Pass as confirm_records the `records_to_delete`
-        by_speaker just reported for `speaker`; if it changed since, the answer is 409 with
-        the current number and nothing changes. Memories that now restate each other stay
-        two memories.
-
-        {errors}
+        """Make one person of two registered names; call it when someone was
+        registered twice ("Bob" and "Robert"): `speaker`'s memories move to `into`.
         """
         return service.speaker_merge(**arguments)
 
