@@ -1,4 +1,7 @@
-"""Spawn -> tools/list: wontopos-mcp over stdio against a bare MCPServer hello-world.
+"""Spawn -> tools/list: wontopos-mcp over stdio against a bare MCPServer hello-world; and a
+human command (``wontopos-mcp search``, ``add``, ``stats``) through the shared engine
+against the relay's spawn -> tools/list (target: search <= 3x), with ``--engine
+inprocess search`` (a command loading the model itself) for scale.
 
 Targets: ratio <= 1.2 in-process (the stdio server lists its tools within 1.2x of a bare
 server); <= 0.5 through the relay with the shared engine already running (issue 32). Runs the three interleaved (the relay, the in-process
@@ -64,6 +67,13 @@ def time_to_tools_list(argv: list[str], env: dict[str, str]) -> tuple[float, int
     return elapsed, tools
 
 
+def time_command(argv: list[str], env: dict[str, str]) -> float:
+    """Seconds a command takes from spawn to exit (it must succeed)."""
+    start = time.perf_counter()
+    subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
@@ -89,12 +99,25 @@ def main() -> None:
     try:
         for argv in commands.values():  # warm the file cache (the model conversion; the engine)
             time_to_tools_list(argv, env)
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        human = {
+            "search, engine running": [*ours, "search", "when does the ferry leave?"],
+            "add, engine running": [*ours, "add", "The ferry leaves at seven."],
+            "stats, engine running": [*ours, "stats"],
+        }
+        for argv in human.values():
+            time_command(argv, env)  # the first also loads the model in the engine
+        times: dict[str, list[float]] = {name: [] for name in [*commands, *human]}
         tools = {}
         for _ in range(args.runs):
             for name, argv in commands.items():
                 t, tools[name] = time_to_tools_list(argv, env)
                 times[name].append(t)
+            for name, argv in human.items():
+                times[name].append(time_command(argv, env))
+        alone = [
+            time_command([*ours, "--engine", "inprocess", "search", "when does the ferry leave?"], env)
+            for _ in range(min(3, args.runs))
+        ]
     finally:
         engines.stop([Path(runtime) / "wontopos-mcp"])
         shutil.rmtree(runtime, ignore_errors=True)
@@ -110,6 +133,18 @@ def main() -> None:
             f"{name + ':':28} spawn->tools/list median {statistics.median(a) * 1000:.0f} ms "
             f"(min {min(a) * 1000:.0f}, max {max(a) * 1000:.0f}; {tools[name]} tools){ratio}"
         )
+    relay = statistics.median(times["relay, engine running"])
+    for name in human:
+        a = times[name]
+        target = " (target <= 3)" if name.startswith("search") else ""
+        print(
+            f"{name + ':':28} spawn->exit median {statistics.median(a) * 1000:.0f} ms (min {min(a) * 1000:.0f}, "
+            f"max {max(a) * 1000:.0f}); ratio to the relay's spawn->tools/list {statistics.median(a) / relay:.2f}{target}"
+        )
+    print(
+        f"{'search, --engine inprocess:':28} spawn->exit median {statistics.median(alone) * 1000:.0f} ms "
+        f"({len(alone)} runs); ratio {statistics.median(alone) / relay:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ the model load, through a ``Gate``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -83,6 +85,20 @@ def engine_runtime() -> Iterator[Path]:
         else:
             os.environ["XDG_RUNTIME_DIR"] = before
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def no_stray_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """An engine a test's process started outside the session's runtime directory (a
+    command run with an environment of the test's own making, which names none) is stopped
+    with its test when its database is one of this run's: it would otherwise wait its ten
+    idle minutes in the user's runtime directory, its model loaded."""
+    yield
+    base = str(tmp_path_factory.getbasetemp())
+    for engine in engines.running(engines.runtime_roots({})):
+        if str(engine.get("db", "")).startswith(base):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(engine["pid"], signal.SIGTERM)
 
 
 @pytest.fixture(autouse=True)
