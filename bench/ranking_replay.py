@@ -302,6 +302,14 @@ class Knobs:
     mmr_pool: int = getattr(product, "COVERAGE_POOL", 0)  # >0: it picks among the best ``limit`` + this many
     gate: str = ""  # "several": the variant's switches only for questions that ask for several things
     length_prior: float = 0.0  # added per log(chunks) of a memory: a longer turn says more
+    # taken from a memory's best-chunk cosine per sqrt(2 ln chunks): the best of n chunks is higher by
+    # chance alone the more chunks there are (the expected maximum of n draws), so long turns crowd the top
+    max_bias: float = 0.0
+    agree: float = (
+        0.0  # added to a candidate among both the ``limit`` best by cosine and the ``limit`` best by full text
+    )
+    agree_pool: int = 1  # x limit: how deep each list is read for the agreement
+    rrf: int = 0  # fuse by reciprocal ranks (1/(rrf + rank) each, as LanceDB's hybrid search) instead of z-scores
     centroid: float = 0.0  # a memory's cosine: this share of its mean chunk vector's, the rest its best chunk's
     # sessions that speak of it: the conversations with the most full-text score among the
     # context's matches (both speakers' words); the best ``talk_take`` turns of the ``talk_top``
@@ -328,6 +336,7 @@ class Knobs:
     # ``whole_cands``: the memories nearest by whole text join the candidates (this many)
     whole: float = 0.0
     whole_max: bool = False
+    whole_long: int = 0  # >0: a memory of at least this many chunks is judged by its whole text's cosine alone
     whole_cands: int = 0
     # ``whole_rows``: each memory of several chunks has one more row, its whole text's vector,
     # read by the candidate search like any chunk (a memory's cosine: its best row's) -- what the
@@ -491,6 +500,13 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
     if kn.centroid:
         for c in (*cands.values(), *newcomers.values()):
             c.dense = (1 - kn.centroid) * c.dense + kn.centroid * _centroid_cosine(s, c.mid)
+    if kn.max_bias:
+        for c in (*cands.values(), *newcomers.values()):
+            c.dense -= kn.max_bias * float(np.sqrt(2 * np.log(len(st.by_mid[c.mid]))))
+    if kn.whole_long:
+        for c in (*cands.values(), *newcomers.values()):
+            if len(st.by_mid[c.mid]) >= kn.whole_long:
+                c.dense = whole_cosine(s, c.mid, c.dense)
     if kn.whole or kn.whole_max:
         for c in (*cands.values(), *newcomers.values()):
             w = whole_cosine(s, c.mid, c.dense)
@@ -516,6 +532,21 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         c.z = ((c.dense - d_mean) / d_std, (c.bm25 - b_mean) / b_std)
         c.fused = float(kn.dense_weight * c.z[0] + kn.bm25_weight * c.z[1])
         cands[mid] = c
+    if kn.rrf:
+        d_sorted = np.sort(dense)[::-1]
+        b_sorted = np.sort(bm25[bm25 > 0])[::-1]
+
+        def reciprocal(c: Cand) -> float:
+            r_d = 1 + int(np.searchsorted(-d_sorted, -c.dense, side="left"))
+            value = 1.0 / (kn.rrf + r_d)
+            if c.bm25 > 0:
+                value += 1.0 / (kn.rrf + 1 + int(np.searchsorted(-b_sorted, -c.bm25, side="left")))
+            return value
+
+        raw_items = np.array([reciprocal(c) for c in items])
+        r_mean, r_std = raw_items.mean(), raw_items.std() or 1.0
+        for c in cands.values():
+            c.fused = float((reciprocal(c) - r_mean) / r_std)
     scores = {mid: c.fused for mid, c in cands.items()}
     for mid, around in neighbours.items():
         for offset, other in around:
@@ -538,6 +569,13 @@ def rank(s: Search, kn: Knobs, features: list[tuple[str, list[float]]] | None = 
         closeness = dict(zip(convs, _std(np.array([near_conv.get(c, 0.0) for c in convs]))))
         for mid in cands:
             scores[mid] += kn.sess_lift * closeness.get(st.conv_of.get(mid), 0.0)
+    if kn.agree:
+        in_scope = [c for c in cands.values() if c.in_scope]
+        depth = limit * kn.agree_pool
+        top_dense = {c.mid for c in sorted(in_scope, key=lambda c: -c.dense)[:depth]}
+        top_text = {c.mid for c in sorted((c for c in in_scope if c.bm25 > 0), key=lambda c: -c.bm25)[:depth]}
+        for mid in top_dense & top_text:
+            scores[mid] += kn.agree
     base = {mid: scores[mid] for mid in cands}
     share = kn.session_lift
     if kn.flat_gap:
@@ -757,6 +795,31 @@ VARIANTS: dict[str, Knobs] = {
     "whole0.3": Knobs(whole=0.3),
     "whole0.2": Knobs(whole=0.2),
     "wrows5": Knobs(whole_rows=True, whole_min_chunks=5),
+    "bias0.005": Knobs(max_bias=0.005),
+    "prev0": Knobs(neighbour_weights=((1, 0.1),)),
+    "rrf60": Knobs(rrf=60),
+    "agree0.5": Knobs(agree=0.5),
+    "mmr0": Knobs(mmr=0.0),
+    "wlong4": Knobs(whole_long=4),
+    "wlong6": Knobs(whole_long=6),
+    "wlong8": Knobs(whole_long=8),
+    "wlong12": Knobs(whole_long=12),
+    "wlong20": Knobs(whole_long=20),
+    "ctx0-mmr0": Knobs(neighbour_weights=(), session_lift=0.0, mmr=0.0),
+    "rrf60-ctx0-mmr0": Knobs(rrf=60, neighbour_weights=(), session_lift=0.0, mmr=0.0),
+    "bm0.5-ctx0-mmr0": Knobs(bm25_weight=0.5, dense_weight=0.5, neighbour_weights=(), session_lift=0.0, mmr=0.0),
+    "agree1": Knobs(agree=1.0),
+    "agree2": Knobs(agree=2.0),
+    "agree1p2": Knobs(agree=1.0, agree_pool=2),
+    "rrf20": Knobs(rrf=20),
+    "rrf60-ctx0": Knobs(rrf=60, neighbour_weights=(), session_lift=0.0),
+    "lift0": Knobs(session_lift=0.0),
+    "ctx0": Knobs(neighbour_weights=(), session_lift=0.0),
+    "lift0.3": Knobs(session_lift=0.3),
+    "bias0.01": Knobs(max_bias=0.01),
+    "bias0.015": Knobs(max_bias=0.015),
+    "bias0.02": Knobs(max_bias=0.02),
+    "bias0.03": Knobs(max_bias=0.03),
 }
 
 
@@ -853,7 +916,7 @@ def main() -> int:
         return 0
     names = ["product", *[v for v in a.variants.split(",") if v]]
     questions = {n: load_questions(a.dump, n) for n in a.sets.split(",") if (a.dump / f"{n}.perq.jsonl").exists()}
-    if any(VARIANTS[n].whole or VARIANTS[n].whole_max or VARIANTS[n].whole_cands or VARIANTS[n].anchor
+    if any(VARIANTS[n].whole or VARIANTS[n].whole_max or VARIANTS[n].whole_long or VARIANTS[n].whole_cands or VARIANTS[n].anchor
            or VARIANTS[n].whole_rows for n in names):  # fmt: skip
         attach_whole(questions, a.dump / "whole_vectors.npz")
     searches = [s for qs in questions.values() for q in qs for s in (q.filter, q.nofilter) if s is not None]
