@@ -76,4 +76,7 @@ class Faces:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command line (``sys.argv[1:]`` when ``argv`` is None) and return its exit code."""
+    from wontopos_mcp.engine.bootstrap import cap_malloc_arenas
+
+    cap_malloc_arenas()  # before any thread starts: an engine's memory (issue 53)
     return run_command_line(argv, servers=Faces())

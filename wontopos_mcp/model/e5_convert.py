@@ -50,9 +50,17 @@ MODEL_NAME = "multilingual-e5-small-q4"
 WEIGHTS_FILE = "e5-small-q4.bin"
 WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 # Bump whenever the files written here change, so an old cache folder is never reused.
-CONVERTER_VERSION = 2
+CONVERTER_VERSION = 3
 MAX_TOKENS = 512
-OUTPUT_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "config.json")
+WORDS_FILE = "words.bin"
+OUTPUT_FILES = ("model.onnx", WORDS_FILE, "tokenizer.json", "tokenizer_config.json", "config.json")
+# The word table (and its scales) lives in ``WORDS_FILE``, beside model.onnx, each at an
+# offset aligned to this (64 KiB: the mapping granularity of every platform onnxruntime
+# runs on), so onnxruntime maps it instead of copying it: a text reads a few hundred of
+# its 250,037 rows, and only those pages become resident. Measured (issue 53): a session
+# of the whole model 299 -> 202 MB resident, the vectors bit-identical.
+_WORDS = ("emb.word.q", "emb.word.scales")
+_WORDS_ALIGN = 65536
 _MANIFEST = "manifest.json"
 _STALE_TMP_SECONDS = 3600.0
 _Q4_BLOCK = 32
@@ -433,8 +441,25 @@ def _build_onnx(data: bytes, header: _Header, directory: dict[str, tuple[int, in
     )
     model.ir_version = 8  # plain opset-17 ops: readable by any onnxruntime >= 1.14
     g.initializers.clear()
+    _words_outside(model, out.parent / WORDS_FILE)
     with open(out, "wb") as handle:
         handle.write(model.SerializeToString())
+
+
+def _words_outside(model: Any, path: Path) -> None:
+    """Move the word table's initializers out of ``model`` into ``path`` (external data,
+    each at an offset aligned to ``_WORDS_ALIGN``), so onnxruntime maps them."""
+    from onnx import external_data_helper
+
+    with open(path, "wb") as handle:
+        for tensor in model.graph.initializer:
+            if tensor.name not in _WORDS:
+                continue
+            offset = handle.tell() + (-handle.tell()) % _WORDS_ALIGN
+            handle.write(b"\0" * (offset - handle.tell()))
+            handle.write(tensor.raw_data)
+            external_data_helper.set_external_data(tensor, path.name, offset=offset, length=len(tensor.raw_data))
+            tensor.ClearField("raw_data")
 
 
 # --------------------------------------------------------------------------- tokenizer
