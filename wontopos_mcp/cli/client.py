@@ -212,8 +212,9 @@ class EngineClient:
     def stats(self, user_id: Any = None) -> answers.StatsAnswer:
         return cast("answers.StatsAnswer", self._call("stats", {"user_id": user_id}))
 
-    def revisions(self, user_id: Any = None) -> answers.RevisionsAnswer:
-        return cast("answers.RevisionsAnswer", self._call("revisions", {"user_id": user_id}))
+    def revisions(self, include: Any = None, limit: Any = 20, user_id: Any = None) -> answers.RevisionsAnswer:
+        args = {"include": include, "limit": limit, "user_id": user_id}
+        return cast("answers.RevisionsAnswer", self._call("revisions", args))
 
     # -- the imports: the engine reads the file --------------------------------------------------
 
@@ -246,9 +247,10 @@ class EngineClient:
         return cast("answers.ImportSummaryAnswer", self._call("import_conversations", args, Progress()))
 
 
-def engine_for(settings: Settings, *, start: bool) -> EngineClient | None:
+def engine_for(settings: Settings, *, start: bool, model_wait: float = MODEL_WAIT) -> EngineClient | None:
     """The shared engine serving ``settings``, greeted (started first when none runs and
-    ``start``); ``None``: the command runs in its own process (see the module's docstring).
+    ``start``), waiting up to ``model_wait`` seconds for a model still loading (a hook waits
+    less than a command); ``None``: the command runs in its own process (see the module's docstring).
     An engine that stopped on a setting or a database is left to the command in process to
     say why, as it says it today; any other failure to reach one is logged first."""
     if settings.engine != "shared" or not engines.supported():
@@ -278,7 +280,7 @@ def engine_for(settings: Settings, *, start: bool) -> EngineClient | None:
         if sock is None:
             return None
         try:
-            return EngineClient(sock)
+            return EngineClient(sock, model_wait=model_wait)
         except _Foreign:
             return None
         except _Gone:

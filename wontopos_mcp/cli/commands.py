@@ -28,7 +28,8 @@ deletes (``--yes`` does not ask; with nobody to answer, nothing is deleted).
 ``memories list`` pages through a store, or with ``--speaker`` through one person's
 memories, oldest first (``memory_list``); ``--cursor`` continues either, and the command
 for the next page is printed on stderr.
-``import`` is :mod:`importing`. ``reindex`` re-embeds the whole database for the model
+``import`` is :mod:`importing`; ``hook session-start|prompt|capture`` are Claude Code's
+hooks (:mod:`hooks`, run by ``main`` itself: a hook never fails). ``reindex`` re-embeds the whole database for the model
 ``--embed-model`` names (which it requires: ``WONTOPOS_EMBED_MODEL`` alone is not taken as
 the wish to rewrite every vector); a database that does not exist is one line and exit
 code 2, nothing created.
@@ -121,8 +122,16 @@ USES: dict[str, tuple[str, ...]] = {
     "search": _MODEL,
     "import": (*_MODEL, *_WRITES, "redact", "speaker_limit"),
     "reindex": ("model_cache", *_WRITES),  # and its own --embed-model, required
+    "hook session-start": _MODEL,  # the engine's key names the model
+    "hook prompt": _MODEL,
+    "hook capture": (*_MODEL, *_WRITES, "redact", "speaker_limit"),
 }
 EVERY_COMMAND = ("db", "log_level")
+HOOK_HELP = {
+    "session-start": "SessionStart: print the store's people and its latest memories as the session's context",
+    "prompt": "UserPromptSubmit: print the memories closest to the person's prompt as context (nothing when none)",
+    "capture": "Stop, PreCompact, SessionEnd: import the session's transcript, only the turns not imported before",
+}
 
 
 def add_commands(
@@ -295,6 +304,14 @@ def add_commands(
     )
     # Required, after the command (WONTOPOS_EMBED_MODEL alone is not the wish to rewrite every vector).
     reindex.add_argument("--embed-model", metavar="NAME", required=True, help="the model to re-embed every memory for")
+
+    hook = group(
+        "hook",
+        "Claude Code's hooks: recall at a session's start and on each prompt, capture its transcript "
+        "(docs/hooks.md); each reads the hook's JSON on stdin and never fails the session",
+    )
+    for name, help in HOOK_HELP.items():
+        command(name, help, f"wontopos-mcp hook {name} --user alice", parent=hook, of="hook", json=False)
 
     engine = group("engine", "see or stop the engine every stdio session on this machine shares")
     command("status", "list the running shared engines: database, pid, version, clients",

@@ -6,7 +6,9 @@ config just works. ``--transport http`` serves the one HTTP app of ``http.app`` 
 ``--transport sse`` serves the same app, since SSE is part of it. An HTTP bind that is
 not loopback needs ``WONTOPOS_API_KEY``. The human commands (``info``, ``stores``,
 ``speakers``, ``memories``, ``search``, ``export``, ``import``, ``stats``, ``reindex``) live in
-``cli.commands``; ``--help`` shows examples and the database a run would use.
+``cli.commands``; ``--help`` shows examples and the database a run would use. Claude Code's
+hooks (``hook session-start|prompt|capture``, :mod:`cli.hooks`) exit 0 whatever happens,
+a bad command line included: exit code 2 would block the session.
 
 The servers themselves (stdio, the shared engine, HTTP) are :class:`Servers`, given to
 :func:`main` by the entry point ``wontopos_mcp.launch``: this module decides what to
@@ -195,16 +197,23 @@ def main(argv: Sequence[str] | None = None, *, servers: Servers) -> int:
     """Run one command line (``sys.argv[1:]`` when ``argv`` is None); ``servers`` are what
     the server commands serve with. Returns the exit code, where a run does not leave by
     itself (``os._exit``, so no interpreter finalisation races the model's thread)."""
-    args = vars(build_parser(argv).parse_args(argv))
-    names = {f.name for f in fields(Settings)}
-    try:
-        settings = Settings.load({k: v for k, v in args.items() if k in names})
-    except ConfigError as exc:
-        _fail(str(exc))
+    from .hooks import never_blocking
+
+    with never_blocking(sys.argv[1:] if argv is None else argv):
+        args = vars(build_parser(argv).parse_args(argv))
+        names = {f.name for f in fields(Settings)}
+        try:
+            settings = Settings.load({k: v for k, v in args.items() if k in names})
+        except ConfigError as exc:
+            _fail(str(exc))
     os.umask(PRIVATE_UMASK)
     logs.configure(settings.log_level)
     if args.get("command") is None:
         return serve(settings, servers)
+    if args["command"] == "hook":  # before the database check: a hook says its one line and exits 0
+        from .hooks import run_hook
+
+        _exit_now(run_hook(args["action"], args, settings))
     if args["command"] == "engine":
         return _engine_command(args["action"], settings, servers)
     from .commands import run

@@ -3,7 +3,8 @@
 ``parse_messages`` applies the role/name rules to the chat-API input of
 ``memory_add_messages``; ``turn_messages`` makes that input of one exchange (``add_turn``,
 for every face); ``context_window`` and ``context_line`` shape what
-``memory_recall`` returns around its best memory.
+``memory_recall`` returns around its best memory; ``speaker_label`` is how every
+prompt-ready line names who said it.
 """
 
 from __future__ import annotations
@@ -133,7 +134,12 @@ def context_window(rows: list[R], match_id: str, size: int) -> list[tuple[str, R
     return [("before" if i < before else "match" if i == before else "after", row) for i, row in enumerate(window)]
 
 
+def speaker_label(memory: Mapping[str, Any]) -> str:
+    """``[Bob] ``: who said it, as a prompt-ready line shows it (``[me] `` for the
+    assistant; nothing when untagged)."""
+    return f"[{memory['speaker']}] " if memory.get("speaker") is not None else ""
+
+
 def context_line(position: str, row: Mapping[str, Any]) -> str:
     """``[match] [Bob] text``: where it sits, who said it (nothing when untagged), the text."""
-    who = f"[{row['speaker']}] " if row.get("speaker") is not None else ""
-    return f"[{position}] {who}{row['content']}"
+    return f"[{position}] {speaker_label(row)}{row['content']}"
