@@ -3,12 +3,15 @@ spawned at once, its spawn -> ``tools/list`` and spawn -> first ``memory_add`` a
 the resident memory of every process while all N are open (the relays and the shared
 engine, or the N in-process servers).
 
-Target (issue 32): the resident memory of 5 concurrent sessions within 1.3x of 1 with the
-shared engine (in-process it is about 5x). Each case starts with no engine running (the
+Targets: the resident memory of 5 concurrent sessions within 1.3x of 1 with the shared
+engine (in-process it is about 5x); with ``--commands 3``, three command-line commands
+(``search``, ``add``, ``speakers list``) run at once while the sessions are open, and every
+process's memory together (the commands' at their peak, ``ru_maxrss``) within 1.3x of one
+session's engine. Each case starts with no engine running (the
 first session of the day starts it) on a warm model cache; engines live in a runtime
 directory of this run's own and are stopped after each case. Linux (``/proc``).
 
-    python bench/sessions.py [--sessions 5] [--model-cache DIR] [--engine shared|inprocess|both]
+    python bench/sessions.py [--sessions 5] [--commands 3] [--model-cache DIR] [--engine shared|inprocess|both]
 """
 
 from __future__ import annotations
@@ -80,7 +83,32 @@ def session(argv: list[str], env: dict[str, str], out: list[Any], ready: threadi
     proc.wait(timeout=120)
 
 
-def one_case(engine: str, n: int, model_cache: str, runtime: Path) -> tuple[list[Timing], float, int]:
+COMMANDS = (
+    ["search", "what was the first memory?"],
+    ["add", "A memory the command line added."],
+    ["speakers", "list"],
+)
+
+
+def commands_peak(argv: list[str], env: dict[str, str], count: int) -> list[float]:
+    """Run ``count`` command-line commands at once; each one's peak resident memory (MB)."""
+    procs = [
+        subprocess.Popen([*argv, *COMMANDS[i % len(COMMANDS)]], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        for i in range(count)
+    ]  # fmt: skip
+    peaks = []
+    for proc in procs:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 0, (proc.args, proc.returncode)
+        peaks.append(usage.ru_maxrss / 1024)
+    return peaks
+
+
+def one_case(
+    engine: str, n: int, model_cache: str, runtime: Path, commands: int = 0
+) -> tuple[list[Timing], float, int, list[float]]:
     db = tempfile.mkdtemp(prefix="wontopos-sessions-")
     argv = [sys.executable, "-m", "wontopos_mcp", "--db", db, "--model-cache", model_cache, "--engine", engine]
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(HERE)}
@@ -93,13 +121,16 @@ def one_case(engine: str, n: int, model_cache: str, runtime: Path) -> tuple[list
         ready.wait(timeout=600)
         pids = [proc.pid for proc, _ in out] + [e["pid"] for e in engines.running([runtime / "wontopos-mcp"])]
         total = sum(rss_mb(pid) for pid in pids)
+        cli = [sys.executable, "-m", "wontopos_mcp", "--db", db, "--model-cache", model_cache, "--engine", engine]
+        peaks = commands_peak(cli, env, commands) if commands else []
+        total = max(total, sum(rss_mb(pid) for pid in pids)) + sum(peaks)
         ready.wait()
         for thread in threads:
             thread.join()
     finally:
         engines.stop([runtime / "wontopos-mcp"])
         shutil.rmtree(db, ignore_errors=True)
-    return [timing for _, timing in out], total, len(pids)
+    return [timing for _, timing in out], total, len(pids), peaks
 
 
 def main() -> None:
@@ -107,6 +138,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--model-cache", default=os.path.expanduser("~/.cache/wontopos-mcp/models"))
     parser.add_argument("--engine", choices=("shared", "inprocess", "both"), default="both")
+    parser.add_argument("--commands", type=int, default=0, help="command-line commands run while the sessions are open")
     args = parser.parse_args()
     compileall.compile_dir(str(HERE / "wontopos_mcp"), quiet=1)  # as an install leaves it
     runtime = Path(tempfile.mkdtemp(prefix="wos-bench-"))
@@ -114,8 +146,15 @@ def main() -> None:
         for engine in ("shared", "inprocess") if args.engine == "both" else (args.engine,):
             memory = {}
             for n in (1, args.sessions):
-                timings, total, processes = one_case(engine, n, args.model_cache, runtime)
+                commands = args.commands if n == args.sessions else 0
+                timings, total, processes, peaks = one_case(engine, n, args.model_cache, runtime, commands)
                 memory[n] = total
+                if peaks:
+                    print(
+                        f"{engine}: {len(peaks)} commands at once, peak RSS each "
+                        + ", ".join(f"{p:.0f}" for p in peaks)
+                        + " MB"
+                    )
                 listed = sorted(t.listed for t in timings)
                 added = sorted(t.added for t in timings)
                 print(
@@ -123,9 +162,10 @@ def main() -> None:
                     f"first memory_add {added[0] * 1000:.0f}-{added[-1] * 1000:.0f} ms "
                     f"(answers {sorted({t.status for t in timings})}); RSS of {processes} processes {total:.0f} MB"
                 )
+            with_commands = f" and {args.commands} commands" if args.commands else ""
             print(
-                f"{engine}: RSS {args.sessions} sessions / 1 session = {memory[args.sessions] / memory[1]:.2f} "
-                "(target <= 1.30 shared)"
+                f"{engine}: RSS {args.sessions} sessions{with_commands} / 1 session = "
+                f"{memory[args.sessions] / memory[1]:.2f} (target <= 1.30 shared)"
             )
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
