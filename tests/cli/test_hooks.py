@@ -70,9 +70,11 @@ def hook(service: MemoryService, capsys: pytest.CaptureFixture[str]) -> Hook:
     return run
 
 
-def transcript(path: Path, turns: range, *, session: str = SESSION) -> Path:
+def transcript(path: Path, turns: range, *, session: str = SESSION, says: Callable[[int], str] | None = None) -> Path:
     """Append ``turns`` (numbered) to a Claude Code transcript: each a typed request, a
-    tool call and its result, and the assistant's answer."""
+    tool call and its result, and the assistant's answer (``says``; bench/hooks.py writes
+    longer ones)."""
+    says = answer if says is None else says
     model = "claude-sonnet-4-20250514"
     lines = []
     for n in turns:
@@ -87,7 +89,7 @@ def transcript(path: Path, turns: range, *, session: str = SESSION) -> Path:
             {**base, "type": "user", "uuid": f"r-{n}", "toolUseResult": {"type": "text"},
              "message": {"role": "user", "content": [result]}},
             {**base, "type": "assistant", "uuid": f"a-{n}",
-             "message": {"role": "assistant", "model": model, "content": [{"type": "text", "text": answer(n)}]}},
+             "message": {"role": "assistant", "model": model, "content": [{"type": "text", "text": says(n)}]}},
         ]  # fmt: skip
     with path.open("a", encoding="utf-8") as file:
         file.writelines(json.dumps(line) + "\n" for line in lines)
@@ -200,6 +202,31 @@ def test_capture_stores_the_typed_turns_and_the_answers_once_and_later_only_the_
     assert hook("capture", session_end) == (0, "", "")
     assert stored(service)[len(first) :] == [question(3), answer(3), question(4), answer(4)]
     assert {m.get("speaker") for m in service.memory_list(limit=500)["memories"]} == {None, "me"}
+
+
+def test_turns_that_restated_another_session_are_found_again_without_a_second_look(
+    service: MemoryService, hook: Hook, tmp_path: Path
+) -> None:
+    """A turn found a duplicate of an earlier session's is remembered as imported (a
+    capture after every answer must not embed it again), until the memory it restates goes."""
+    from wontopos_mcp.imports.sources import open_source
+    from wontopos_mcp.rules.import_options import import_options
+
+    earlier = transcript(tmp_path / "a.jsonl", range(2), session="session-a")
+    later = transcript(tmp_path / "b.jsonl", range(2), session="session-b")
+    assert hook("capture", capture_events(earlier)[0]) == (0, "", "")
+    assert hook("capture", capture_events(later)[0]) == (0, "", "")
+    assert len(stored(service)) == 4  # the later session's turns restate the earlier's
+
+    def again() -> dict[str, Any]:
+        return dict(service.import_conversations(open_source(str(later)), import_options(format="claude-code"), None))
+
+    assert {k: again()[k] for k in ("stored", "duplicates", "already_imported")} == {
+        "stored": 0, "duplicates": 0, "already_imported": 4,
+    }  # fmt: skip
+    first = service.memory_list(limit=1)["memories"][0]
+    service.memory_forget(memory_id=first["id"])
+    assert again()["stored"] == 1
 
 
 def test_capture_into_a_store_not_created_yet_creates_it(service: MemoryService, hook: Hook, tmp_path: Path) -> None:

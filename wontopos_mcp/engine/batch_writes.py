@@ -9,6 +9,7 @@ dates).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -122,9 +123,12 @@ class BatchWrites:
             return written
 
         supersedes = origins is not None and any(origin.supersedes is not None for origin in origins)
-        return self.commits.write_once(
+        answer = self.commits.write_once(
             key, idempotency, [item.content for item in fresh], check, write, rewrites=supersedes
         )
+        if origins is not None:
+            self._keep_duplicates(key, origins, answer.get("results", []))
+        return answer
 
     def memory_add_bulk(
         self,
@@ -158,7 +162,32 @@ class BatchWrites:
         return text
 
     def _imported(self, key: str, origins: Sequence[Origin]) -> dict[str, tuple[str, str]]:
-        return self.memories.imported(key, [origin.idem.key for origin in origins])
+        """(memory id, fingerprint) of the items imported before: stored under their key,
+        or found a duplicate of a memory still stored (its kept record names it), so an
+        import run again embeds neither."""
+        wanted = [origin.idem.key for origin in origins]
+        found = self.memories.imported(key, wanted)
+        missing = [k for k in wanted if k not in found]
+        kept = self.registry.kept_records(key, missing) if missing else {}
+        for idem_key, (fingerprint, answer) in kept.items():
+            named = json.loads(answer).get("duplicate_of")
+            if isinstance(named, str):
+                found[idem_key] = (named, fingerprint)
+        return found
+
+    def _keep_duplicates(self, key: str, origins: Sequence[Origin], results: Sequence[ImportResult]) -> None:
+        """After the batch's commit: a record for each item found a duplicate, naming the
+        memory it restates, so importing it again finds it without embedding it (the
+        record goes when that memory is forgotten, and the item is then stored afresh)."""
+        now = self.commits.now_us()
+        records = [
+            (origin.idem.key, origin.idem.fingerprint, answer_json(result), now)
+            for origin, result in zip(origins, results)
+            if result["status"] == "duplicate"
+        ]
+        if records:
+            with self.commits.store.write_lock(key):
+                self.registry.keep_idempotency_records(key, records)
 
     def superseded_rows(
         self, key: str, origins: Sequence[Origin], known: dict[str, tuple[str, str]]

@@ -225,6 +225,19 @@ class Registry:
         fingerprint, answer_json = (records[0]["value"] or "\n").split("\n", 1)
         return fingerprint, answer_json
 
+    def kept_records(self, key: str, idem_keys: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """(fingerprint, answer JSON) kept for each of these keys that has a record, at any
+        age (one lookup per 500 keys): what an import batch finds of its items that stored
+        no memory before (a duplicate)."""
+        wanted = {_record_key(key, idem_key): idem_key for idem_key in idem_keys}
+        names = sorted(wanted)
+        found: dict[str, tuple[str, str]] = {}
+        for start in range(0, len(names), _DELETE_BATCH):
+            for row in self.store.registry.rows(where.registry_keys_in(names[start : start + _DELETE_BATCH])):
+                fingerprint, answer_json = (row["value"] or "\n").split("\n", 1)
+                found[wanted[row["key"]]] = (fingerprint, answer_json)
+        return found
+
     def keep_idempotency_records(self, key: str, records: Sequence[tuple[str, str, str, int]]) -> None:
         """Inside the write lock: keep these (key, fingerprint, answer JSON, created
         microseconds), replacing any kept under the same keys: for an outcome that stored
