@@ -291,6 +291,50 @@ def plan_says_ann(store: Store, vector: Any, where: str) -> bool:
     return "ANN" in plan or "Ivf" in plan or "IVF" in plan
 
 
+def anchor_against(service: MemoryService, store: Store, embedder: Any, db: str, rounds: int) -> None:
+    """``memory_search`` with the speaker filter beside the anchor's search on the same memories:
+    the plain stack of ``../shared/eval/backend_plain.py`` (a LanceDB table of turns, no vector
+    index, LanceDB's full-text index, hybrid search with reciprocal-rank fusion and a
+    ``where`` prefilter), built from this database's rows in a directory beside it, the
+    query embedded in both (the same model), interleaved rounds."""
+    import lance
+    import lancedb
+    from lancedb.rerankers import RRFReranker
+
+    start = time.perf_counter()
+    turns = lance.dataset(os.path.join(db, "chunks.lance")).to_table(
+        columns=["memory_id", "user_id", "speaker", "content", "vector"], filter="chunk_idx = 0"
+    )
+    plain = lancedb.connect(db + "-plain").create_table("t", turns, mode="overwrite")
+    plain.create_fts_index("content", replace=True)
+    print(f"\nanchor: {turns.num_rows:,} turns in a plain LanceDB table, full-text index built, in "
+          f"{time.perf_counter() - start:.1f} s (no vector index, as the anchor builds none)")  # fmt: skip
+    where = "user_id = 'u0' AND speaker = 'Alice'"
+    alice_only: list[bool] = []
+
+    def anchor(r: int) -> None:
+        query = QUERIES[r % len(QUERIES)]
+        vector = [float(x) for x in embedder.embed_query(query)]
+        rows = (plain.search(query_type="hybrid").vector(vector).text(query).where(where, prefilter=True)
+                .limit(10).rerank(RRFReranker()).to_list())  # fmt: skip
+        alice_only.append(len(rows) == 10 and all(row["speaker"] == "Alice" for row in rows))
+
+    def product(r: int) -> None:
+        service.memory_search(QUERIES[r % len(QUERIES)], speaker="Alice", user_id="u0", limit=10)
+
+    for r in range(3):
+        anchor(r)
+        product(r)
+    alice_only.clear()
+    times = interleaved({"memory_search speaker=Alice": product, "anchor, hybrid, speaker=Alice": anchor}, rounds)
+    ours, theirs = (statistics.median(ts) * 1000 for ts in times.values())
+    for name, ts in times.items():
+        print(f"  {name:<38}{ms(ts)}")
+    print(f"  product / anchor p50: {ours / theirs:.2f} (target <= 1.5); the anchor's 10 all Alice's in "
+          f"{sum(alice_only)}/{len(alice_only)}")  # fmt: skip
+    shutil.rmtree(db + "-plain", ignore_errors=True)
+
+
 def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, parent: str) -> None:
     db = os.path.join(parent, f"db-{n}")
     thresholds = {k: v for k, v in (("flat_search_max", args.flat_search_max),
@@ -368,6 +412,9 @@ def run_size(n: int, args: argparse.Namespace, embedder: Any, topics: Topics, pa
         print(f"  {name:<38}{ms(ts)}   {target}")
     print(f"  Tiny got exactly its 3 memories in {sum(tiny_ok)}/{len(tiny_ok)} searches; Alice got 10 distinct "
           f"memories, all hers, in {sum(alice_ok)}/{len(alice_ok)}")  # fmt: skip
+
+    if args.anchor:
+        anchor_against(service, store, embedder, db, args.rounds)
 
     # -- where memory_search spends its time (speaker=Alice) ------------------------------------
     vec_for: dict[int, Any] = {}
@@ -595,6 +642,9 @@ def main() -> None:
     parser.add_argument("--model-cache", default=default_model_cache())
     parser.add_argument("--db", default=None, help="parent directory for the databases (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument(
+        "--anchor", action="store_true", help="also time the anchor's search (backend_plain.py) on the same memories"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     embedder = load_embedder(DEFAULT_MODEL, args.model_cache)
