@@ -110,9 +110,9 @@ def where_capture_time_goes(db: Path, model_cache: str, work: Path) -> None:
     service = MemoryService.open(settings)
     options = import_options(format="claude-code")
     path = work / "profiled.jsonl"
-    transcript(path, range(TURNS - NEW_TURNS), session="profiled-session", says=says)
+    transcript(path, range(TURNS - NEW_TURNS), session=f"profiled-{os.getpid()}", says=says)
     service.import_conversations(open_source(str(path)), options, CAPTURED)
-    transcript(path, range(TURNS - NEW_TURNS, TURNS), session="profiled-session", says=says)
+    transcript(path, range(TURNS - NEW_TURNS, TURNS), session=f"profiled-{os.getpid()}", says=says)
     profile = cProfile.Profile()
     service.memory_search("warm up", user_id=CAPTURED)  # the model loaded before the profile
     began = time.perf_counter()
