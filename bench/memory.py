@@ -8,8 +8,10 @@ Linux only):
              the C runtime, so the lines do not add up to the product's line).
 ``steps``    the product's own path, in ONE fresh process, ``gc.collect()`` before each
              reading: bare Python -> the imports a served engine makes before its first
-             request -> ``load_embedder(DEFAULT_MODEL, cache)`` -> a ``MemoryService``
-             opened on the 10k store -> its first search (speaker filter) -> 20 more.
+             request (then malloc's arenas capped, as the program does before any thread
+             starts, where the code has ``cap_malloc_arenas``) ->
+             ``load_embedder(DEFAULT_MODEL, cache)`` -> a ``MemoryService`` opened on the
+             first size's store -> its first search (speaker filter) -> 20 more.
 ``engine``   the figure issue 53 targets: the RSS of a real shared engine (``wontopos-mcp
              engine serve``, spawned by a stdio relay exactly as an agent host starts one)
              after its first ``memory_search`` through the relay, on a 10,000- and a
@@ -149,6 +151,8 @@ STEPS = textwrap.dedent(
     out = [("Python, nothing imported", rss())]
     import wontopos_mcp.engine.service, wontopos_mcp.mcp.server, wontopos_mcp.mcp.transport
     out.append(("the engine's modules imported (no model, no database)", rss()))
+    import wontopos_mcp.engine.bootstrap as bootstrap
+    getattr(bootstrap, "cap_malloc_arenas", lambda: None)()  # as the program does (where it exists)
     from wontopos_mcp.model.embeddings import DEFAULT_MODEL, ModelLoader, load_embedder
     embedder = load_embedder(DEFAULT_MODEL, sys.argv[2])
     out.append(("load_embedder(DEFAULT_MODEL, cache)", rss()))
