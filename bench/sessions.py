@@ -60,6 +60,18 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def pss_mb(pid: int) -> float:
+    """Proportional set size: each page shared by several processes (the interpreter, its
+    libraries) counted once in all, split among them; what the processes cost the machine."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def session(argv: list[str], env: dict[str, str], out: list[Any], ready: threading.Barrier) -> None:
     start = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -108,7 +120,7 @@ def commands_peak(argv: list[str], env: dict[str, str], count: int) -> list[floa
 
 def one_case(
     engine: str, n: int, model_cache: str, runtime: Path, commands: int = 0
-) -> tuple[list[Timing], float, int, list[float]]:
+) -> tuple[list[Timing], float, int, list[float], float]:
     db = tempfile.mkdtemp(prefix="wontopos-sessions-")
     argv = [sys.executable, "-m", "wontopos_mcp", "--db", db, "--model-cache", model_cache, "--engine", engine]
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(HERE)}
@@ -124,13 +136,16 @@ def one_case(
         cli = [sys.executable, "-m", "wontopos_mcp", "--db", db, "--model-cache", model_cache, "--engine", engine]
         peaks = commands_peak(cli, env, commands) if commands else []
         total = max(total, sum(rss_mb(pid) for pid in pids)) + sum(peaks)
+        shared = sum(pss_mb(pid) for pid in pids) + sum(peaks)
+        print(f"  {engine}, {n} session(s){f' and {commands} commands' if commands else ''}: RSS {total:.0f} MB, "
+              f"PSS {shared:.0f} MB (the commands at their peak RSS)")  # fmt: skip
         ready.wait()
         for thread in threads:
             thread.join()
     finally:
         engines.stop([runtime / "wontopos-mcp"])
         shutil.rmtree(db, ignore_errors=True)
-    return [timing for _, timing in out], total, len(pids), peaks
+    return [timing for _, timing in out], total, len(pids), peaks, shared
 
 
 def main() -> None:
@@ -144,11 +159,12 @@ def main() -> None:
     runtime = Path(tempfile.mkdtemp(prefix="wos-bench-"))
     try:
         for engine in ("shared", "inprocess") if args.engine == "both" else (args.engine,):
-            memory = {}
+            memory, proportional = {}, {}
             for n in (1, args.sessions):
                 commands = args.commands if n == args.sessions else 0
-                timings, total, processes, peaks = one_case(engine, n, args.model_cache, runtime, commands)
+                timings, total, processes, peaks, shared = one_case(engine, n, args.model_cache, runtime, commands)
                 memory[n] = total
+                proportional[n] = shared
                 if peaks:
                     print(
                         f"{engine}: {len(peaks)} commands at once, peak RSS each "
@@ -165,7 +181,8 @@ def main() -> None:
             with_commands = f" and {args.commands} commands" if args.commands else ""
             print(
                 f"{engine}: RSS {args.sessions} sessions{with_commands} / 1 session = "
-                f"{memory[args.sessions] / memory[1]:.2f} (target <= 1.30 shared)"
+                f"{memory[args.sessions] / memory[1]:.2f} (target <= 1.30 shared); PSS "
+                f"{proportional[args.sessions] / proportional[1]:.2f}"
             )
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
