@@ -2,7 +2,7 @@
 processes: the listing's budget (every character a host shows the model of a tool, on
 every turn), the profiles, the prompts and resources, and every protocol version the
 SDK serves (the 2025-11-25 handshake and the stateless 2026-07-28) through every path:
-stdio through the shared engine's relay, stdio in-process, and Streamable HTTP. The
+stdio through the shared engine's relay, stdio in-process, Streamable HTTP and SSE. The
 relay's own answer for a call its engine left unanswered is one the client accepts, and
 the session goes on with a new engine.
 
@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.sse import sse_client
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
@@ -91,6 +92,8 @@ def _stdio(db: Path, model_cache: Path, *args: str, errlog: Any = None) -> Any:
 async def _client(path: str, version: str, seeded: Path, model_cache: Path, http_url: str) -> AsyncIterator[Client]:
     if path == "http":
         server: Any = http_url
+    elif path == "sse":
+        server = sse_client(http_url.removesuffix("/mcp") + "/sse")
     elif path == "relay":
         server = _stdio(_copy(seeded, "relay-db"), model_cache)
     else:
@@ -154,7 +157,7 @@ def test_the_relay_knows_which_versions_have_no_result_type() -> None:
 
 
 @pytest.mark.parametrize("version", list(MODES))
-@pytest.mark.parametrize("path", ["relay", "inprocess", "http"])
+@pytest.mark.parametrize("path", ["relay", "inprocess", "http", "sse"])
 async def test_every_version_on_every_path_gets_the_tools_prompts_resources_and_errors(
     path: str, version: str, seeded: Path, model_cache: Path, http_url: str
 ) -> None:
