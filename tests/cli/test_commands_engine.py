@@ -1,6 +1,7 @@
 """The human commands through the shared engine, as real processes: a command that embeds
-starts the engine when none runs, every later command asks it (no second model load: the
-engine count and the command's own memory say so), an engine killed mid-command is one
+and finds no engine runs alone, as fast as ever, and starts the engine in the background;
+every later command asks it (no second model load: the engine count and the command's own
+memory say so), an engine killed mid-command is one
 line and exit code 1 with every acknowledged write kept, and ``--engine inprocess`` still
 runs the command alone.
 
@@ -68,6 +69,14 @@ def _engines(db: Path) -> list[dict[str, Any]]:
     return [engine for engine in engines.running() if engine["db"] == str(db.resolve())]
 
 
+def _one_engine(db: Path) -> dict[str, Any]:
+    """The one engine serving ``db``, once it runs (a command that found none ran alone and
+    started it in the background)."""
+    _until(lambda: len(_engines(db)) == 1, "the engine a command started")
+    (engine,) = _engines(db)
+    return engine
+
+
 def _peak_mb(done: subprocess.CompletedProcess[str]) -> float:
     return int(done.stderr.strip().splitlines()[-1]) / 1024
 
@@ -86,10 +95,12 @@ def test_a_command_that_reads_runs_alone_while_no_engine_runs(cli: Any, db: Path
     assert _engines(db) == []
 
 
-def test_add_starts_the_engine_and_every_later_command_asks_it_without_loading_the_model(cli: Any, db: Path) -> None:
+def test_the_first_add_starts_the_engine_and_every_later_command_asks_it_without_loading_the_model(
+    cli: Any, db: Path
+) -> None:
     added = cli("add", "The ferry to Naxos leaves at seven.", "--json")
     assert added.returncode == 0, added.stderr
-    (engine,) = _engines(db)
+    engine = _one_engine(db)
 
     found = cli("search", "when does the boat leave?", measured=True)
     assert found.returncode == 0, found.stderr
@@ -115,7 +126,7 @@ def test_the_engine_killed_during_an_add_is_one_line_exit_1_and_no_acknowledged_
 ) -> None:
     kept = cli("add", "Acknowledged before the kill.")
     assert kept.returncode == 0, kept.stderr
-    (engine,) = _engines(db)
+    engine = _one_engine(db)
     # A long memory (many chunks to embed) keeps the engine busy while it is killed.
     long = " ".join(f"Sentence {i} of a long account of the harbour, its boats and their crews." for i in range(400))
     env = server_env(model_cache, WONTOPOS_ENGINE_IDLE="60")
@@ -139,9 +150,9 @@ def test_the_engine_killed_during_an_import_keeps_every_batch_it_acknowledged(
     lines = [json.dumps(fact) for fact in facts]
     export = tmp_path / "export.jsonl"
     export.write_text("\n".join(lines) + "\n")
-    started = cli("search", "harbour")  # an engine runs (the last test killed the one before)
+    started = cli("search", "harbour")  # it runs alone and starts an engine (the last test killed the one before)
     assert started.returncode == 0, started.stderr
-    (engine,) = _engines(db)
+    engine = _one_engine(db)
     env = server_env(model_cache, WONTOPOS_ENGINE_IDLE="60")
     command = [sys.executable, "-m", "wontopos_mcp", "--db", str(db), "import", str(export), "--user", "port",
                "--batch", "1"]  # fmt: skip
@@ -163,5 +174,5 @@ def test_the_engine_killed_during_an_import_keeps_every_batch_it_acknowledged(
     summary = json.loads(again.stdout)
     assert summary["already_there"] >= 2  # what was acknowledged is there
     assert summary["stored"] + summary["already_there"] == 60
-    (new,) = _engines(db)
+    new = _one_engine(db)
     assert new["pid"] != engine["pid"]

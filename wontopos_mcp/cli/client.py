@@ -269,7 +269,7 @@ def engine_for(settings: Settings, *, start: bool, model_wait: float = MODEL_WAI
                 command, env = engines.spawn_command(), engines.engine_environment(settings)
                 sock: socket.socket | None = engines.connect_or_start(place, command, env)
             else:
-                sock = engines.connect(place)
+                sock = engines.connect_or_wait(place)
         except engines.EngineFailed as exc:
             if exc.code != EXIT_BAD_SETTING:
                 log.warning("running in this process: %s", exc)
@@ -286,6 +286,20 @@ def engine_for(settings: Settings, *, start: bool, model_wait: float = MODEL_WAI
         except _Gone:
             continue  # an engine on its way out: the next attempt starts (or finds) another
     return None
+
+
+def start_engine_later(settings: Settings) -> None:
+    """Start the shared engine for ``settings`` in the background, not waiting for it: a
+    command that needed the model and found no engine ran in its own process (as fast as
+    it ever was) and leaves the engine loading the model for the next command or session."""
+    if settings.engine != "shared" or not engines.supported():
+        return
+    try:
+        place = engines.place_for(settings, __version__)
+        if place is not None:
+            engines.start_in_background(place, engines.spawn_command(), engines.engine_environment(settings))
+    except (ConfigError, OSError) as exc:
+        log.warning("no engine started for the next command: %s", exc)
 
 
 if TYPE_CHECKING:

@@ -325,21 +325,34 @@ def run(args: dict[str, Any], settings: Settings, *, service: Service | None = N
     """Run one command; a refusal is one line on stderr and exit code 1.
 
     ``service`` (tests) replaces the one the settings would give; it is left open. Else a
-    command of ``SERVED`` asks the shared engine serving these settings (``client``), and
-    one that embeds (``EMBEDS``) starts it when none runs, as a stdio relay does: the
-    engine keeps the model loaded for the next command and for the agents' sessions. A
-    command no engine serves opens the database here, before it runs: a database LanceDB
-    cannot open, and for a command that embeds a database built with another model, are
-    one line and exit code 2, as for the server.
+    command of ``SERVED`` asks the shared engine serving these settings (``client``; one
+    being started is waited for). With none, the command runs in this process, as fast as
+    it ever did, and one that embeds (``EMBEDS``) then starts the engine in the background:
+    it loads the model for the next command and for the agents' sessions. A command no
+    engine serves opens the database here, before it runs: a database LanceDB cannot
+    open, and for a command that embeds a database built with another model, are one line
+    and exit code 2, as for the server (and no engine is started).
     """
-    from wontopos_mcp.errors import ModelMismatch
-
     name = args["command"] if args.get("action") is None else f"{args['command']} {args['action']}"
     own = service is None
+    later = False
     if service is None and name in SERVED:
         from .client import engine_for
 
-        service = engine_for(settings, start=name in EMBEDS)
+        service = engine_for(settings, start=False)
+        later = service is None and name in EMBEDS
+    code = _run_with(name, args, settings, service, own=own)
+    if later and code != EXIT_BAD_SETTING:
+        from .client import start_engine_later
+
+        start_engine_later(settings)
+    return code
+
+
+def _run_with(name: str, args: dict[str, Any], settings: Settings, service: Service | None, *, own: bool) -> int:
+    """:func:`run` with its service: the engine's client, or ``None`` for this process's own."""
+    from wontopos_mcp.errors import ModelMismatch
+
     if service is None:
         from wontopos_mcp.engine.service import MemoryService
 

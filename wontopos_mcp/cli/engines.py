@@ -207,19 +207,7 @@ def connect_or_start(place: Place, command: Sequence[str], env: Mapping[str, str
         sock = connect(place)  # another relay started it while this one waited
         if sock is not None:
             return sock
-        with open(place.log, "wb") as log:
-            os.chmod(place.log, 0o600)
-            engine = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=dict(env),
-                cwd="/",
-                start_new_session=True,
-                close_fds=True,
-            )
-        _spawned.append(engine)
+        engine = _spawn(place, command, env)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             sock = connect(place)
@@ -233,6 +221,71 @@ def connect_or_start(place: Place, command: Sequence[str], env: Mapping[str, str
 
 
 _spawned: list[subprocess.Popen[bytes]] = []
+
+
+def _spawn(
+    place: Place, command: Sequence[str], env: Mapping[str, str], keep: tuple[int, ...] = ()
+) -> subprocess.Popen[bytes]:
+    """The engine process, detached (a session of its own, ``/`` its working directory, its
+    stderr in the place's log), with only the descriptors in ``keep`` passed on."""
+    with open(place.log, "wb") as log:
+        os.chmod(place.log, 0o600)
+        engine = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=dict(env),
+            cwd="/",
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=keep,
+        )
+    _spawned.append(engine)
+    return engine
+
+
+SPAWN_LOCK_FD = "WONTOPOS_ENGINE_SPAWN_LOCK_FD"
+"""The environment variable naming the spawn lock's descriptor an engine started in the
+background inherits (:func:`start_in_background`); it lets the lock go once it accepts."""
+
+
+def connect_or_wait(place: Place) -> socket.socket | None:
+    """A connection to the engine at ``place`` when one runs or is being started (its
+    starter holds the spawn lock until it accepts); ``None`` when none runs."""
+    sock = connect(place)
+    if sock is not None:
+        return sock
+    with _locked(place.lock):
+        return connect(place)
+
+
+def start_in_background(place: Place, command: Sequence[str], env: Mapping[str, str]) -> None:
+    """Spawn the engine at ``place`` for the commands and sessions to come, without waiting
+    for it: what a command that ran in its own process leaves behind. The spawn lock passes
+    to the engine (an inherited descriptor, named in :data:`SPAWN_LOCK_FD`), which lets it
+    go once its socket accepts, so a relay or command arriving meanwhile waits for this
+    engine instead of starting a second one; an engine that stops before then frees the
+    lock by leaving."""
+    fd = os.open(place.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        running = connect(place)
+        if running is not None:
+            running.close()
+            return
+        _spawn(place, command, {**env, SPAWN_LOCK_FD: str(fd)}, keep=(fd,))
+    finally:
+        os.close(fd)
+
+
+def let_spawn_lock_go() -> None:
+    """An engine started in the background: its socket accepts, so the spawn lock it
+    inherited is let go (closed; the starter closed its own copy)."""
+    inherited = os.environ.pop(SPAWN_LOCK_FD, None)
+    if inherited is not None and inherited.isdigit():
+        with contextlib.suppress(OSError):
+            os.close(int(inherited))
 
 
 def reap() -> None:
@@ -277,6 +330,7 @@ class Holder:
             os.close(self._fd)
             raise
         self._inode = 0
+        self.clients(0)  # at once: the file may still name an engine that died, now that it is locked again
 
     def bind(self) -> socket.socket:
         """The listening socket (0600), replacing a stale one: no other engine holds the lock."""

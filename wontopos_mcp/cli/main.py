@@ -371,6 +371,7 @@ def _serve_engine(settings: Settings, servers: Servers) -> int:
     _check_database(settings)
     service = _open_service(settings, on_leave=holder.leave)
     listener = holder.bind()  # a relay may connect now; its messages wait in the socket
+    engines.let_spawn_lock_go()  # started in the background: the next relay or command may connect
     local = "://" not in db
 
     def alive() -> bool:
