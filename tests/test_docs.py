@@ -10,6 +10,7 @@ tool added without its line fails, naming the command that fixes it.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from dataclasses import fields
 from pathlib import Path
@@ -68,3 +69,16 @@ def test_the_configuration_page_names_every_setting_the_code_reads() -> None:
     }
     assert "--db" in server_flags
     assert sorted(f for f in server_flags if f"`{f}`" not in page) == []
+
+
+def test_the_readmes_hooks_are_claude_codes_events_and_real_hook_commands() -> None:
+    """The README's settings.json block: valid JSON, Claude Code's five events, and each
+    command one the parser knows (``wontopos-mcp hook NAME``)."""
+    (block,) = [b for b in re.findall(r"```json\n(.*?)```", README, flags=re.S) if '"hooks"' in b]
+    events = json.loads(block)["hooks"]
+    assert set(events) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"}
+    for entries in events.values():
+        for hook in (h for entry in entries for h in entry["hooks"]):
+            words = hook["command"].split()
+            assert words[:2] == ["wontopos-mcp", "hook"], words
+            assert build_parser(words[1:]).parse_args(words[1:]).command == "hook"
