@@ -252,12 +252,25 @@ background inherits (:func:`start_in_background`); it lets the lock go once it a
 
 def connect_or_wait(place: Place) -> socket.socket | None:
     """A connection to the engine at ``place`` when one runs or is being started (its
-    starter holds the spawn lock until it accepts); ``None`` when none runs."""
+    starter holds the spawn lock until it accepts, waited for up to :data:`START_TIMEOUT`);
+    ``None`` when none runs, or none accepted in that time."""
     sock = connect(place)
     if sock is not None:
         return sock
-    with _locked(place.lock):
+    fd = os.open(place.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(_POLL)
         return connect(place)
+    finally:
+        os.close(fd)
 
 
 def start_in_background(place: Place, command: Sequence[str], env: Mapping[str, str]) -> None:
