@@ -4,8 +4,10 @@ the commands call on ``MemoryService``, each one request of the command line's p
 command answers in the time of a request, not of a model load.
 
 :func:`engine_for` finds that engine as a stdio relay does (the same key, the same
-files: :mod:`cli.engines`), and starts one when asked to; it gives ``None`` where the
-command is to run in its own process instead: ``--engine inprocess``, no local sockets,
+files: :mod:`cli.engines`), waits for one being started, and starts one when asked to (the
+hooks); :func:`start_engine_later` starts one in the background for the commands to come.
+``engine_for`` gives ``None`` where the command is to run in its own process instead: no
+engine running, ``--engine inprocess``, no local sockets,
 an engine that cannot be reached or started (a setting or a database it refuses, said
 again by the command in process, exactly as before), or one that does not speak this
 protocol.
