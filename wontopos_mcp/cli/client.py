@@ -249,16 +249,22 @@ class EngineClient:
         return cast("answers.ImportSummaryAnswer", self._call("import_conversations", args, Progress()))
 
 
+def _place(settings: Settings) -> engines.Place | None:
+    """Where the shared engine for ``settings`` is; ``None`` where commands run in their own
+    process (``--engine inprocess``, no local sockets)."""
+    if settings.engine != "shared" or not engines.supported():
+        return None
+    return engines.place_for(settings, __version__)
+
+
 def engine_for(settings: Settings, *, start: bool, model_wait: float = MODEL_WAIT) -> EngineClient | None:
     """The shared engine serving ``settings``, greeted (started first when none runs and
     ``start``), waiting up to ``model_wait`` seconds for a model still loading (a hook waits
     less than a command); ``None``: the command runs in its own process (see the module's docstring).
     An engine that stopped on a setting or a database is left to the command in process to
     say why, as it says it today; any other failure to reach one is logged first."""
-    if settings.engine != "shared" or not engines.supported():
-        return None
     try:
-        place = engines.place_for(settings, __version__)
+        place = _place(settings)
     except (ConfigError, OSError) as exc:
         log.warning("running in this process: %s", exc)
         return None
@@ -294,10 +300,8 @@ def start_engine_later(settings: Settings) -> None:
     """Start the shared engine for ``settings`` in the background, not waiting for it: a
     command that needed the model and found no engine ran in its own process (as fast as
     it ever was) and leaves the engine loading the model for the next command or session."""
-    if settings.engine != "shared" or not engines.supported():
-        return
     try:
-        place = engines.place_for(settings, __version__)
+        place = _place(settings)
         if place is not None:
             engines.start_in_background(place, engines.spawn_command(), engines.engine_environment(settings))
     except (ConfigError, OSError) as exc:

@@ -181,11 +181,24 @@ def _peer_credentials(sock: socket.socket, option: int) -> tuple[int, int, int]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, timeout: float | None = None) -> Iterator[int]:
+    """The lock file at ``path`` held, its descriptor yielded; with ``timeout``,
+    :class:`TimeoutError` when it is not free within that many seconds."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        if timeout is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"{path} held for {timeout:.0f} s") from None
+                    time.sleep(_POLL)
+        yield fd
     finally:
         os.close(fd)
 
@@ -257,20 +270,11 @@ def connect_or_wait(place: Place) -> socket.socket | None:
     sock = connect(place)
     if sock is not None:
         return sock
-    fd = os.open(place.lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    return None
-                time.sleep(_POLL)
-        return connect(place)
-    finally:
-        os.close(fd)
+        with _locked(place.lock, timeout=START_TIMEOUT):
+            return connect(place)
+    except TimeoutError:
+        return None
 
 
 def start_in_background(place: Place, command: Sequence[str], env: Mapping[str, str]) -> None:
@@ -280,16 +284,12 @@ def start_in_background(place: Place, command: Sequence[str], env: Mapping[str, 
     go once its socket accepts, so a relay or command arriving meanwhile waits for this
     engine instead of starting a second one; an engine that stops before then frees the
     lock by leaving."""
-    fd = os.open(place.lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with _locked(place.lock) as fd:
         running = connect(place)
         if running is not None:
             running.close()
             return
         _spawn(place, command, {**env, SPAWN_LOCK_FD: str(fd)}, keep=(fd,))
-    finally:
-        os.close(fd)
 
 
 def let_spawn_lock_go() -> None:
