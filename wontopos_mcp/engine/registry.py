@@ -222,8 +222,7 @@ class Registry:
         records = self.store.registry.rows(where.registry_record(_record_key(key, idem_key), since_us))
         if not records:
             return None
-        fingerprint, answer_json = (records[0]["value"] or "\n").split("\n", 1)
-        return fingerprint, answer_json
+        return _record_parts(records[0]["value"])
 
     def kept_records(self, key: str, idem_keys: Sequence[str]) -> dict[str, tuple[str, str]]:
         """(fingerprint, answer JSON) kept for each of these keys that has a record, at any
@@ -234,8 +233,7 @@ class Registry:
         found: dict[str, tuple[str, str]] = {}
         for start in range(0, len(names), _DELETE_BATCH):
             for row in self.store.registry.rows(where.registry_keys_in(names[start : start + _DELETE_BATCH])):
-                fingerprint, answer_json = (row["value"] or "\n").split("\n", 1)
-                found[wanted[row["key"]]] = (fingerprint, answer_json)
+                found[wanted[row["key"]]] = _record_parts(row["value"])
         return found
 
     def keep_idempotency_records(self, key: str, records: Sequence[tuple[str, str, str, int]]) -> None:
@@ -259,7 +257,7 @@ class Registry:
         naming = [
             row["key"]
             for row in self.store.registry.rows(records)
-            if names_any((row["value"] or "\n").split("\n", 1)[1], memory_ids)
+            if names_any(_record_parts(row["value"])[1], memory_ids)
         ]
         for start in range(0, len(naming), _DELETE_BATCH):
             self.store.registry.delete(where.registry_keys_in(naming[start : start + _DELETE_BATCH]))
@@ -344,3 +342,9 @@ def _store_row(store_id: str, created_us: int) -> RegistryRow:
 
 def _idempotency_row(key: str, idem_key: str, fingerprint: str, answer_json: str, created_us: int) -> RegistryRow:
     return _registry_row("idem", _record_key(key, idem_key), key, idem_key, created_us, f"{fingerprint}\n{answer_json}")
+
+
+def _record_parts(value: str | None) -> tuple[str, str]:
+    """(fingerprint, answer JSON) of a kept record's value, as ``_idempotency_row`` joins them."""
+    fingerprint, answer_json = (value or "\n").split("\n", 1)
+    return fingerprint, answer_json
