@@ -22,6 +22,7 @@ import os
 import re
 import socket
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta, timezone
@@ -38,7 +39,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from wontopos_mcp import Memory
-from wontopos_mcp.cli import commands
+from wontopos_mcp.cli import commands, engines
 from wontopos_mcp.cli.answering import serve_commands
 from wontopos_mcp.cli.client import EngineClient
 from wontopos_mcp.cli.main import build_parser
@@ -623,3 +624,16 @@ TRIP_CHAT = """\
 13/04/2026, 18:20 - Lena: Rooms booked: Harbour View,
 two nights, breakfast included.
 """
+
+
+def engines_serving(db: Path) -> list[dict[str, Any]]:
+    """The running shared engines (``engines.running``) whose database is ``db``."""
+    return [engine for engine in engines.running() if engine["db"] == str(db.resolve())]
+
+
+def wait_until(check: Callable[[], bool], what: str, timeout: float) -> None:
+    """Poll ``check`` until it holds; fail saying ``what`` was awaited after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.02)

@@ -17,15 +17,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import server_env
+from support import engines_serving, server_env, wait_until
 
-from wontopos_mcp.cli import engines
 from wontopos_mcp.cli.client import ENGINE_LOST
 
 pytestmark = pytest.mark.process
@@ -65,15 +63,11 @@ def cli(db: Path, model_cache: Path, embedder: Any) -> Callable[..., subprocess.
     return run
 
 
-def _engines(db: Path) -> list[dict[str, Any]]:
-    return [engine for engine in engines.running() if engine["db"] == str(db.resolve())]
-
-
 def _one_engine(db: Path) -> dict[str, Any]:
     """The one engine serving ``db``, once it runs (a command that found none ran alone and
     started it in the background)."""
-    _until(lambda: len(_engines(db)) == 1, "the engine a command started")
-    (engine,) = _engines(db)
+    wait_until(lambda: len(engines_serving(db)) == 1, "the engine a command started", WAIT)
+    (engine,) = engines_serving(db)
     return engine
 
 
@@ -81,18 +75,11 @@ def _peak_mb(done: subprocess.CompletedProcess[str]) -> float:
     return int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
-def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not check():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.02)
-
-
 def test_a_command_that_reads_runs_alone_while_no_engine_runs(cli: Any, db: Path) -> None:
     done = cli("stats")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("store 'default': 0 memories")
-    assert _engines(db) == []
+    assert engines_serving(db) == []
 
 
 def test_the_first_add_starts_the_engine_and_every_later_command_asks_it_without_loading_the_model(
@@ -109,7 +96,7 @@ def test_the_first_add_starts_the_engine_and_every_later_command_asks_it_without
     assert _peak_mb(found) < 150, f"the search process peaked at {_peak_mb(found):.0f} MB"
     listed = cli("memories", "list", "--json")
     assert [m["id"] for m in json.loads(listed.stdout)["memories"]] == [json.loads(added.stdout)["id"]]
-    assert _engines(db) == [engine | {"clients": 0}]  # the same engine, one for all
+    assert engines_serving(db) == [engine | {"clients": 0}]  # the same engine, one for all
 
     refused = cli("add", "Carol's words.", "--speaker", "Carol")
     assert (refused.returncode, refused.stdout) == (1, "")
@@ -132,7 +119,7 @@ def test_the_engine_killed_during_an_add_is_one_line_exit_1_and_no_acknowledged_
     env = server_env(model_cache, WONTOPOS_ENGINE_IDLE="60")
     command = [sys.executable, "-m", "wontopos_mcp", "--db", str(db), "add", long[:32_000]]
     adding = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    _until(lambda: any(e["clients"] for e in _engines(db)), "the add to reach the engine")
+    wait_until(lambda: any(e["clients"] for e in engines_serving(db)), "the add to reach the engine", WAIT)
     os.kill(engine["pid"], signal.SIGKILL)
     out, err = adding.communicate(timeout=WAIT)
 

@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import server_env
+from support import engines_serving, server_env
 from test_hooks import capture_events, prompt_event, session_start_event, transcript
-
-from wontopos_mcp.cli import engines
 
 pytestmark = pytest.mark.process
 
@@ -49,10 +47,6 @@ def hook(db: Path, model_cache: Path, embedder: Any) -> Run:
     return run
 
 
-def _engines(db: Path) -> list[dict[str, Any]]:
-    return [engine for engine in engines.running() if engine["db"] == str(db.resolve())]
-
-
 def test_a_hook_with_stdin_that_is_not_json_says_one_line_and_exits_0(hook: Run) -> None:
     done = hook("prompt", "not the hook's JSON")
 
@@ -78,21 +72,21 @@ def test_recall_from_a_database_that_does_not_exist_prints_nothing_and_starts_no
 
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
     assert not missing.exists()
-    assert _engines(missing) == []
+    assert engines_serving(missing) == []
 
 
 def test_capture_starts_the_engine_then_every_hook_asks_it(hook: Run, db: Path, tmp_path: Path) -> None:
     stop = capture_events(transcript(tmp_path / "session.jsonl", range(2)))[0]
-    assert _engines(db) == []
+    assert engines_serving(db) == []
 
     captured = hook("capture", stop)
 
     assert (captured.returncode, captured.stdout, captured.stderr) == (0, "", "")
-    assert len(_engines(db)) == 1
+    assert len(engines_serving(db)) == 1
     recalled = hook("prompt", prompt_event("which module parses invoices of customer number 1?"))
     assert (recalled.returncode, recalled.stderr) == (0, "")
     assert recalled.stdout.splitlines()[1].endswith("[me] Module 1 parses the invoices of customer number 1.")
     started = hook("session-start", session_start_event())
     assert "4 memories" in started.stdout.splitlines()[0]
     assert started.stdout.count("\n- ") == 4
-    assert len(_engines(db)) == 1
+    assert len(engines_serving(db)) == 1

@@ -30,9 +30,9 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from support import REPO, TOOLS, open_service, serve, server_env, settings_for
+from support import REPO, TOOLS, engines_serving, open_service, serve, server_env, settings_for
 
-from wontopos_mcp.cli import engines, relay
+from wontopos_mcp.cli import relay
 from wontopos_mcp.contract import CORE_TOOLS, PROMPTS
 from wontopos_mcp.mcp.prompts import MAX_PROMPT_CHARS
 
@@ -214,7 +214,7 @@ async def test_a_call_left_by_a_killed_engine_is_a_503_the_client_accepts_and_th
             _stdio(db, model_cache, "--log-level", "debug", errlog=errlog), mode=MODES[version]
         ) as client:
             assert (await client.call_tool("speakers_list", {})).structured_content["count"] == 1
-            (engine,) = [e for e in engines.running() if e["db"] == str(db.resolve())]
+            (engine,) = engines_serving(db)
             answers: list[Any] = []
 
             async def slow() -> None:
@@ -233,5 +233,5 @@ async def test_a_call_left_by_a_killed_engine_is_a_503_the_client_accepts_and_th
             after = await client.call_tool("speakers_list", {})  # the same session, a new engine
             assert not after.is_error
             assert after.structured_content["count"] == 1
-    (new,) = [e for e in engines.running() if e["db"] == str(db.resolve())]
+    (new,) = engines_serving(db)
     assert new["pid"] != engine["pid"]

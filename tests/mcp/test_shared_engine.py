@@ -18,13 +18,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import REPO, TOOLS, error_body, server_env
+from support import REPO, TOOLS, engines_serving, error_body, server_env, wait_until
 
 import wontopos_mcp
 from wontopos_mcp.cli import engines
@@ -123,17 +122,6 @@ def sessions(tmp_path: Path, model_cache: Path, embedder: Any) -> Iterator[Calla
     shutil.rmtree(tmp_path / "db", ignore_errors=True)  # its engines leave at once
 
 
-def _running(db: Path) -> list[dict[str, Any]]:
-    return [engine for engine in engines.running() if engine["db"] == str(db.resolve())]
-
-
-def _until(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not check():
-        assert time.monotonic() < deadline, f"still waiting for {what}"
-        time.sleep(0.05)
-
-
 def _texts(session: Session) -> list[str]:
     listed = session.call("memory_list", limit=100)["structuredContent"]
     return [memory["content"] for memory in listed["memories"]]
@@ -143,7 +131,7 @@ def test_sessions_share_one_engine_see_each_others_writes_at_once_and_it_leaves_
     sessions, tmp_path
 ) -> None:
     first, second = sessions(), sessions()
-    (engine,) = _running(tmp_path / "db")
+    (engine,) = engines_serving(tmp_path / "db")
     assert engine["clients"] == 2
     assert engine["version"] == wontopos_mcp.__version__
 
@@ -157,7 +145,7 @@ def test_sessions_share_one_engine_see_each_others_writes_at_once_and_it_leaves_
     assert f"pid {engine['pid']}  version {wontopos_mcp.__version__}  2 clients" in status.stdout
 
     shutil.rmtree(tmp_path / "db")  # with both sessions still connected
-    _until(lambda: not _running(tmp_path / "db"), f"engine {engine['pid']} to leave with its database")
+    wait_until(lambda: not engines_serving(tmp_path / "db"), f"engine {engine['pid']} to leave with its database", WAIT)
 
 
 def test_an_engine_killed_mid_write_answers_it_503_loses_no_acknowledged_write_and_the_next_call_gets_a_new_one(
@@ -166,7 +154,7 @@ def test_an_engine_killed_mid_write_answers_it_503_loses_no_acknowledged_write_a
     session = sessions("--log-level", "debug")
     acknowledged = session.call("memory_add", content="Acknowledged before the kill.")["structuredContent"]
     assert acknowledged["status"] == "stored", acknowledged
-    (engine,) = _running(tmp_path / "db")
+    (engine,) = engines_serving(tmp_path / "db")
 
     turn = "a long turn about the quarterly plan. " * 40
     chat = [{"role": "user", "content": f"Message {i}: {turn}"} for i in range(100)]
@@ -181,7 +169,7 @@ def test_an_engine_killed_mid_write_answers_it_503_loses_no_acknowledged_write_a
     assert json.loads(lost["content"][0]["text"]) == lost["structuredContent"]
 
     assert _texts(session) == ["Acknowledged before the kill."]  # the next call, on a new engine
-    (new,) = _running(tmp_path / "db")
+    (new,) = engines_serving(tmp_path / "db")
     assert new["pid"] != engine["pid"]
 
 
@@ -195,7 +183,7 @@ def test_a_second_package_version_starts_its_own_engine(sessions, tmp_path) -> N
 
     ours = sessions()
     theirs = sessions(cwd=other, PYTHONPATH=str(other))
-    assert {engine["version"] for engine in _running(tmp_path / "db")} == {wontopos_mcp.__version__, "9.9.9"}
+    assert {engine["version"] for engine in engines_serving(tmp_path / "db")} == {wontopos_mcp.__version__, "9.9.9"}
     for session in (ours, theirs):
         assert {tool["name"] for tool in session.request("tools/list")["result"]["tools"]} == TOOLS
 
@@ -242,11 +230,11 @@ def test_the_relay_refuses_a_directory_or_socket_others_can_open(tmp_path, model
 def test_opting_out_runs_the_engine_in_the_stdio_process(sessions, tmp_path) -> None:
     session = sessions(WONTOPOS_ENGINE="inprocess")
     assert session.call("stores_list")["structuredContent"]["stores"][0]["user_id"] == "default"
-    assert _running(tmp_path / "db") == []
+    assert engines_serving(tmp_path / "db") == []
 
 
 def test_an_engine_leaves_when_its_last_client_has_been_gone_for_its_idle_time(sessions, tmp_path) -> None:
     session = sessions(WONTOPOS_ENGINE_IDLE="1")
-    (engine,) = _running(tmp_path / "db")
+    (engine,) = engines_serving(tmp_path / "db")
     assert session.close() == 0
-    _until(lambda: not _running(tmp_path / "db"), f"engine {engine['pid']} to leave")
+    wait_until(lambda: not engines_serving(tmp_path / "db"), f"engine {engine['pid']} to leave", WAIT)
