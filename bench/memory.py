@@ -47,6 +47,7 @@ HERE = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE / "bench"))
 
 from scale import OTHERS  # noqa: E402  (the same 28 other people as the scale benchmark)
+from sessions import rss_mb  # noqa: E402  (the resident memory of a process, as the sessions benchmark reads it)
 
 TARGETS_MB = {10_000: 450.0, 100_000: 600.0}  # issue 53
 HEAVY = ["numpy", "onnxruntime", "tokenizers", "fastembed", "pyarrow", "lancedb", "mcp"]
@@ -71,13 +72,6 @@ QUERIES = [
     "Was hat sie über den Umzug gesagt?", "新しい仕事はいつから？", "이사는 언제 가요?", "Что он купил под Тверью?",
 ]  # fmt: skip
 SEARCHES = 20
-
-
-def rss_mb(pid: int | str = "self") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 # -- the stores --------------------------------------------------------------------------

@@ -50,26 +50,25 @@ class Timing(NamedTuple):
     status: str
 
 
-def rss_mb(pid: int) -> float:
+def _proc_mb(pid: int | str, name: str, field: str) -> float:
+    """The kilobytes figure ``field`` of ``/proc/<pid>/<name>``, in MB (0 for a process gone)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        for line in Path(f"/proc/{pid}/{name}").read_text().splitlines():
+            if line.startswith(field):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
     return 0.0
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    return _proc_mb(pid, "status", "VmRSS:")
 
 
 def pss_mb(pid: int) -> float:
     """Proportional set size: each page shared by several processes (the interpreter, its
     libraries) counted once in all, split among them; what the processes cost the machine."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
+    return _proc_mb(pid, "smaps_rollup", "Pss:")
 
 
 def session(argv: list[str], env: dict[str, str], out: list[Any], ready: threading.Barrier) -> None:
