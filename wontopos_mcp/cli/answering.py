@@ -68,15 +68,12 @@ def _import_lines(service: MemoryService, args: dict[str, Any], remote: Remote) 
 
 
 def _import_conversations(service: MemoryService, args: dict[str, Any], remote: Remote) -> Any:
-    from wontopos_mcp.imports.sources import open_source
-    from wontopos_mcp.rules.import_options import import_options
+    from .conversations import import_path
 
     def progress(done: int, total: int, counts: Counter[str]) -> None:
         remote.progress(done, total, dict(counts))
 
-    options = import_options(**args["options"])
-    source = open_source(args["path"])
-    return service.import_conversations(source, options, args["user_id"], progress=progress)
+    return import_path(service, args["path"], args["options"], args["user_id"], progress)
 
 
 OPERATIONS: dict[str, Operation] = {

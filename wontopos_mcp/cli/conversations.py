@@ -37,7 +37,11 @@ from .client import EngineClient
 from .exits import EXIT_BAD_SETTING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tqdm import tqdm
+
+    from wontopos_mcp.engine.service import MemoryService
 
     from .client import Service
 
@@ -65,6 +69,21 @@ def add_import_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tz", metavar="ZONE", help="the IANA zone of local times (default: the machine's)")
     parser.add_argument("--start", metavar="TIME", help="transcripts: when the recording began (RFC 3339)")
     parser.add_argument("--dry-run", action="store_true", help="read and resolve, store nothing; print who is who")
+
+
+def import_path(
+    service: MemoryService,
+    path: str,
+    options: dict[str, Any],
+    user_id: str | None,
+    progress: Callable[[int, int, Counter[str]], None] | None = None,
+) -> ImportSummaryAnswer:
+    """The export at ``path`` imported by ``service``, with ``options`` as ``import_options``
+    takes them: what the engine does for a command or a hook that sent it the path, and a
+    hook in its own process."""
+    from wontopos_mcp.imports.sources import open_source
+
+    return service.import_conversations(open_source(path), import_options(**options), user_id, progress=progress)
 
 
 def is_jsonl_export(path: str) -> bool:

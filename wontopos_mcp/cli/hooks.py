@@ -328,11 +328,10 @@ def _import(service: Service, path: str, options: dict[str, Any], user_id: str |
 
     if isinstance(service, EngineClient):
         return service.import_export(path, options, user_id, progress=lambda *_: None)
-    from wontopos_mcp.imports.sources import open_source
-    from wontopos_mcp.rules.import_options import import_options
+    from .conversations import import_path
 
     try:
-        return service.import_conversations(open_source(path), import_options(**options), user_id)
+        return import_path(service, path, options, user_id)
     except ConfigError as exc:
         raise HookFailed(str(exc)) from None
 
