@@ -20,6 +20,7 @@ from mcp.types import Prompt as MCPPrompt
 
 from wontopos_mcp.contract import PROMPTS, Prompt
 from wontopos_mcp.errors import InvalidRequestError
+from wontopos_mcp.rules.budget import fit
 
 if TYPE_CHECKING:
     from wontopos_mcp.engine.service import MemoryService
@@ -109,11 +110,12 @@ def _about_person(answer: Mapping[str, Any]) -> str:
     if not lines:
         return head + "(none stored yet)"
     text = head + "\n".join(lines) + (more if answer["has_more"] else "")
-    while len(text) > MAX_PROMPT_CHARS and lines:
-        lines.pop()
-        shown = "\n".join(lines) if lines else "(the latest is longer than this prompt holds)"
-        text = head + shown + more
-    return text[:MAX_PROMPT_CHARS]
+    if len(text) <= MAX_PROMPT_CHARS:
+        return text
+    # The newest that fit, one line break each but the last (the older ones: ``more``).
+    kept, _ = fit(lines, lambda line: len(line) + 1, MAX_PROMPT_CHARS - len(head) - len(more) + 1, at_least_one=False)
+    shown = "\n".join(kept) if kept else "(the latest is longer than this prompt holds)"
+    return (head + shown + more)[:MAX_PROMPT_CHARS]
 
 
 async def render(service: MemoryService, name: str, arguments: Mapping[str, Any] | None) -> GetPromptResult:
