@@ -61,12 +61,9 @@ def cli_reference() -> str:
         parser = build_parser([])
         parts = [f"### `wontopos-mcp`\n\n```text\n{_help(parser)}\n```"]
         for name, command in _subparsers(parser):
-            if command.description is None and command.format_usage().strip().endswith("serve"):
-                continue
-            actions = list(_subparsers(command))
             parts.append(f"### `wontopos-mcp {name}`\n\n```text\n{_help(command)}\n```")
-            for action_name, action in actions:
-                if action.description is None and action.prog.endswith("engine serve"):
+            for action_name, action in _subparsers(command):
+                if action.prog.endswith("engine serve"):
                     continue  # what a relay spawns, not a command for people
                 parts.append(f"### `wontopos-mcp {name} {action_name}`\n\n```text\n{_help(action)}\n```")
     return "\n\n".join(parts)
